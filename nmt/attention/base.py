@@ -1,0 +1,180 @@
+"""The cross-attention contract shared by every variant, and its score functions.
+
+Contract (shape legend in DESIGN.md): ``query (B,T,D)``, memory keys/values
+projected once per sentence (:meth:`CrossAttention.project_memory`),
+``src_mask (B,1,S)`` (True = real token), ``positions (T,)`` the absolute
+target positions of the queries -> ``context (B,T,D)`` and, on request,
+``weights (B,H,T,S)`` that are zero outside what was attended.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from nmt.config import AttentionConfig
+from nmt.registry import Registry
+
+ATTENTION: Registry[type[CrossAttention]] = Registry("attention kind")
+SCORES: Registry[type[Score]] = Registry("attention score")
+
+ScoreName = Literal["dot", "general", "concat"]
+
+
+class Memory(NamedTuple):
+    """Encoder output projected to per-head keys and values, computed once."""
+
+    key: Tensor  # (B,H,S,Dh)
+    value: Tensor  # (B,H,S,Dh)
+    lengths: Tensor  # (B,) real source lengths
+
+
+@dataclass(frozen=True)
+class Attended:
+    """What a cross-attention layer returns."""
+
+    context: Tensor  # (B,T,D)
+    weights: Tensor | None = None  # (B,H,T,S), zero outside the attended span
+    centers: Tensor | None = None  # (B,H,T) predicted p_t (local_p only)
+
+
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the last dim where ``mask`` is True; a fully masked row gives zeros.
+
+    A finite fill (not -inf) keeps fully masked rows NaN-free; the final
+    multiply zeroes them (and every masked entry).
+    """
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1) * mask
+
+
+# ----------------------------------------------------------------- scores
+
+
+class Score(nn.Module):
+    """Alignment score between per-head queries and keys (Luong et al. 2015, eq. 8).
+
+    ``dense``: q (B,H,T,Dh), k (B,H,S,Dh) -> (B,H,T,S).
+    ``windowed``: q (B,H,T,Dh), k (B,H,T,W,Dh) (keys gathered per query) -> (B,H,T,W).
+    """
+
+    def __init__(self, heads: int, head_dim: int) -> None:
+        super().__init__()
+        self.scale = 1.0 / math.sqrt(head_dim)
+
+    def prepare(self, q: Tensor) -> Tensor:
+        return q * self.scale
+
+    def dense(self, q: Tensor, k: Tensor) -> Tensor:
+        return self.prepare(q) @ k.transpose(-1, -2)  # (B,H,T,S)
+
+    def windowed(self, q: Tensor, k: Tensor) -> Tensor:
+        return (k @ self.prepare(q).unsqueeze(-1)).squeeze(-1)  # (B,H,T,W)
+
+
+@SCORES.register("dot")
+class DotScore(Score):
+    """Scaled dot product q·k / sqrt(Dh) (Vaswani et al. 2017, eq. 1)."""
+
+
+@SCORES.register("general")
+class GeneralScore(Score):
+    """Bilinear q W kᵀ per head (Luong et al. 2015, eq. 8 "general"), scaled."""
+
+    def __init__(self, heads: int, head_dim: int) -> None:
+        super().__init__(heads, head_dim)
+        self.weight = nn.Parameter(torch.eye(head_dim).repeat(heads, 1, 1))  # (H,Dh,Dh)
+
+    def prepare(self, q: Tensor) -> Tensor:
+        return (q @ self.weight.unsqueeze(0)) * self.scale  # (B,H,T,Dh)
+
+
+@SCORES.register("concat")
+class ConcatScore(Score):
+    """Additive vᵀ tanh(W_q q + W_k k) per head (Bahdanau et al. 2015; Luong eq. 8 "concat").
+
+    Materialises (B,H,T,S,Dh): fine for sentences, costly for long documents.
+    """
+
+    def __init__(self, heads: int, head_dim: int) -> None:
+        super().__init__(heads, head_dim)
+        self.w_q = nn.Parameter(torch.empty(heads, head_dim, head_dim))
+        self.w_k = nn.Parameter(torch.empty(heads, head_dim, head_dim))
+        self.v = nn.Parameter(torch.empty(heads, head_dim))
+        for p in (self.w_q, self.w_k):
+            nn.init.xavier_uniform_(p)
+        nn.init.normal_(self.v, std=head_dim**-0.5)
+
+    def _energy(self, q: Tensor, k: Tensor) -> Tensor:
+        # q (B,H,T,1,Dh) + k (B,H,T|1,S|W,Dh) -> (B,H,T,S|W)
+        e = torch.tanh(q.unsqueeze(-2) + k)
+        return e @ self.v[None, :, None, :, None]  # (B,H,T,S|W,1)
+
+    def dense(self, q: Tensor, k: Tensor) -> Tensor:
+        q = q @ self.w_q.unsqueeze(0)  # (B,H,T,Dh)
+        k = (k @ self.w_k.unsqueeze(0)).unsqueeze(2)  # (B,H,1,S,Dh)
+        return self._energy(q, k).squeeze(-1)  # (B,H,T,S)
+
+    def windowed(self, q: Tensor, k: Tensor) -> Tensor:
+        q = q @ self.w_q.unsqueeze(0)  # (B,H,T,Dh)
+        k = k @ self.w_k[None, :, None]  # (B,H,T,W,Dh)
+        return self._energy(q, k).squeeze(-1)  # (B,H,T,W)
+
+
+# --------------------------------------------------------------- the contract
+
+
+class CrossAttention(nn.Module):
+    """Multi-head encoder-decoder attention; subclasses decide where to look.
+
+    Parameter names (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``, ``score``)
+    are the checkpoint format.
+    """
+
+    config_class: type[AttentionConfig] = AttentionConfig
+
+    def __init__(self, cfg: AttentionConfig, d_model: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.heads = heads
+        self.head_dim = d_model // heads
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.score = SCORES.get(getattr(cfg, "score", "dot"))(heads, self.head_dim)
+
+    def split(self, x: Tensor) -> Tensor:
+        B, L, _ = x.shape
+        return x.view(B, L, self.heads, self.head_dim).transpose(1, 2)  # (B,H,L,Dh)
+
+    def merge(self, x: Tensor) -> Tensor:
+        B, H, L, Dh = x.shape
+        return x.transpose(1, 2).reshape(B, L, H * Dh)  # (B,L,D)
+
+    def project_memory(self, memory: Tensor, src_mask: Tensor) -> Memory:
+        """memory (B,S,D), src_mask (B,1,S) -> per-head keys/values, once per sentence."""
+        return Memory(
+            self.split(self.k_proj(memory)),
+            self.split(self.v_proj(memory)),
+            src_mask.sum(dim=(1, 2)),
+        )
+
+    def forward(
+        self,
+        query: Tensor,
+        memory: Memory,
+        src_mask: Tensor,
+        positions: Tensor,
+        need_weights: bool = False,
+    ) -> Attended:
+        raise NotImplementedError
+
+    def extra_loss(self) -> Tensor | None:
+        """An auxiliary training loss from the last forward (hard attention), else None."""
+        return None

@@ -1,0 +1,65 @@
+"""Global attention: every query attends to every real source position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from nmt.attention.base import (
+    ATTENTION,
+    Attended,
+    CrossAttention,
+    Memory,
+    ScoreName,
+    masked_softmax,
+)
+from nmt.config import AttentionConfig
+
+
+@dataclass(frozen=True)
+class GlobalConfig(AttentionConfig):
+    kind: str = "global"
+    score: ScoreName = "dot"
+
+
+@ATTENTION.register("global")
+class GlobalAttention(CrossAttention):
+    """Luong et al. 2015 "global" attention (sec. 3.1, eq. 7-8) — with ``score: dot``
+    exactly Vaswani et al. 2017's encoder-decoder attention (eq. 1).
+
+    a_t(s) = softmax_s(score(q_t, k_s)) over real source positions s;
+    context c_t = sum_s a_t(s) v_s.
+    """
+
+    config_class = GlobalConfig
+
+    def forward(
+        self,
+        query: Tensor,
+        memory: Memory,
+        src_mask: Tensor,
+        positions: Tensor,
+        need_weights: bool = False,
+    ) -> Attended:
+        q = self.split(self.q_proj(query))  # (B,H,T,Dh)
+        mask = src_mask.unsqueeze(1)  # (B,1,1,S)
+        if self.cfg.score == "dot" and not need_weights:
+            # Fused kernel. A finite bias (not a boolean mask) keeps a fully masked
+            # row NaN-free; multiplying by ``any`` then zeroes it, as masked_softmax does.
+            bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
+            bias = bias.masked_fill(~mask, torch.finfo(q.dtype).min)  # (B,1,1,S)
+            ctx = F.scaled_dot_product_attention(
+                q,
+                memory.key,
+                memory.value,
+                attn_mask=bias,
+                dropout_p=self.dropout.p if self.training else 0.0,
+            )  # (B,H,T,Dh)
+            ctx = ctx * mask.any(dim=-1, keepdim=True)
+            return Attended(self.out_proj(self.merge(ctx)))
+        weights = masked_softmax(self.score.dense(q, memory.key), mask)  # (B,H,T,S)
+        ctx = self.dropout(weights) @ memory.value  # (B,H,T,Dh)
+        return Attended(self.out_proj(self.merge(ctx)), weights if need_weights else None)

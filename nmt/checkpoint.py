@@ -1,0 +1,86 @@
+"""Atomic checkpoint writes and safe loads (``torch.load(weights_only=True)`` only)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.errors import NmtError
+
+FORMAT = "nmt-checkpoint"
+VERSION = 1
+
+
+def atomic_write(path: str | Path, write: Any) -> None:
+    """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename over it.
+
+    A crash at any moment leaves either the old file or the new one, never a
+    half-written one; a failed write removes the temp file and names ``path``.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def save(path: str | Path, payload: dict[str, Any]) -> None:
+    """Write a checkpoint atomically, stamped with the format and version."""
+    payload = {"format": FORMAT, "version": VERSION, **payload}
+    atomic_write(path, lambda f: torch.save(payload, f))
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint without executing code; every failure is one clear line."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "best.pt"
+    if not path.is_file():
+        raise NmtError(f"{path}: no such checkpoint")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "unsafe content"
+        raise NmtError(f"{path}: refused to load: not a plain nmt checkpoint ({first})") from None
+    except Exception as e:  # torch.load on arbitrary bytes raises many kinds of error
+        raise NmtError(
+            f"{path}: not a readable checkpoint (truncated or corrupt: {type(e).__name__})"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise NmtError(f"{path}: not an nmt checkpoint")
+    if payload.get("version") != VERSION:
+        raise NmtError(
+            f"{path}: checkpoint format version {payload.get('version')!r} is not "
+            f"supported (this nmt reads version {VERSION})"
+        )
+    return payload

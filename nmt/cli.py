@@ -1,0 +1,162 @@
+"""The ``nmt`` command line: each command parses its arguments and calls the library."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from nmt.errors import NmtError
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Transformer NMT with pluggable cross-attention and scheduled sampling.",
+)
+data_app = typer.Typer(no_args_is_help=True, help="Corpora: the toy corpus, downloads.")
+app.add_typer(data_app, name="data")
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn :class:`NmtError` into one line on stderr and exit code 2, no traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from nmt.training import Interrupted
+
+        try:
+            return fn(*args, **kwargs)
+        except NmtError as e:
+            typer.echo(f"error: {_one_line(e)}", err=True)
+            raise typer.Exit(2) from None
+        except Interrupted as e:
+            typer.echo(str(e), err=True)
+            raise typer.Exit(e.code) from None
+
+    return wrapper
+
+
+SET_HELP = "Override a recipe value, e.g. --set model.attention.kind=local_m (repeatable)."
+
+
+@app.command(epilog="Example: nmt train recipes/toy.yaml --set train.max_steps=300")
+@user_errors
+def train(
+    recipe: Path = typer.Argument(..., help="YAML recipe (see docs/recipes.md)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    resume: bool = typer.Option(False, "--resume", help="Continue from RUN_DIR/last.pt."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda (bf16 autocast on CUDA)."),
+) -> None:
+    """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
+    from nmt.config import load_recipe
+    from nmt.evaluate import evaluate
+    from nmt.training import TRAINERS
+
+    cfg = load_recipe(recipe, set_)
+    trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=device, resume=resume)
+    summary = trainer.run()
+    typer.echo(
+        f"trained {summary['steps']} steps in {summary['elapsed_s']:.0f} s "
+        f"({summary['tokens_per_s']:.0f} target tokens/s, stop: {summary['stop']}, "
+        f"peak RSS {summary['peak_rss_mb']:.0f} MB); best step {summary['best_step']}",
+        err=True,
+    )
+    if cfg.data.test:
+        evaluate(cfg.run_dir, list(cfg.data.test), device=device)
+
+
+@app.command(epilog="Example: nmt evaluate runs/toy --split test --split test_long")
+@user_errors
+def evaluate(
+    run: Path = typer.Argument(..., help="Run directory (uses its best.pt)."),
+    split: list[str] = typer.Option(
+        [], help="Splits to evaluate (default: the recipe's data.test)."
+    ),
+    device: str = typer.Option("auto"),
+) -> None:
+    """Translate test splits with the recipe's beam settings; scores go to RUN/results.json."""
+    from nmt.evaluate import evaluate as run_evaluate
+
+    run_evaluate(run, split or None, device=device)
+
+
+@app.command(epilog="Example: nmt translate runs/toy -i data/toy/test.src -o hyp.txt --beam 5")
+@user_errors
+def translate(
+    checkpoint: Path = typer.Argument(..., help="A checkpoint, or a run directory (best.pt)."),
+    input: Optional[Path] = typer.Option(None, "-i", "--input", help="Input file (default stdin)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Output (default stdout)."),
+    beam: Optional[int] = typer.Option(None, help="Beam size (default: the recipe's)."),
+    n_best: Optional[int] = typer.Option(None, "--n-best", help="Write 'i ||| hyp ||| score'."),
+    alpha: Optional[float] = typer.Option(None, help="Length penalty (Wu et al. 2016)."),
+    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens"),
+    device: str = typer.Option("auto"),
+) -> None:
+    """Translate one sentence per line; always exactly one output line per input line."""
+    from nmt.translate import translate_file
+
+    translate_file(
+        checkpoint,
+        input,
+        output,
+        beam=beam,
+        n_best=n_best,
+        alpha=alpha,
+        batch_tokens=batch_tokens,
+        device=device,
+    )
+
+
+@app.command(epilog="Example: nmt score hyp.txt --ref data/toy/test.tgt --metrics bleu,chrf")
+@user_errors
+def score(
+    hyp: Path = typer.Argument(..., help="Hypotheses, one per line."),
+    ref: list[Path] = typer.Option(..., "--ref", help="Reference file (repeatable)."),
+    metrics: str = typer.Option("bleu,chrf", help="Comma-separated: bleu, chrf, ter."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+) -> None:
+    """Score hypotheses with sacreBLEU and print the scores with their signatures."""
+    from nmt.metrics import score_files
+
+    scores = score_files(hyp, ref, [m.strip() for m in metrics.split(",") if m.strip()])
+    if as_json:
+        typer.echo(json.dumps([s.__dict__ for s in scores], indent=2))
+    else:
+        for s in scores:
+            typer.echo(f"{s.text}\n  {s.signature}")
+
+
+@data_app.command("toy", epilog="Example: nmt data toy data/toy --size 12000 --seed 1")
+@user_errors
+def data_toy(
+    out_dir: Path = typer.Argument(
+        ..., help="Directory for {train,val,test,test_long}.{src,tgt,align}."
+    ),
+    size: int = typer.Option(12000, help="Training pairs (dev/test 5% each, test_long 2%)."),
+    seed: int = typer.Option(1),
+) -> None:
+    """Write the synthetic toy corpus with gold word alignments (Pharaoh i-j format)."""
+    from nmt.data.toy import write_corpus
+
+    if size < 1:
+        raise NmtError("--size must be at least 1")
+    counts = write_corpus(out_dir, size, seed)
+    typer.echo(", ".join(f"{k}: {v}" for k, v in counts.items()) + f" pairs in {out_dir}")
+
+
+def main() -> None:
+    app(prog_name="nmt")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Corpora, SentencePiece vocabularies and batching."""

@@ -1,0 +1,101 @@
+"""From a recipe's ``data`` section to vocabularies and encoded, filtered pairs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from nmt.checkpoint import atomic_write
+from nmt.config import DataConfig
+from nmt.data.batching import ParallelData
+from nmt.data.corpus import read_parallel, split_path
+from nmt.data.vocab import Vocab
+from nmt.errors import NmtError
+
+
+@dataclass(frozen=True)
+class Vocabs:
+    src: Vocab
+    tgt: Vocab
+
+    @property
+    def joint(self) -> bool:
+        return self.src is self.tgt
+
+
+def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path]:
+    """The (source, target) files of ``split``; a missing one is an error naming it."""
+    if not Path(cfg.dir).is_dir():
+        raise NmtError(f"data.dir: {cfg.dir}: no such directory")
+    return split_path(cfg.dir, split, cfg.src_lang), split_path(cfg.dir, split, cfg.tgt_lang)
+
+
+def check_files(cfg: DataConfig) -> None:
+    """Fail before any work if a training, dev or test file is missing."""
+    for split in (cfg.train, cfg.dev, *cfg.test):
+        split_files(cfg, split)
+
+
+def build_vocabs(cfg: DataConfig, src: list[str], tgt: list[str], run_dir: Path,
+                 log: Callable[[str], None]) -> Vocabs:
+    """Load the recipe's SentencePiece models, reuse the run's, or train and store new ones."""
+    v = cfg.vocab
+    if v.joint:
+        stored = run_dir / "spm.model"
+        if v.model is not None:
+            joint = Vocab.load(v.model)
+        elif stored.is_file():
+            joint = Vocab.load(stored)
+        else:
+            log(f"training a joint SentencePiece {v.type} model ({v.size} pieces)")
+            joint = Vocab.train(src + tgt, v.size, v.type)
+        atomic_write(stored, lambda f: f.write(joint.model))
+        return Vocabs(joint, joint)
+    vocabs = []
+    for side, lines, given in (("src", src, v.src_model), ("tgt", tgt, v.tgt_model)):
+        stored = run_dir / f"spm.{side}.model"
+        if given is not None:
+            vocab = Vocab.load(given)
+        elif stored.is_file():
+            vocab = Vocab.load(stored)
+        else:
+            log(f"training the {side} SentencePiece {v.type} model ({v.size} pieces)")
+            vocab = Vocab.train(lines, v.size, v.type)
+        atomic_write(stored, lambda f, vocab=vocab: f.write(vocab.model))
+        vocabs.append(vocab)
+    return Vocabs(*vocabs)
+
+
+def encode_pairs(src: list[str], tgt: list[str], vocabs: Vocabs, max_len: int,
+                 what: str, log: Callable[[str], None]) -> ParallelData:
+    """Encode pairs, dropping empty ones and those longer than ``max_len`` pieces."""
+    src_ids, tgt_ids = vocabs.src.encode(src), vocabs.tgt.encode(tgt)
+    keep = [i for i, (s, t) in enumerate(zip(src_ids, tgt_ids)) if s and t]
+    empty = len(src_ids) - len(keep)
+    short = [i for i in keep if len(src_ids[i]) <= max_len and len(tgt_ids[i]) <= max_len]
+    long = len(keep) - len(short)
+    if empty or long:
+        log(f"{what}: dropped {empty} empty and {long} over-long (> {max_len} pieces) pairs "
+            f"of {len(src_ids)}")
+    return ParallelData([src_ids[i] for i in short], [tgt_ids[i] for i in short])
+
+
+def load_training(cfg: DataConfig, run_dir: Path,
+                  log: Callable[[str], None]) -> tuple[Vocabs, ParallelData]:
+    """Read and check the training split, get vocabularies, encode and filter."""
+    src_path, tgt_path = split_files(cfg, cfg.train)
+    src, tgt = read_parallel(src_path, tgt_path)
+    if not any(s.strip() and t.strip() for s, t in zip(src, tgt)):
+        raise NmtError(f"{src_path}: empty training set (no pair with text on both sides)")
+    vocabs = build_vocabs(cfg, src, tgt, run_dir, log)
+    data = encode_pairs(src, tgt, vocabs, cfg.max_len, "train", log)
+    if len(data) == 0:
+        raise NmtError(f"{src_path}: empty training set after dropping pairs longer than "
+                       f"data.max_len={cfg.max_len}")
+    return vocabs, data
+
+
+def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
+    """Raw (source, reference) lines of a dev or test split."""
+    return read_parallel(*split_files(cfg, split))

@@ -1,0 +1,61 @@
+"""SentencePiece vocabularies (Kudo & Richardson 2018), trained or loaded."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from nmt.errors import NmtError
+
+UNK, PAD, BOS, EOS = 0, 1, 2, 3  # fixed ids in every vocabulary this toolkit trains
+
+
+class Vocab:
+    """A SentencePiece model held as bytes, so a checkpoint carries it whole."""
+
+    def __init__(self, model: bytes, name: str = "vocabulary") -> None:
+        self.model = model
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.LoadFromSerializedProto(model)
+        except (RuntimeError, OSError) as e:
+            raise NmtError(f"{name}: not a SentencePiece model ({e})") from None
+        if (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id()) != (PAD, BOS, EOS):
+            raise NmtError(f"{name}: SentencePiece model must use pad_id={PAD}, "
+                           f"bos_id={BOS}, eos_id={EOS} (unk_id={UNK})")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        path = Path(path)
+        if not path.is_file():
+            raise NmtError(f"{path}: no such SentencePiece model file")
+        return cls(path.read_bytes(), str(path))
+
+    @classmethod
+    def train(cls, sentences: Iterable[str], size: int, model_type: str) -> Vocab:
+        """Train on ``sentences``; ``size`` is a soft limit so small corpora still work."""
+        out = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=out, vocab_size=size,
+            model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
+            unk_id=UNK, pad_id=PAD, bos_id=BOS, eos_id=EOS, minloglevel=2,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True, num_threads=2)
+        return cls(out.getvalue())
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        return self.sp.encode(lines)
+
+    def pieces(self, line: str) -> list[str]:
+        return self.sp.encode(line, out_type=str)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return self.sp.decode(ids)
+
+    def id_to_piece(self, i: int) -> str:
+        return self.sp.id_to_piece(i)

@@ -1,0 +1,186 @@
+"""Greedy and batched beam search on the incremental (cached) decoder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from nmt.config import DecodeConfig
+from nmt.data.batching import bucket, pad
+from nmt.data.vocab import BOS, EOS, PAD, Vocab
+from nmt.model import Transformer
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    tokens: list[int]  # target ids, without BOS/EOS
+    score: float  # log-probability divided by the length penalty
+
+
+def length_penalty(length: Tensor, alpha: float) -> Tensor:
+    """((5 + |Y|) / 6) ** alpha — Wu et al. 2016, eq. 14."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_lengths(src: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
+    """Per-sentence output limit a·S + b (S without padding), capped by ``limit``."""
+    s = (src != PAD).sum(1).float()  # (B,)
+    return (cfg.max_len_a * s + cfg.max_len_b).long().clamp(1, limit)
+
+
+def _step_log_probs(model: Transformer, last: Tensor, state) -> Tensor:
+    logits = model.decode(last, state)[:, -1]  # (N,V)
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def _restrict(logp: Tensor, finished: Tensor, at_limit: Tensor) -> Tensor:
+    """Finished rows may only continue with PAD at no cost; rows at their length
+    limit must emit EOS."""
+    logp = logp.clone()
+    logp[finished] = float("-inf")
+    logp[finished, PAD] = 0.0
+    force = at_limit & ~finished
+    eos = logp[force, EOS]
+    logp[force] = float("-inf")
+    logp[force, EOS] = eos
+    return logp
+
+
+def _strip(row: list[int]) -> list[int]:
+    return row[: row.index(EOS)] if EOS in row else [t for t in row if t != PAD]
+
+
+@torch.no_grad()
+def greedy(model: Transformer, src: Tensor, limits: Tensor) -> list[Hypothesis]:
+    """Pick the most probable token at each step. src (B,S), limits (B,)."""
+    memory, src_mask = model.encode(src)
+    state = model.start(memory, src_mask, incremental=True)
+    B = src.size(0)
+    tokens = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
+    finished = torch.zeros(B, dtype=torch.bool, device=src.device)
+    total = torch.zeros(B, device=src.device)
+    for t in range(int(limits.max())):
+        logp = _restrict(_step_log_probs(model, tokens[:, -1:], state), finished, t + 1 >= limits)
+        score, nxt = logp.max(dim=-1)  # (B,)
+        total += score
+        tokens = torch.cat([tokens, nxt.unsqueeze(1)], dim=1)
+        finished |= nxt == EOS
+        if bool(finished.all()):
+            break
+    return [
+        Hypothesis(_strip(row), float(s)) for row, s in zip(tokens[:, 1:].tolist(), total.tolist())
+    ]
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer, src: Tensor, limits: Tensor, beam: int, alpha: float, n_best: int = 1
+) -> list[list[Hypothesis]]:
+    """Batched beam search; beams are ranked by length-normalised log-probability.
+
+    Finished hypotheses stay in the beam (continuing with PAD at no cost) so every
+    sentence always holds ``beam`` candidates; the search stops when all are
+    finished. Returns the ``n_best`` best hypotheses per sentence, best first.
+    """
+    memory, src_mask = model.encode(src)
+    B, K, device = src.size(0), beam, src.device
+    rows = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,)
+    state = model.start(memory, src_mask, incremental=True).select(rows)
+    limits = limits[rows]
+    tokens = torch.full((B * K, 1), BOS, dtype=torch.long, device=device)
+    scores = torch.zeros(B, K, device=device)
+    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
+    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
+    lengths = torch.zeros(B * K, device=device)
+    base = (torch.arange(B, device=device) * K).unsqueeze(1)  # (B,1)
+    for t in range(int(limits.max())):
+        logp = _restrict(
+            _step_log_probs(model, tokens[:, -1:], state), finished, t + 1 >= limits
+        )  # (B*K,V)
+        V = logp.size(-1)
+        cand = scores.view(-1, 1) + logp  # (B*K,V) raw log-probabilities
+        cand_len = torch.where(finished, lengths, torch.full_like(lengths, t + 1))
+        ranked = cand / length_penalty(cand_len, alpha).unsqueeze(1)
+        top = ranked.view(B, K * V).topk(K, dim=1).indices  # (B,K)
+        pick = (base + top // V).view(-1)  # (B*K,) source rows
+        token = (top % V).view(-1)
+        scores = cand.view(B, K * V).gather(1, top)
+        lengths = cand_len[pick]
+        tokens = torch.cat([tokens[pick], token.unsqueeze(1)], dim=1)
+        finished = finished[pick] | (token == EOS)
+        state = state.select(pick)
+        if bool(finished.all()):
+            break
+    final = (scores.view(-1) / length_penalty(lengths, alpha)).view(B, K)
+    order = final.argsort(dim=1, descending=True)[:, :n_best]  # (B,n_best)
+    out_tokens = tokens[:, 1:].tolist()
+    return [
+        [Hypothesis(_strip(out_tokens[b * K + k]), float(final[b, k])) for k in order[b].tolist()]
+        for b in range(B)
+    ]
+
+
+def translate_ids(
+    model: Transformer,
+    src_ids: list[list[int]],
+    cfg: DecodeConfig,
+    device: torch.device,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[list[Hypothesis]]:
+    """Translate encoded sentences (each without EOS) in input order.
+
+    Sentences are bucketed by length into ``cfg.batch_tokens`` batches; an empty
+    sentence gets an empty hypothesis without being decoded. ``on_batch(n)`` is
+    called after each batch of n sentences (progress bars).
+    """
+    limit = model.cfg.max_positions - 1
+    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in src_ids]
+    todo = [i for i, s in enumerate(src_ids) if s]
+    lengths = [(len(src_ids[i]) + 1, len(src_ids[i]) + 1) for i in todo]
+    # A beam multiplies the work per sentence: keep the tokens in flight bounded.
+    for batch in bucket(lengths, max(1, cfg.batch_tokens // cfg.beam)):
+        idx = [todo[j] for j in batch]
+        src = pad([src_ids[i] for i in idx], suffix=[EOS]).to(device)
+        limits = max_lengths(src, cfg, limit)
+        if cfg.beam == 1:
+            hyps = [[h] for h in greedy(model, src, limits)]
+        else:
+            hyps = beam_search(model, src, limits, cfg.beam, cfg.alpha, cfg.n_best)
+        for i, h in zip(idx, hyps):
+            results[i] = h
+        if on_batch is not None:
+            on_batch(len(idx))
+    return results
+
+
+def translate_lines(
+    model: Transformer,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    lines: list[str],
+    cfg: DecodeConfig,
+    device: torch.device,
+    on_batch: Callable[[int], None] | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> list[list[tuple[str, float]]]:
+    """Detokenised n-best lists, one per input line, in input order.
+
+    Lines longer than the model's maximum are truncated (one warning), never dropped.
+    """
+    limit = model.cfg.max_positions - 1  # one position for EOS
+    ids = src_vocab.encode(lines)
+    long = sum(len(s) > limit for s in ids)
+    if long and warn is not None:
+        warn(f"{long} input line(s) longer than {limit} pieces were truncated")
+    ids = [s[:limit] for s in ids]
+    model.eval()
+    nbest = translate_ids(model, ids, cfg, device, on_batch)
+    flat = tgt_vocab.decode([h.tokens for hyps in nbest for h in hyps])
+    out, k = [], 0
+    for hyps in nbest:
+        out.append([(flat[k + j], h.score) for j, h in enumerate(hyps)])
+        k += len(hyps)
+    return out

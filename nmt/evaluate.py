@@ -1,0 +1,55 @@
+"""Test-time evaluation: the best checkpoint translates test splits; scores to results.json."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from nmt.checkpoint import write_text
+from nmt.data.pipeline import load_split
+from nmt.decoding import translate_lines
+from nmt.metrics import corpus_score
+from nmt.model.load import load_model
+from nmt.progress import console
+from nmt.training.trainer import resolve_device
+
+
+def evaluate(
+    run_dir: str | Path, splits: list[str] | None = None, device: str = "auto"
+) -> dict[str, Any]:
+    """Translate each split with the recipe's decode settings; write ``{split}.hyp`` and
+    merge BLEU/chrF (with sacreBLEU signatures) into ``RUN/results.json``."""
+    run_dir = Path(run_dir)
+    dev = resolve_device(device)
+    loaded = load_model(run_dir / "best.pt", dev)
+    cfg = loaded.cfg
+    results_path = run_dir / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    for split in splits or list(cfg.data.test):
+        src, refs = load_split(cfg.data, split)
+        start = time.perf_counter()
+        nbest = translate_lines(
+            loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, src, cfg.decode, dev
+        )
+        seconds = time.perf_counter() - start
+        hyps = [" ".join(h[0][0].splitlines()) for h in nbest]
+        write_text(run_dir / f"{split}.hyp", "".join(h + "\n" for h in hyps))
+        entry: dict[str, Any] = {
+            "sentences": len(src),
+            "beam": cfg.decode.beam,
+            "decode_seconds": seconds,
+            "sentences_per_s": len(src) / max(seconds, 1e-9),
+        }
+        for metric in ("bleu", "chrf"):
+            s = corpus_score(metric, hyps, [refs])
+            entry[metric] = s.score
+            entry[f"{metric}_signature"] = s.signature
+        results[split] = entry
+        console.print(
+            f"{split}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}  "
+            f"(beam {cfg.decode.beam}, {entry['sentences_per_s']:.1f} sent/s)"
+        )
+    write_text(results_path, json.dumps(results, indent=2) + "\n")
+    return results

@@ -1,0 +1,142 @@
+"""Transformer building blocks: embeddings, self-attention with a cache, layers."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.attention import ATTENTION, Attended, Memory
+from nmt.config import ModelConfig
+
+
+def sinusoids(length: int, dim: int) -> Tensor:
+    """Sinusoidal position encodings (Vaswani et al. 2017, sec. 3.5) -> (length, dim)."""
+    pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)  # (L,1)
+    freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    pe = torch.zeros(length, dim)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq)
+    return pe
+
+
+def key_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """Boolean key mask (True = attend) -> additive bias; finite so no row becomes NaN."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+        ~mask, torch.finfo(dtype).min
+    )
+
+
+class Embedding(nn.Module):
+    """Token embeddings scaled by sqrt(D), plus sinusoidal positions, then dropout."""
+
+    def __init__(
+        self, vocab: int, d_model: int, pad: int, max_positions: int, dropout: float
+    ) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, d_model, padding_idx=pad)
+        nn.init.normal_(self.tokens.weight, std=d_model**-0.5)
+        with torch.no_grad():
+            self.tokens.weight[pad].zero_()
+        self.scale = math.sqrt(d_model)
+        self.register_buffer("positions", sinusoids(max_positions, d_model), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, embeds: Tensor, offset: int = 0) -> Tensor:
+        """embeds (B,L,D) raw token embeddings (``self.tokens(ids)`` or a mix of them)."""
+        L = embeds.size(1)
+        return self.dropout(embeds * self.scale + self.positions[offset : offset + L])
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention through PyTorch's fused kernel, with an optional
+    key/value cache for incremental decoding (one step costs O(t), not O(t²))."""
+
+    def __init__(self, d_model: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def forward(
+        self,
+        x: Tensor,
+        bias: Tensor | None = None,
+        causal: bool = False,
+        cache: dict[str, Tensor] | None = None,
+    ) -> Tensor:
+        B, L, D = x.shape
+        H = self.heads
+        q, k, v = self.qkv(x).view(B, L, 3, H, D // H).permute(2, 0, 3, 1, 4)  # 3 x (B,H,L,Dh)
+        if cache is not None:
+            if "key" in cache:
+                k = torch.cat([cache["key"], k], dim=2)  # (B,H,t,Dh)
+                v = torch.cat([cache["value"], v], dim=2)
+            cache["key"], cache["value"] = k, v
+            # Queries are the newest positions: they may see every cached key.
+            causal = causal and L > 1
+        ctx = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=bias,
+            is_causal=causal,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B,H,L,Dh)
+        return self.out_proj(ctx.transpose(1, 2).reshape(B, L, D))
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d_model: int, ffn: int, dropout: float) -> None:
+        super().__init__(
+            nn.Linear(d_model, ffn), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn, d_model)
+        )
+
+
+class EncoderLayer(nn.Module):
+    """Pre-norm: x + drop(SelfAttn(LN(x))); x + drop(FFN(LN(x)))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_norm = nn.LayerNorm(cfg.d_model)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
+        self.ffn_norm = nn.LayerNorm(cfg.d_model)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, bias: Tensor) -> Tensor:
+        x = x + self.dropout(self.self_attn(self.self_norm(x), bias=bias))
+        return x + self.dropout(self.ffn(self.ffn_norm(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm: causal self-attention, then the recipe's cross-attention, then FFN."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_norm = nn.LayerNorm(cfg.d_model)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
+        self.cross_norm = nn.LayerNorm(cfg.d_model)
+        self.cross_attn = ATTENTION.get(cfg.attention.kind)(
+            cfg.attention, cfg.d_model, cfg.heads, cfg.dropout
+        )
+        self.ffn_norm = nn.LayerNorm(cfg.d_model)
+        self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Memory,
+        src_mask: Tensor,
+        positions: Tensor,
+        cache: dict[str, Tensor] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Attended]:
+        x = x + self.dropout(self.self_attn(self.self_norm(x), causal=True, cache=cache))
+        attended = self.cross_attn(self.cross_norm(x), memory, src_mask, positions, need_weights)
+        x = x + self.dropout(attended.context)
+        return x + self.dropout(self.ffn(self.ffn_norm(x))), attended

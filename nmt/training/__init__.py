@@ -1,0 +1,5 @@
+"""Training regimes behind the ``TRAINERS`` registry (``train.trainer`` in a recipe)."""
+
+from nmt.training.trainer import TRAINERS, Interrupted, Trainer
+
+__all__ = ["TRAINERS", "Interrupted", "Trainer"]

@@ -1,0 +1,392 @@
+"""The training loop: budgets, validation, early stopping, checkpoints and resume.
+
+The base :class:`Trainer` is teacher forcing; other regimes (scheduled
+sampling) subclass it and override :meth:`Trainer.compute_loss`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import resource
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from nmt import checkpoint
+from nmt.config import RunConfig, dump_recipe
+from nmt.data.batching import Batch
+from nmt.data.pipeline import check_files, encode_pairs, load_split, load_training
+from nmt.data.vocab import PAD
+from nmt.decoding import translate_lines
+from nmt.errors import NmtError
+from nmt.metrics import bleu
+from nmt.model import Transformer
+from nmt.progress import console, progress_bar
+from nmt.registry import Registry
+from nmt.training.schedule import inverse_sqrt
+
+TRAINERS: Registry[type[Trainer]] = Registry("trainer")
+
+
+class Interrupted(Exception):
+    """SIGINT/SIGTERM arrived; ``last.pt`` has been written. ``code`` is 130 or 143."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+@dataclass
+class RunState:
+    """Where training stands; saved in every checkpoint so a resume continues exactly."""
+
+    step: int = 0
+    epoch: int = 0  # 0-based index of the current epoch
+    batch_in_epoch: int = 0  # batches of the current epoch already consumed
+    elapsed: float = 0.0  # wall-clock seconds, summed over resumes
+    tokens: int = 0  # target tokens trained on
+    best: float | None = None
+    best_step: int = 0
+    bad_evals: int = 0
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise NmtError("--device cuda: no CUDA device is available")
+    if name not in ("cpu", "cuda"):
+        raise NmtError(f"--device {name!r}: expected auto, cpu or cuda")
+    return torch.device(name)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@TRAINERS.register("teacher_forcing")
+class Trainer:
+    """Teacher forcing: the decoder reads the gold prefix (Williams & Zipser 1989),
+    with label-smoothed cross-entropy (Szegedy et al. 2016) and Adam under an
+    inverse-square-root schedule (Vaswani et al. 2017)."""
+
+    def __init__(self, cfg: RunConfig, device: str = "auto", resume: bool = False) -> None:
+        self.cfg = cfg
+        self.device = resolve_device(device)
+        self.run_dir = Path(cfg.run_dir)
+        self.resume = resume
+        self.state = RunState()
+        self.log = console.print
+        self._stop_signal: int | None = None
+
+    # ------------------------------------------------------------------ setup
+
+    def setup(self) -> None:
+        cfg, run_dir = self.cfg, self.run_dir
+        check_files(cfg.data)
+        last = run_dir / "last.pt"
+        if self.resume and not last.is_file():
+            raise NmtError(f"{last}: nothing to resume (no last.pt in run_dir)")
+        if not self.resume and last.exists():
+            raise NmtError(
+                f"{run_dir}: already holds a run; add --resume to continue it "
+                "or set run_dir to a new directory"
+            )
+        run_dir.mkdir(parents=True, exist_ok=True)
+        checkpoint.write_text(run_dir / "recipe.yaml", dump_recipe(cfg))
+        torch.manual_seed(cfg.train.seed)
+        self.vocabs, self.data = load_training(cfg.data, run_dir, self.log)
+        dev_src, self.dev_refs = load_split(cfg.data, cfg.data.dev)
+        self.dev_src = dev_src
+        self.dev_data = encode_pairs(
+            dev_src, self.dev_refs, self.vocabs, cfg.model.max_positions - 1, "dev", self.log
+        )
+        self.model = Transformer(
+            cfg.model,
+            len(self.vocabs.src),
+            len(self.vocabs.tgt),
+            PAD,
+            share_embeddings=self.vocabs.joint,
+        ).to(self.device)
+        t = cfg.train
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(),
+            lr=t.lr,
+            betas=tuple(t.betas),
+            eps=t.eps,
+            weight_decay=t.weight_decay,
+        )
+        if self.resume:
+            self._restore(checkpoint.load(last))
+        plan = self.data.epoch_batches(t.batch_tokens, t.seed, self.state.epoch)
+        params = sum(p.numel() for p in self.model.parameters())
+        self.log(
+            f"{len(self.data)} training pairs in {len(plan)} batches of <= {t.batch_tokens} "
+            f"tokens; padding {self.data.padding_fraction(plan):.1%}; "
+            f"{params / 1e6:.2f}M parameters; device {self.device}"
+        )
+
+    def _restore(self, ckpt: dict[str, Any]) -> None:
+        self.model.load_state_dict(ckpt["model"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.state = RunState(**ckpt["state"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if self.device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
+            torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
+        self.log(f"resumed at step {self.state.step} (epoch {self.state.epoch + 1})")
+
+    # ------------------------------------------------------------------- loss
+
+    def token_loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Summed label-smoothed cross-entropy over real target tokens."""
+        return F.cross_entropy(
+            logits.float().flatten(0, 1),
+            batch.tgt_out.flatten(),
+            ignore_index=PAD,
+            reduction="sum",
+            label_smoothing=self.cfg.train.label_smoothing,
+        )
+
+    def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Summed training loss of one batch, and statistics to log."""
+        logits = self.model(batch.src, batch.tgt_in)
+        loss = self.token_loss(logits, batch)
+        extra = self.model.extra_loss()
+        if extra is not None:
+            loss = loss + extra
+        return loss, {}
+
+    # ------------------------------------------------------------------- step
+
+    def _autocast(self) -> Any:
+        return torch.autocast(
+            self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"
+        )
+
+    def train_step(self, batches: list[Batch]) -> tuple[float, dict[str, float]] | None:
+        """One update over ``batches`` (gradient accumulation); None if it was skipped
+        because the loss or gradient was not finite."""
+        self.model.train()
+        tokens = sum(b.tgt_tokens for b in batches)
+        total, stats = 0.0, {}
+        for batch in batches:
+            with self._autocast():
+                loss, stats = self.compute_loss(batch.to(self.device))
+            (loss / tokens).backward()
+            total += float(loss.detach())
+        t = self.cfg.train
+        norm = (
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+            if t.clip_norm > 0
+            else torch.zeros(())
+        )
+        lr = inverse_sqrt(self.state.step + 1, t.lr, t.warmup)
+        if not (math.isfinite(total) and bool(torch.isfinite(norm))):
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return total / tokens, {**stats, "lr": lr}
+
+    # ------------------------------------------------------------- validation
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        self.model.eval()
+        nll = tokens = 0.0
+        for idx in self.dev_data.epoch_batches(self.cfg.train.batch_tokens, 0, 0):
+            batch = self.dev_data.collate(idx).to(self.device)
+            with self._autocast():
+                logits = self.model(batch.src, batch.tgt_in)
+            nll += float(
+                F.cross_entropy(
+                    logits.float().flatten(0, 1),
+                    batch.tgt_out.flatten(),
+                    ignore_index=PAD,
+                    reduction="sum",
+                )
+            )
+            tokens += batch.tgt_tokens
+        out = {"valid_loss": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
+        if self.cfg.train.valid_bleu:
+            greedy = dataclasses.replace(self.cfg.decode, beam=1, n_best=1)
+            with self._autocast():
+                hyps = translate_lines(
+                    self.model, self.vocabs.src, self.vocabs.tgt, self.dev_src, greedy, self.device
+                )
+            out["valid_bleu"] = bleu([h[0][0] for h in hyps], self.dev_refs)
+        return out
+
+    def _improved(self, metrics: dict[str, float]) -> bool:
+        key = "valid_bleu" if self.cfg.train.early_stopping == "bleu" else "valid_loss"
+        value = metrics[key] if key == "valid_bleu" else -metrics[key]
+        if self.state.best is None or value > self.state.best:
+            self.state.best, self.state.best_step, self.state.bad_evals = value, self.state.step, 0
+            return True
+        self.state.bad_evals += 1
+        return False
+
+    # ------------------------------------------------------------ checkpoints
+
+    def checkpoint_payload(self, full: bool) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "config": self.cfg.to_dict(),
+            "model": self.model.state_dict(),
+            "state": dataclasses.asdict(self.state),
+            "vocab": {
+                "src": self.vocabs.src.model,
+                "tgt": self.vocabs.tgt.model,
+                "joint": self.vocabs.joint,
+            },
+        }
+        if full:
+            payload["optimizer"] = self.optimizer.state_dict()
+            payload["rng"] = {
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state() if self.device.type == "cuda" else None,
+            }
+        return payload
+
+    def save(self, name: str, full: bool = True) -> None:
+        checkpoint.save(self.run_dir / name, self.checkpoint_payload(full))
+
+    def write_metrics(self, record: dict[str, Any]) -> None:
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    # ------------------------------------------------------------------- loop
+
+    def budget_spent(self) -> bool:
+        t, s = self.cfg.train, self.state
+        return (
+            (t.max_steps is not None and s.step >= t.max_steps)
+            or (t.max_epochs is not None and s.epoch >= t.max_epochs)
+            or (t.max_minutes is not None and s.elapsed >= 60 * t.max_minutes)
+        )
+
+    def _expected_steps(self, batches_per_epoch: int) -> int | None:
+        t = self.cfg.train
+        bounds = [t.max_steps] if t.max_steps else []
+        if t.max_epochs:
+            bounds.append(math.ceil(t.max_epochs * batches_per_epoch / t.accumulate))
+        return min(bounds) if bounds else None
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._stop_signal = signum
+
+    def run(self) -> dict[str, Any]:
+        """Train until the budget is spent or early stopping; returns a summary."""
+        self.setup()
+        handlers = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            return self._loop()
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+    def _loop(self) -> dict[str, Any]:
+        t, s = self.cfg.train, self.state
+        plan = self.data.epoch_batches(t.batch_tokens, t.seed, s.epoch)
+        bar = progress_bar("tok/s")
+        task = bar.add_task(
+            "train", total=self._expected_steps(len(plan)), completed=s.step, rate=0.0, info=""
+        )
+        last_log, log_tokens, bad_steps, validated_at = time.perf_counter(), 0, 0, s.step
+        stop_reason = "budget"
+        with bar:
+            while not self.budget_spent():
+                start = time.perf_counter()
+                if s.batch_in_epoch >= len(plan):
+                    s.epoch, s.batch_in_epoch = s.epoch + 1, 0
+                    if self.budget_spent():
+                        break
+                    plan = self.data.epoch_batches(t.batch_tokens, t.seed, s.epoch)
+                group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate]
+                s.batch_in_epoch += len(group)
+                batches = [self.data.collate(b) for b in group]
+                result = self.train_step(batches)
+                s.step += 1
+                if result is None:
+                    bad_steps += 1
+                    self.log(f"step {s.step}: non-finite loss or gradient, update skipped")
+                    self.write_metrics({"step": s.step, "skipped": "non-finite"})
+                    if bad_steps >= t.max_bad_steps:
+                        raise NmtError(
+                            f"stopped at step {s.step}: {bad_steps} consecutive "
+                            "non-finite losses; lower train.lr or check the data "
+                            f"(last good checkpoint: {self.run_dir / 'last.pt'})"
+                        )
+                else:
+                    bad_steps = 0
+                    n = sum(b.tgt_tokens for b in batches)
+                    s.tokens += n
+                    log_tokens += n
+                s.elapsed += time.perf_counter() - start
+                if result is not None and s.step % t.log_every == 0:
+                    now = time.perf_counter()
+                    rate = log_tokens / max(now - last_log, 1e-9)
+                    loss, stats = result
+                    self.write_metrics(
+                        {
+                            "step": s.step,
+                            "epoch": s.epoch + 1,
+                            "loss": loss,
+                            "tokens_per_s": rate,
+                            "elapsed": s.elapsed,
+                            **stats,
+                        }
+                    )
+                    bar.update(task, rate=rate, info=f"loss {loss:.3f}")
+                    last_log, log_tokens = now, 0
+                bar.update(task, completed=s.step)
+                if s.step % t.valid_every == 0:
+                    validated_at = s.step
+                    if self._validate_and_save(bar):
+                        stop_reason = "early stopping"
+                        break
+                if self._stop_signal is not None:
+                    self.save("last.pt")
+                    code = 130 if self._stop_signal == signal.SIGINT else 143
+                    raise Interrupted(
+                        code,
+                        f"interrupted at step {s.step}; last.pt saved. "
+                        f"Continue with: nmt train RECIPE --resume",
+                    )
+            if validated_at != s.step or s.best is None:
+                self._validate_and_save(bar)
+        return {
+            "steps": s.step,
+            "epochs": s.epoch + (s.batch_in_epoch > 0),
+            "elapsed_s": s.elapsed,
+            "stop": stop_reason,
+            "best_step": s.best_step,
+            "tokens_per_s": s.tokens / max(s.elapsed, 1e-9),
+            "peak_rss_mb": peak_rss_mb(),
+        }
+
+    def _validate_and_save(self, bar: Any) -> bool:
+        """Validate, save best/last; True if early stopping says stop."""
+        start = time.perf_counter()
+        metrics = self.validate()
+        s = self.state
+        improved = self._improved(metrics)
+        s.elapsed += time.perf_counter() - start
+        self.write_metrics({"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **metrics})
+        shown = "  ".join(f"{k.removeprefix('valid_')} {v:.3f}" for k, v in metrics.items())
+        bar.console.print(f"step {s.step:>6}  valid  {shown}{'  *best*' if improved else ''}")
+        if improved:
+            self.save("best.pt", full=False)
+        self.save("last.pt")
+        patience = self.cfg.train.patience
+        return patience is not None and s.bad_evals >= patience

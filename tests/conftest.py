@@ -1,0 +1,97 @@
+"""Shared fixtures: a tiny toy corpus, tiny recipes, and the Multi30k location."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from nmt.config import RunConfig, from_dict
+from nmt.data.toy import write_corpus
+
+SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def toy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small toy corpus (300 training pairs), generated once per test session."""
+    out = tmp_path_factory.mktemp("toy")
+    write_corpus(out, size=300, seed=7)
+    return out
+
+
+def tiny_recipe_dict(toy_dir: Path, run_dir: Path, **sections: dict) -> dict:
+    """A recipe for a model small enough to train in seconds."""
+    recipe = {
+        "run_dir": str(run_dir),
+        "data": {
+            "dir": str(toy_dir),
+            "src_lang": "src",
+            "tgt_lang": "tgt",
+            "train": "train",
+            "dev": "val",
+            "test": ["test"],
+            "vocab": {"size": 200},
+        },
+        "model": {
+            "d_model": 32,
+            "heads": 2,
+            "ffn": 64,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "dropout": 0.1,
+            "max_positions": 256,
+        },
+        "train": {
+            "batch_tokens": 512,
+            "lr": 3e-3,
+            "warmup": 10,
+            "max_steps": 6,
+            "valid_every": 3,
+            "log_every": 2,
+            "seed": 3,
+        },
+        "decode": {"beam": 2, "batch_tokens": 2000},
+    }
+    for name, values in sections.items():
+        recipe[name] = {**recipe.get(name, {}), **values}
+    return recipe
+
+
+@pytest.fixture
+def tiny_recipe(toy_dir: Path, tmp_path: Path):
+    """Write a tiny recipe to a file; returns a function taking section overrides."""
+
+    def make(**sections: dict) -> Path:
+        path = tmp_path / "recipe.yaml"
+        path.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, tmp_path / "run", **sections)))
+        return path
+
+    return make
+
+
+@pytest.fixture
+def tiny_config(toy_dir: Path, tmp_path: Path):
+    def make(**sections: dict) -> RunConfig:
+        return from_dict(RunConfig, tiny_recipe_dict(toy_dir, tmp_path / "run", **sections))
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def multi30k() -> Path:
+    """../shared/data/multi30k; skips without it, fails in CI (NMT_REQUIRE_DATA=1)."""
+    if not (SHARED_MULTI30K / "train.de.gz").is_file():
+        message = f"Multi30k not found at {SHARED_MULTI30K}"
+        if os.environ.get("NMT_REQUIRE_DATA") == "1":
+            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
+        pytest.skip(message)
+    return SHARED_MULTI30K

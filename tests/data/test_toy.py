@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from nmt.data.corpus import read_lines
+from nmt.data.toy import LONG_MIN_LEN, TRAIN_MAX_LEN, generate, write_corpus
+
+
+def test_alignments_are_valid_and_cover_every_target_word(toy_dir):
+    for split in ("train", "val", "test", "test_long"):
+        src = read_lines(toy_dir / f"{split}.src")
+        tgt = read_lines(toy_dir / f"{split}.tgt")
+        align = read_lines(toy_dir / f"{split}.align")
+        assert len(src) == len(tgt) == len(align) > 0
+        for s, t, a in zip(src, tgt, align):
+            pairs = [tuple(map(int, p.split("-"))) for p in a.split()]
+            assert all(0 <= i < len(s.split()) and 0 <= j < len(t.split()) for i, j in pairs)
+            assert sorted({j for _, j in pairs}) == list(range(len(t.split())))
+
+
+def test_lengths_and_test_long(toy_dir):
+    train = [len(s.split()) for s in read_lines(toy_dir / "train.src")]
+    long = [len(s.split()) for s in read_lines(toy_dir / "test_long.src")]
+    assert min(train) >= 3 and max(train) <= TRAIN_MAX_LEN
+    assert min(long) >= LONG_MIN_LEN > max(train)
+
+
+def test_grammar_has_reorderings_and_one_to_many():
+    pairs = generate(300, seed=1, min_len=3, max_len=40, clauses=(1, 4))
+    crossing = one_to_many = long_distance = 0
+    for p in pairs:
+        src_of = {}
+        for i, j in p.align:
+            src_of.setdefault(i, []).append(j)
+        one_to_many += any(len(js) > 1 for js in src_of.values())
+        ordered = sorted(p.align)
+        crossing += any(a[1] > b[1] for a, b in zip(ordered, ordered[1:]))
+        long_distance += any(abs(i - j) >= 4 and abs((j - i) - (ordered[-1][1] - ordered[-1][0])) > 3
+                             for i, j in p.align)
+    assert crossing > 100 and one_to_many > 100 and long_distance > 10
+
+
+def test_deterministic_per_seed(tmp_path):
+    write_corpus(tmp_path / "a", size=50, seed=3)
+    write_corpus(tmp_path / "b", size=50, seed=3)
+    write_corpus(tmp_path / "c", size=50, seed=4)
+    a = (tmp_path / "a" / "train.src").read_text()
+    assert a == (tmp_path / "b" / "train.src").read_text()
+    assert a != (tmp_path / "c" / "train.src").read_text()

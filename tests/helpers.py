@@ -1,0 +1,40 @@
+"""Small builders shared by the tests."""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.config import AttentionConfig, ModelConfig, from_dict
+from nmt.data.vocab import PAD
+from nmt.model import Transformer
+
+VOCAB = 40
+
+
+def attention_config(kind: str, **options) -> AttentionConfig:
+    return AttentionConfig.from_recipe({"kind": kind, **options}, "model.attention")
+
+
+def tiny_model(kind: str = "global", dropout: float = 0.0, **options) -> Transformer:
+    cfg = from_dict(
+        ModelConfig,
+        {
+            "d_model": 32,
+            "heads": 4,
+            "ffn": 64,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "dropout": dropout,
+            "max_positions": 512,
+        },
+    )
+    cfg = ModelConfig(**{**cfg.__dict__, "attention": attention_config(kind, **options)})
+    return Transformer(cfg, VOCAB, VOCAB, PAD, share_embeddings=True)
+
+
+def random_batch(lengths: list[int], generator: torch.Generator | None = None) -> torch.Tensor:
+    """(B, max(lengths)) ids in [4, VOCAB), padded with PAD."""
+    out = torch.full((len(lengths), max(lengths)), PAD, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        out[i, :n] = torch.randint(4, VOCAB, (n,), generator=generator)
+    return out

@@ -1,0 +1,89 @@
+"""The command line end to end (Typer's CliRunner), and its error contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from nmt.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args, input=None):
+    return runner.invoke(app, [str(a) for a in args], input=input)
+
+
+def test_train_translate_score_end_to_end(tiny_recipe, toy_dir, tmp_path):
+    recipe = tiny_recipe(train={"max_steps": 8, "valid_every": 4})
+    run = tmp_path / "run"
+    result = invoke("train", recipe, "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    results = json.loads((run / "results.json").read_text())
+    assert "bleu_signature" in results["test"] and results["test"]["sentences"] == 15
+
+    src = (toy_dir / "test.src").read_text().splitlines()[:6]
+    text = "\n".join([src[0], "", src[1], "ünïcödé 中文 " + src[2], "x " * 400, src[3]]) + "\n"
+    result = invoke("translate", run, "--beam", 3, input=text)
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.split("\n")) - 1 == 6
+    assert result.stdout.split("\n")[1] == ""
+
+    (tmp_path / "in.txt").write_text(text)
+    out = tmp_path / "out.txt"
+    result = invoke(
+        "translate", run / "best.pt", "-i", tmp_path / "in.txt", "-o", out, "--n-best", 2
+    )
+    assert result.exit_code == 0, result.output
+    lines = out.read_text().splitlines()
+    ids = [int(line.split(" ||| ")[0]) for line in lines]
+    assert ids == [0, 0, 1, 2, 2, 3, 3, 4, 4, 5, 5]  # an empty line has one (empty) translation
+
+    result = invoke(
+        "score",
+        run / "test.hyp",
+        "--ref",
+        toy_dir / "test.tgt",
+        "--json",
+        "--metrics",
+        "bleu,chrf,ter",
+    )
+    assert result.exit_code == 0, result.output
+    assert [s["name"] for s in json.loads(result.stdout)] == ["bleu", "chrf", "ter"]
+
+
+@pytest.mark.parametrize(
+    ("override", "expect"),
+    [
+        ("model.atention.kind=global", "did you mean 'model.attention'"),
+        ("model.heads=5", "model.heads: must divide model.d_model"),
+        ("data.dir=/nonexistent", "data.dir: /nonexistent: no such directory"),
+    ],
+)
+def test_bad_recipe_is_one_line_exit_2(tiny_recipe, override, expect):
+    result = invoke("train", tiny_recipe(), "--set", override)
+    assert result.exit_code == 2
+    assert expect in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_score_line_count_mismatch(tmp_path):
+    (tmp_path / "h").write_text("a\nb\n")
+    (tmp_path / "r").write_text("a\n")
+    result = invoke("score", tmp_path / "h", "--ref", tmp_path / "r")
+    assert result.exit_code == 2 and "has 2 lines but" in result.output and "has 1" in result.output
+
+
+def test_translate_refuses_a_non_checkpoint(tmp_path):
+    (tmp_path / "x.pt").write_text("hello")
+    result = invoke("translate", tmp_path / "x.pt", input="a\n")
+    assert result.exit_code == 2 and "x.pt" in result.output
+
+
+def test_toy_command_and_help_examples(tmp_path):
+    result = invoke("data", "toy", tmp_path / "toy", "--size", 40)
+    assert result.exit_code == 0 and (tmp_path / "toy" / "test_long.align").is_file()
+    for command in (["train"], ["translate"], ["score"], ["evaluate"], ["data", "toy"]):
+        assert "Example: nmt" in invoke(*command, "--help").output

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmt.attention import ATTENTION
+from nmt.config import RunConfig, config_from_dict, dump_recipe, load_recipe
+from nmt.data.pipeline import check_files
+from nmt.errors import NmtError
+
+
+def write(tmp_path: Path, data) -> Path:
+    path = tmp_path / "r.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def recipe_error(tmp_path: Path, recipe: dict | str, overrides=()) -> str:
+    with pytest.raises(NmtError) as e:
+        load_recipe(write(tmp_path, recipe), list(overrides))
+    return str(e.value)
+
+
+@pytest.fixture
+def base(toy_dir, tmp_path) -> dict:
+    from tests.conftest import tiny_recipe_dict
+
+    return tiny_recipe_dict(toy_dir, tmp_path / "run")
+
+
+def test_valid_recipe_round_trips(base, tmp_path):
+    cfg = load_recipe(write(tmp_path, base))
+    assert isinstance(cfg, RunConfig)
+    assert config_from_dict(yaml.safe_load(dump_recipe(cfg))) == cfg
+
+
+def test_misspelt_key_suggests_the_right_one(base, tmp_path):
+    base["model"]["atention"] = {"kind": "global"}
+    msg = recipe_error(tmp_path, base)
+    assert "model.atention" in msg and "did you mean 'model.attention'" in msg
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expect"),
+    [
+        ("model.d_model", "big", "model.d_model: expected an integer"),
+        ("model.dropout", -0.1, "model.dropout: must be in [0, 1)"),
+        ("model.heads", 3, "model.heads: must divide model.d_model"),
+        ("train.lr", "fast", "train.lr: expected a number"),
+        ("train.valid_bleu", "yes", "train.valid_bleu: expected true or false"),
+        ("decode.n_best", 9, "decode.n_best: must be between 1 and decode.beam"),
+        ("model.attention.kind", "lokal_m", "model.attention.kind: unknown kind 'lokal_m'"),
+        ("train.trainer", "teacher", "train.trainer: unknown trainer 'teacher'"),
+        ("data.vocab.type", "wordpiece", "data.vocab.type: must be one of unigram, bpe"),
+        ("data", 3, "data: expected a mapping"),
+    ],
+)
+def test_bad_values_name_the_dotted_key(base, tmp_path, key, value, expect):
+    msg = recipe_error(tmp_path, base, [f"{key}={yaml.safe_dump(value).strip().splitlines()[0]}"])
+    assert expect in msg, msg
+
+
+def test_unknown_attention_kind_lists_valid_ones(base, tmp_path):
+    msg = recipe_error(tmp_path, base, ["model.attention.kind=nope"])
+    for name in ATTENTION.names():
+        assert name in msg
+
+
+def test_missing_required_key(base, tmp_path):
+    del base["data"]["src_lang"]
+    assert "data.src_lang: required key is missing" in recipe_error(tmp_path, base)
+
+
+def test_budget_is_required(base, tmp_path):
+    base["train"].pop("max_steps")
+    assert "set a budget" in recipe_error(tmp_path, base)
+
+
+def test_override_sets_nested_values(base, tmp_path):
+    cfg = load_recipe(
+        write(tmp_path, base),
+        ["model.attention.score=general", "train.lr=1e-4", "data.test=[val, test]"],
+    )
+    assert cfg.model.attention.score == "general"
+    assert cfg.train.lr == pytest.approx(1e-4)
+    assert cfg.data.test == ("val", "test")
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("a: [1, 2", "not valid YAML"),
+        ("- just\n- a list\n", "must be a YAML mapping"),
+    ],
+)
+def test_not_yaml_or_not_mapping(tmp_path, text, expect):
+    assert expect in recipe_error(tmp_path, text)
+
+
+def test_missing_recipe_file(tmp_path):
+    with pytest.raises(NmtError, match="no such file"):
+        load_recipe(tmp_path / "absent.yaml")
+
+
+def test_missing_data_file_is_named(base, tmp_path):
+    base["data"]["dev"] = "nope"
+    cfg = load_recipe(write(tmp_path, base))
+    with pytest.raises(NmtError, match=r"nope\.src: no such file"):
+        check_files(cfg.data)
+
+
+def test_bad_override_syntax(base, tmp_path):
+    with pytest.raises(NmtError, match=r"expected KEY\.PATH=VALUE"):
+        load_recipe(write(tmp_path, base), ["model.d_model"])

@@ -1,0 +1,56 @@
+"""Search: incremental equals full, beam 1 equals greedy, n-best is sorted and scored."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.attention import ATTENTION
+from nmt.data.vocab import BOS, EOS
+from nmt.decoding import beam_search, greedy, length_penalty
+from tests.helpers import random_batch, tiny_model
+
+
+@pytest.mark.parametrize("kind", ATTENTION.names())
+def test_incremental_equals_full(kind):
+    model = tiny_model(kind).eval()
+    src = random_batch([9, 5, 12])
+    tgt = torch.cat([torch.full((3, 1), BOS), random_batch([10, 10, 10])], 1)
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        full = model.decode(tgt, model.start(memory, src_mask))
+        state = model.start(memory, src_mask, incremental=True)
+        steps = [model.decode(tgt[:, t : t + 1], state) for t in range(tgt.size(1))]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+
+
+def test_beam_one_equals_greedy():
+    torch.manual_seed(1)
+    model = tiny_model().eval()
+    src = random_batch([6, 9, 3, 11])
+    limits = torch.tensor([12, 15, 7, 20])
+    g = greedy(model, src, limits)
+    b = beam_search(model, src, limits, beam=1, alpha=0.0)
+    assert [h.tokens for h in g] == [hs[0].tokens for hs in b]
+    for h, hs in zip(g, b):
+        assert h.score == pytest.approx(hs[0].score, abs=1e-4)
+
+
+@torch.no_grad()
+def test_nbest_sorted_and_scores_match_the_model():
+    torch.manual_seed(2)
+    model = tiny_model().eval()
+    src = random_batch([7, 4])
+    alpha = 0.6
+    nbest = beam_search(model, src, torch.tensor([9, 9]), beam=4, alpha=alpha, n_best=4)
+    for b, hyps in enumerate(nbest):
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True) and len(hyps) == 4
+        for h in hyps:
+            ended = len(h.tokens) < 9  # at the limit EOS was forced
+            seq = torch.tensor([[BOS, *h.tokens, EOS]])
+            logp = torch.log_softmax(model(src[b : b + 1], seq[:, :-1]), -1)[0]
+            raw = logp.gather(1, seq[0, 1:, None]).sum()
+            expected = raw / length_penalty(torch.tensor(len(h.tokens) + 1.0), alpha)
+            if ended:
+                assert h.score == pytest.approx(float(expected), abs=1e-4)
