@@ -58,22 +58,16 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
 class Score(nn.Module):
     """Alignment score between per-head queries and keys (Luong et al. 2015, eq. 8).
 
-    ``dense``: q (B,H,T,Dh), k (B,H,S,Dh) -> (B,H,T,S).
-    ``windowed``: q (B,H,T,Dh), k (B,H,T,W,Dh) (keys gathered per query) -> (B,H,T,W).
+    q (B,H,*,T,Dh), k (B,H,*,S,Dh) -> (B,H,*,T,S), where * are optional extra
+    batch dims (local attention scores blocks of queries against bands of keys).
     """
 
     def __init__(self, heads: int, head_dim: int) -> None:
         super().__init__()
         self.scale = 1.0 / math.sqrt(head_dim)
 
-    def prepare(self, q: Tensor) -> Tensor:
-        return q * self.scale
-
-    def dense(self, q: Tensor, k: Tensor) -> Tensor:
-        return self.prepare(q) @ k.transpose(-1, -2)  # (B,H,T,S)
-
-    def windowed(self, q: Tensor, k: Tensor) -> Tensor:
-        return (k @ self.prepare(q).unsqueeze(-1)).squeeze(-1)  # (B,H,T,W)
+    def forward(self, q: Tensor, k: Tensor) -> Tensor:
+        return (q * self.scale) @ k.transpose(-1, -2)
 
 
 @SCORES.register("dot")
@@ -89,16 +83,16 @@ class GeneralScore(Score):
         super().__init__(heads, head_dim)
         self.weight = nn.Parameter(torch.eye(head_dim).repeat(heads, 1, 1))  # (H,Dh,Dh)
 
-    def prepare(self, q: Tensor) -> Tensor:
-        return (q @ self.weight.unsqueeze(0)) * self.scale  # (B,H,T,Dh)
+    def forward(self, q: Tensor, k: Tensor) -> Tensor:
+        q = torch.einsum("bh...d,hde->bh...e", q, self.weight)
+        return super().forward(q, k)
 
 
 @SCORES.register("concat")
 class ConcatScore(Score):
-    """Additive vᵀ tanh(W_q q + W_k k) per head (Bahdanau et al. 2015; Luong eq. 8 "concat").
-
-    Materialises (B,H,T,S,Dh): fine for sentences, costly for long documents.
-    """
+    """Additive vᵀ tanh(W_q q + W_k k) per head (Bahdanau et al. 2015; Luong et al. 2015,
+    eq. 8 "concat"). Materialises (B,H,*,T,S,Dh): fine for sentences, costly for long
+    inputs (local attention keeps S to the window band)."""
 
     def __init__(self, heads: int, head_dim: int) -> None:
         super().__init__(heads, head_dim)
@@ -109,20 +103,11 @@ class ConcatScore(Score):
             nn.init.xavier_uniform_(p)
         nn.init.normal_(self.v, std=head_dim**-0.5)
 
-    def _energy(self, q: Tensor, k: Tensor) -> Tensor:
-        # q (B,H,T,1,Dh) + k (B,H,T|1,S|W,Dh) -> (B,H,T,S|W)
-        e = torch.tanh(q.unsqueeze(-2) + k)
-        return e @ self.v[None, :, None, :, None]  # (B,H,T,S|W,1)
-
-    def dense(self, q: Tensor, k: Tensor) -> Tensor:
-        q = q @ self.w_q.unsqueeze(0)  # (B,H,T,Dh)
-        k = (k @ self.w_k.unsqueeze(0)).unsqueeze(2)  # (B,H,1,S,Dh)
-        return self._energy(q, k).squeeze(-1)  # (B,H,T,S)
-
-    def windowed(self, q: Tensor, k: Tensor) -> Tensor:
-        q = q @ self.w_q.unsqueeze(0)  # (B,H,T,Dh)
-        k = k @ self.w_k[None, :, None]  # (B,H,T,W,Dh)
-        return self._energy(q, k).squeeze(-1)  # (B,H,T,W)
+    def forward(self, q: Tensor, k: Tensor) -> Tensor:
+        q = torch.einsum("bh...d,hde->bh...e", q, self.w_q)  # (B,H,*,T,Dh)
+        k = torch.einsum("bh...d,hde->bh...e", k, self.w_k)  # (B,H,*,S,Dh)
+        energy = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (B,H,*,T,S,Dh)
+        return torch.einsum("bh...d,hd->bh...", energy, self.v)  # (B,H,*,T,S)
 
 
 # --------------------------------------------------------------- the contract
@@ -136,6 +121,7 @@ class CrossAttention(nn.Module):
     """
 
     config_class: type[AttentionConfig] = AttentionConfig
+    normalised = True  # weights sum to one over the attended span
 
     def __init__(self, cfg: AttentionConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__()
@@ -175,6 +161,9 @@ class CrossAttention(nn.Module):
     ) -> Attended:
         raise NotImplementedError
 
-    def extra_loss(self) -> Tensor | None:
-        """An auxiliary training loss from the last forward (hard attention), else None."""
+    def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
+        """An auxiliary training loss for the last forward, summed, else None.
+
+        reward (B,): detached log-likelihood of each target; tgt_mask (B,T).
+        """
         return None

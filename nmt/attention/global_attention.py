@@ -60,6 +60,6 @@ class GlobalAttention(CrossAttention):
             )  # (B,H,T,Dh)
             ctx = ctx * mask.any(dim=-1, keepdim=True)
             return Attended(self.out_proj(self.merge(ctx)))
-        weights = masked_softmax(self.score.dense(q, memory.key), mask)  # (B,H,T,S)
+        weights = masked_softmax(self.score(q, memory.key), mask)  # (B,H,T,S)
         ctx = self.dropout(weights) @ memory.value  # (B,H,T,Dh)
         return Attended(self.out_proj(self.merge(ctx)), weights if need_weights else None)

@@ -111,9 +111,22 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         return self.decode(tgt_in, self.start(memory, src_mask))
 
-    def extra_loss(self) -> Tensor | None:
-        """Sum of the cross-attention layers' auxiliary losses (hard attention)."""
+    def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
+        """Sum of the cross-attention layers' auxiliary losses (hard attention).
+
+        reward (B,): detached log-likelihood of each target; tgt_mask (B,T).
+        """
         losses = [
-            loss for layer in self.decoder if (loss := layer.cross_attn.extra_loss()) is not None
+            loss
+            for layer in self.decoder
+            if (loss := layer.cross_attn.extra_loss(reward, tgt_mask)) is not None
         ]
         return torch.stack(losses).sum() if losses else None
+
+    def attention_stats(self) -> dict[str, float]:
+        """Mean of the cross-attention layers' training statistics (e.g. REINFORCE reward)."""
+        stats: dict[str, list[float]] = {}
+        for layer in self.decoder:
+            for k, v in getattr(layer.cross_attn, "stats", {}).items():
+                stats.setdefault(k, []).append(v)
+        return {f"attn_{k}": sum(v) / len(v) for k, v in stats.items()}

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from nmt import checkpoint
 from nmt.config import RunConfig, dump_recipe
-from nmt.data.batching import Batch
+from nmt.data.batching import Batch, ParallelData
 from nmt.data.pipeline import check_files, encode_pairs, load_split, load_training
 from nmt.data.vocab import PAD
 from nmt.decoding import translate_lines
@@ -67,6 +67,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def resolve_from_data(cfg: RunConfig, data: ParallelData, log: Any) -> RunConfig:
+    """Fill recipe values measured on the training data (local_m's length ratio)."""
+    att = cfg.model.attention
+    if getattr(att, "center", None) != "length_ratio" or att.ratio is not None:
+        return cfg
+    ratio = sum(t / s for s, t in data.lengths) / len(data)
+    log(f"model.attention.ratio = {ratio:.3f} (mean target/source length on the training data)")
+    model = dataclasses.replace(cfg.model, attention=dataclasses.replace(att, ratio=ratio))
+    return dataclasses.replace(cfg, model=model)
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -100,9 +111,10 @@ class Trainer:
                 "or set run_dir to a new directory"
             )
         run_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint.write_text(run_dir / "recipe.yaml", dump_recipe(cfg))
         torch.manual_seed(cfg.train.seed)
         self.vocabs, self.data = load_training(cfg.data, run_dir, self.log)
+        self.cfg = cfg = resolve_from_data(cfg, self.data, self.log)
+        checkpoint.write_text(run_dir / "recipe.yaml", dump_recipe(cfg))
         dev_src, self.dev_refs = load_split(cfg.data, cfg.data.dev)
         self.dev_src = dev_src
         self.dev_data = encode_pairs(
@@ -144,24 +156,33 @@ class Trainer:
 
     # ------------------------------------------------------------------- loss
 
-    def token_loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Summed label-smoothed cross-entropy over real target tokens."""
-        return F.cross_entropy(
-            logits.float().flatten(0, 1),
-            batch.tgt_out.flatten(),
-            ignore_index=PAD,
-            reduction="sum",
-            label_smoothing=self.cfg.train.label_smoothing,
-        )
+    def token_loss(self, logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Summed label-smoothed cross-entropy over real target tokens (Szegedy et al.
+        2016: (1 − ε)·NLL + ε·mean over the vocabulary of −log p), and the detached
+        per-sentence log-likelihood (B,) — the reward of hard attention."""
+        logp = torch.log_softmax(logits.float(), dim=-1)  # (B,T,V)
+        mask = batch.tgt_out != PAD  # (B,T)
+        nll = -logp.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)  # (B,T)
+        eps = self.cfg.train.label_smoothing
+        loss = (1 - eps) * nll - eps * logp.mean(-1) if eps > 0 else nll
+        return loss.masked_fill(~mask, 0.0).sum(), -(nll.detach() * mask).sum(1)
 
     def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Summed training loss of one batch, and statistics to log."""
+        """Summed training objective of one batch, and statistics to log (with
+        ``token_loss``, the summed label-smoothed cross-entropy)."""
         logits = self.model(batch.src, batch.tgt_in)
-        loss = self.token_loss(logits, batch)
-        extra = self.model.extra_loss()
+        return self.model_loss(logits, batch)
+
+    def model_loss(
+        self, logits: torch.Tensor, batch: Batch
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Token loss plus the cross-attention's auxiliary loss (hard attention)."""
+        loss, log_likelihood = self.token_loss(logits, batch)
+        stats = {"token_loss": float(loss.detach())}
+        extra = self.model.extra_loss(log_likelihood, batch.tgt_out != PAD)
         if extra is not None:
             loss = loss + extra
-        return loss, {}
+        return loss, {**stats, **self.model.attention_stats()}
 
     # ------------------------------------------------------------------- step
 
@@ -175,12 +196,13 @@ class Trainer:
         because the loss or gradient was not finite."""
         self.model.train()
         tokens = sum(b.tgt_tokens for b in batches)
-        total, stats = 0.0, {}
+        total, objective, stats = 0.0, 0.0, {}
         for batch in batches:
             with self._autocast():
                 loss, stats = self.compute_loss(batch.to(self.device))
             (loss / tokens).backward()
-            total += float(loss.detach())
+            objective += float(loss.detach())
+            total += stats.pop("token_loss")
         t = self.cfg.train
         norm = (
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
@@ -188,7 +210,7 @@ class Trainer:
             else torch.zeros(())
         )
         lr = inverse_sqrt(self.state.step + 1, t.lr, t.warmup)
-        if not (math.isfinite(total) and bool(torch.isfinite(norm))):
+        if not (math.isfinite(objective) and bool(torch.isfinite(norm))):
             self.optimizer.zero_grad(set_to_none=True)
             return None
         for group in self.optimizer.param_groups:

@@ -1,0 +1,84 @@
+"""Training throughput of a recipe (default: the Multi30k de->en reference setup).
+
+Prints time per step, target tokens/s, the implied time per epoch, the padding
+fraction, peak RSS, and model FLOP/s against the machine's fp32 matmul rate
+(6 x parameters FLOPs per target token: forward + backward, as is customary).
+
+    python benchmarks/train_throughput.py --steps 200
+    python benchmarks/train_throughput.py --set model.attention.kind=local_m
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import torch
+from common import SHARED_MULTI30K, matmul_gflops
+
+from nmt.config import load_recipe
+from nmt.training import TRAINERS
+from nmt.training.trainer import peak_rss_mb
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", default="recipes/multi30k-de-en.yaml")
+    p.add_argument("--data", default=str(SHARED_MULTI30K))
+    p.add_argument("--steps", type=int, default=200, help="timed steps")
+    p.add_argument("--warmup-steps", type=int, default=10, help="untimed steps first")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    p.add_argument("--set", action="append", default=[], dest="overrides")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    with tempfile.TemporaryDirectory() as run_dir:
+        cfg = load_recipe(
+            args.recipe,
+            [
+                f"data.dir={args.data}",
+                f"run_dir={run_dir}",
+                "train.max_steps=1000000",
+                *args.overrides,
+            ],
+        )
+        trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=args.device)
+        trainer.setup()
+        t = cfg.train
+        plan = trainer.data.epoch_batches(t.batch_tokens, t.seed, 0)
+        steps_per_epoch = len(plan) / t.accumulate
+        tokens = 0
+        start = None
+        for step in range(args.warmup_steps + args.steps):
+            if step == args.warmup_steps:
+                if trainer.device.type == "cuda":
+                    torch.cuda.synchronize()
+                start, tokens = time.perf_counter(), 0
+            i = step * t.accumulate % len(plan)
+            batches = [trainer.data.collate(b) for b in plan[i : i + t.accumulate]]
+            trainer.train_step(batches)
+            tokens += sum(b.tgt_tokens for b in batches)
+        if trainer.device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        params = sum(p.numel() for p in trainer.model.parameters())
+        rate = tokens / seconds
+        achieved = 6 * params * rate / 1e9
+        machine = matmul_gflops()
+        print(f"recipe            {args.recipe} {' '.join(args.overrides)}")
+        print(f"device            {trainer.device} ({torch.get_num_threads()} threads)")
+        print(f"parameters        {params / 1e6:.2f} M")
+        print(f"batches/epoch     {len(plan)} (padding {trainer.data.padding_fraction(plan):.1%})")
+        print(f"time per step     {seconds / args.steps * 1000:.0f} ms over {args.steps} steps")
+        print(f"target tokens/s   {rate:.0f}")
+        print(f"time per epoch    {seconds / args.steps * steps_per_epoch:.0f} s (estimated)")
+        print(f"peak RSS          {peak_rss_mb():.0f} MB")
+        print(f"model FLOP/s      {achieved:.1f} GFLOP/s ({6 * params / 1e6:.0f} MFLOP/token)")
+        print(f"fp32 matmul rate  {machine:.1f} GFLOP/s -> {achieved / machine:.0%} of the machine")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Hard (stochastic) attention: Xu et al. 2015 (sec. 4.1), Deng et al. 2018.
+
+The attention distribution α_t over real source positions is a categorical.
+Training picks one position per (batch, head, query) and the context is that
+position's value. Sampling has no gradient, so the scores are trained by an
+estimator (``estimator``):
+
+- ``reinforce``: the score-function estimator (Williams 1992; Xu et al. 2015,
+  eq. 12): loss −(R − b)·log α_t(ŝ) − λ_e·H(α_t), with R the detached
+  log-likelihood of the sentence given the samples and b a moving-average
+  baseline. With ``expected_prob`` p, each context is the expected (soft)
+  context with probability p instead of a sample (Xu et al.'s variance trick).
+- ``straight_through``: one-hot sample forward, softmax gradient backward
+  (Bengio et al. 2013).
+- ``gumbel``: Gumbel-softmax relaxation (Jang et al. 2017) whose temperature
+  anneals from ``tau`` to ``tau_min`` as exp(−``anneal``·update).
+
+Inference is deterministic: the argmax position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from nmt.attention.base import (
+    ATTENTION,
+    Attended,
+    CrossAttention,
+    Memory,
+    ScoreName,
+    masked_softmax,
+)
+from nmt.config import AttentionConfig, check
+
+
+@dataclass(frozen=True)
+class HardConfig(AttentionConfig):
+    kind: str = "hard"
+    score: ScoreName = "dot"
+    estimator: Literal["reinforce", "straight_through", "gumbel"] = "reinforce"
+    entropy_weight: float = 0.01  # λ_e, REINFORCE only
+    baseline_decay: float = 0.9  # moving-average baseline b ← decay·b + (1 − decay)·R
+    expected_prob: float = 0.0  # REINFORCE: probability of the soft context instead
+    tau: float = 1.0  # Gumbel-softmax start temperature
+    tau_min: float = 0.5
+    anneal: float = 1e-4
+
+    def __post_init__(self) -> None:
+        check(self.entropy_weight >= 0, "entropy_weight", "must be non-negative")
+        check(0 <= self.baseline_decay < 1, "baseline_decay", "must be in [0, 1)")
+        check(0 <= self.expected_prob <= 1, "expected_prob", "must be in [0, 1]")
+        check(0 < self.tau_min <= self.tau, "tau_min", "must be positive and at most tau")
+        check(self.anneal >= 0, "anneal", "must be non-negative")
+
+
+@ATTENTION.register("hard")
+class HardAttention(CrossAttention):
+    """See the module docstring. Weights returned for inspection are α (the
+    distribution the samples come from)."""
+
+    config_class = HardConfig
+
+    def __init__(self, cfg: HardConfig, d_model: int, heads: int, dropout: float) -> None:
+        super().__init__(cfg, d_model, heads, dropout)
+        self.register_buffer("baseline", torch.zeros(()))  # per-token reward average
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long))
+        self._log_prob: Tensor | None = None  # (B,H,T) log α(ŝ), REINFORCE bookkeeping
+        self._entropy: Tensor | None = None  # (B,H,T)
+        self.stats: dict[str, float] = {}
+
+    def temperature(self) -> float:
+        c = self.cfg
+        return max(c.tau_min, c.tau * float(torch.exp(-c.anneal * self.updates.float())))
+
+    def forward(
+        self,
+        query: Tensor,
+        memory: Memory,
+        src_mask: Tensor,
+        positions: Tensor,
+        need_weights: bool = False,
+    ) -> Attended:
+        q = self.split(self.q_proj(query))  # (B,H,T,Dh)
+        mask = src_mask.unsqueeze(1)  # (B,1,1,S)
+        scores = self.score(q, memory.key).masked_fill(~mask, torch.finfo(q.dtype).min)
+        alpha = masked_softmax(scores, mask)  # (B,H,T,S)
+        has_key = mask.any(-1, keepdim=True)  # (B,1,1,1)
+        # 1) choose positions: weights (B,H,T,S), one-hot (or relaxed) per query
+        if not self.training:
+            weights = F.one_hot(scores.argmax(-1), scores.size(-1)).to(q.dtype) * has_key
+        elif self.cfg.estimator == "gumbel":
+            weights = F.gumbel_softmax(scores, tau=self.temperature(), dim=-1) * has_key
+            self.updates += 1
+        else:
+            probs = alpha.detach() + ~has_key  # a fully masked row samples uniformly
+            sample = torch.multinomial(probs.flatten(0, 2), 1).view(alpha.shape[:-1])  # (B,H,T)
+            one_hot = F.one_hot(sample, scores.size(-1)).to(q.dtype) * has_key
+            if self.cfg.estimator == "straight_through":
+                weights = one_hot + alpha - alpha.detach()
+            else:
+                weights = self._reinforce(alpha, sample, one_hot)
+        # 2) the context is the chosen position's value
+        ctx = weights @ memory.value  # (B,H,T,Dh)
+        return Attended(self.out_proj(self.merge(ctx)), alpha if need_weights else None)
+
+    def _reinforce(self, alpha: Tensor, sample: Tensor, one_hot: Tensor) -> Tensor:
+        log_alpha = torch.log(alpha.clamp(min=1e-30))
+        log_prob = log_alpha.gather(-1, sample.unsqueeze(-1)).squeeze(-1)  # (B,H,T)
+        self._entropy = -(alpha * log_alpha).sum(-1)  # (B,H,T)
+        if self.cfg.expected_prob > 0:
+            soft = torch.rand(sample.shape, device=sample.device) < self.cfg.expected_prob
+            self._log_prob = log_prob * ~soft  # soft contexts get exact gradients instead
+            return torch.where(soft.unsqueeze(-1), alpha, one_hot)
+        self._log_prob = log_prob
+        return one_hot
+
+    def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
+        """REINFORCE surrogate for the last training forward.
+
+        reward (B,): detached log-likelihood of each target sentence;
+        tgt_mask (B,T): real target positions. Returns a summed loss.
+        """
+        if self._log_prob is None:
+            return None
+        log_prob, entropy = self._log_prob, self._entropy
+        self._log_prob = self._entropy = None
+        tokens = tgt_mask.sum(1).clamp(min=1).to(reward.dtype)  # (B,)
+        per_token = reward / tokens  # rewards per token are comparable across lengths
+        advantage = (per_token - self.baseline).detach()  # (B,)
+        with torch.no_grad():
+            decay = self.cfg.baseline_decay
+            self.baseline.mul_(decay).add_((1 - decay) * per_token.mean())
+        m = tgt_mask.unsqueeze(1).to(log_prob.dtype)  # (B,1,T)
+        # Every head's sample is part of one joint sample: their log-probs add up.
+        surrogate = -(advantage.view(-1, 1, 1) * tokens.view(-1, 1, 1) * log_prob * m).sum()
+        entropy = (entropy * m).sum()
+        self.stats = {  # detached figures for the training log
+            "reward": float(per_token.mean()),
+            "baseline": float(self.baseline),
+            "entropy": float(entropy.detach() / (m.sum() * log_prob.size(1)).clamp(min=1)),
+        }
+        return surrogate - self.cfg.entropy_weight * entropy

@@ -1,0 +1,102 @@
+"""Hard attention: argmax at inference; estimators; REINFORCE is unbiased."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.attention.test_attention import D, build, inputs
+
+
+def test_argmax_context_is_the_value_at_the_argmax():
+    attn = build("hard")
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    mem = attn.project_memory(memory, src_mask)
+    out = attn(query, mem, src_mask, pos, need_weights=True)
+    best = out.weights.argmax(-1)  # (B,H,T)
+    value = mem.value.gather(2, best.unsqueeze(-1).expand(-1, -1, -1, mem.value.size(-1)))
+    expected = attn.out_proj(attn.merge(value))
+    torch.testing.assert_close(out.context, expected)
+    assert (best[1] < 4).all()  # never a padding position
+
+
+@pytest.mark.parametrize("estimator", ["reinforce", "straight_through", "gumbel"])
+def test_estimators_give_score_gradients(estimator):
+    attn = build("hard", estimator=estimator).train()
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    loss = out.context.pow(2).sum()
+    if estimator == "reinforce":
+        reward = -out.context.pow(2).sum((1, 2)).detach()
+        loss = loss + attn.extra_loss(reward, torch.ones(2, 5, dtype=torch.bool))
+        assert set(attn.stats) == {"reward", "baseline", "entropy"}
+    loss.backward()
+    assert attn.q_proj.weight.grad.abs().sum() > 0
+
+
+def test_samples_follow_alpha_and_avoid_padding():
+    torch.manual_seed(0)
+    attn = build("hard", estimator="straight_through").train()
+    query, memory, src_mask, pos = inputs((6, 3), 1)
+    query, memory, src_mask = (x[1:].expand(4000, *x.shape[1:]) for x in (query, memory, src_mask))
+    mem = attn.project_memory(memory, src_mask)
+    with torch.no_grad():
+        alpha = attn.eval()(query, mem, src_mask, pos, need_weights=True).weights[0, 0, 0]
+        picks = []
+        attn.train()
+        original = torch.nn.functional.one_hot
+
+        def spy(t, n):
+            picks.append(t.clone())
+            return original(t, n)
+
+        torch.nn.functional.one_hot = spy
+        try:
+            attn(query, mem, src_mask, pos)
+        finally:
+            torch.nn.functional.one_hot = original
+    freq = torch.bincount(picks[0][:, 0, 0], minlength=6).float() / 4000
+    assert (freq[3:] == 0).all()
+    torch.testing.assert_close(freq, alpha, atol=0.03, rtol=0)
+
+
+def test_reinforce_matches_the_exact_gradient():
+    """On one query over S=4 positions, the expected loss sum_s alpha_s L(s) can be
+    enumerated; the mean REINFORCE gradient over many samples must match its
+    gradient w.r.t. the query projection (which moves alpha only)."""
+    torch.manual_seed(0)
+    S, N = 4, 40000
+    attn = build("hard", estimator="reinforce", entropy_weight=0.0)
+    query, memory, src_mask, pos = inputs((S,), 1)
+    target = torch.randn(D)
+
+    def loss_of(context):  # (..., D) -> (...)
+        return (context - target).pow(2).sum(-1)
+
+    # exact: every head samples independently, so enumerate the joint choices
+    mem = attn.project_memory(memory, src_mask)
+    alpha = attn.eval()(query, mem, src_mask, pos, need_weights=True).weights[0, :, 0]  # (H,S)
+    H = alpha.size(0)
+    grid = torch.cartesian_prod(*[torch.arange(S)] * H).view(-1, H)  # (S^H,H)
+    values = mem.value[0].detach()  # (H,S,Dh)
+    chosen = torch.stack([values[h, grid[:, h]] for h in range(H)], 1)  # (S^H,H,Dh)
+    contexts = attn.out_proj(chosen.reshape(len(grid), -1)).detach()  # (S^H,D)
+    joint = torch.stack([alpha[h, grid[:, h]] for h in range(H)], 1).prod(1)  # (S^H,)
+    attn.zero_grad()
+    expected_loss = (joint * loss_of(contexts)).sum()
+    expected_loss.backward()
+    exact = attn.q_proj.weight.grad.clone()
+    # A constant baseline leaves the estimator unbiased and cuts its variance.
+    attn.baseline.fill_(-float(expected_loss.detach()))
+
+    # REINFORCE over N independent samples of the same problem
+    attn.zero_grad()
+    attn.train()
+    mem = attn.project_memory(memory.expand(N, -1, -1), src_mask.expand(N, -1, -1))
+    out = attn(query.expand(N, -1, -1), mem, src_mask.expand(N, -1, -1), pos)
+    loss = loss_of(out.context[:, 0])  # (N,)
+    surrogate = attn.extra_loss(-loss.detach(), torch.ones(N, 1, dtype=torch.bool))
+    (surrogate / N).backward()
+    estimate = attn.q_proj.weight.grad
+    error = (estimate - exact).norm() / exact.norm()
+    assert error < 0.05, f"relative error {error:.3f}"

@@ -1,0 +1,97 @@
+"""local_m and local_p: windows, Gaussians, the two computation paths."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.attention import ATTENTION
+from tests.attention.test_attention import D, H, build, inputs
+
+LOCAL = [
+    ("local_m", {}),
+    ("local_m", {"center": "length_ratio", "ratio": 1.7}),
+    ("local_p", {"gaussian": "multiply"}),
+    ("local_p", {"gaussian": "bias", "per_head": False}),
+    ("local_m", {"score": "concat"}),
+    ("local_p", {"score": "general"}),
+]
+
+
+def run(attn, lengths, T, need_weights=True, positions=None):
+    torch.manual_seed(1)  # the same inputs for every call
+    query, memory, src_mask, pos = inputs(lengths, T)
+    mem = attn.project_memory(memory, src_mask)
+    return attn(query, mem, src_mask, pos if positions is None else positions, need_weights)
+
+
+@pytest.mark.parametrize(("kind", "options"), LOCAL)
+def test_windowed_and_dense_paths_agree(kind, options):
+    torch.manual_seed(0)
+    windowed = build(kind, window=3, path="windowed", **options)
+    dense = build(kind, window=3, path="dense", **options)
+    dense.load_state_dict(windowed.state_dict())
+    lengths, T = (120, 77), 90
+    a, b = run(windowed, lengths, T), run(dense, lengths, T)
+    torch.testing.assert_close(a.context, b.context, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a.weights, b.weights, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("kind", "options"), LOCAL)
+def test_zero_outside_the_window_and_the_source(kind, options):
+    attn = build(kind, window=2, **options)
+    out = run(attn, (30, 11), 25)
+    lo = torch.round(out.centers).long() - 2  # (B,Hc,T)
+    s = torch.arange(30)
+    outside = (s < lo.unsqueeze(-1)) | (s > lo.unsqueeze(-1) + 4)  # (B,Hc,T,S)
+    assert (out.weights.masked_select(outside.expand_as(out.weights)) == 0).all()
+    assert (out.weights[1, :, :, 11:] == 0).all()
+    if attn.normalised:
+        torch.testing.assert_close(out.weights.sum(-1), torch.ones(2, H, 25))
+
+
+def test_local_m_with_a_covering_window_equals_global():
+    local = build("local_m", window=50)
+    glob = build("global")
+    glob.load_state_dict(local.state_dict())
+    a, b = run(local, (20, 9), 12), run(glob, (20, 9), 12)
+    torch.testing.assert_close(a.context, b.context, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a.weights, b.weights, atol=1e-6, rtol=1e-5)
+
+
+def test_local_m_centres_follow_positions_and_stay_on_the_source():
+    attn = build("local_m", window=1, center="length_ratio", ratio=2.0)
+    out = run(attn, (10, 4), 30, positions=torch.arange(30))
+    assert out.centers[0, 0, 6].item() == 3.0  # 6 / 2
+    assert out.centers[1].max().item() == 3.0  # clamped to the last real position
+
+
+def test_local_p_centres_scale_with_each_sentence_length():
+    attn = build("local_p")
+    out = run(attn, (40, 8), 10)
+    assert (out.centers[0] <= 40).all() and (out.centers[1] <= 8).all()
+    assert (out.centers >= 0).all()
+
+
+@pytest.mark.parametrize("gaussian", ["multiply", "bias"])
+def test_local_p_gradient_reaches_the_centre_predictor(gaussian):
+    attn = build("local_p", gaussian=gaussian).train()
+    run(attn, (15, 9), 7, need_weights=False).context.pow(2).sum().backward()
+    assert attn.center_proj.weight.grad.abs().sum() > 0
+    assert attn.center_v.grad.abs().sum() > 0
+
+
+def test_auto_path_uses_the_band_only_for_long_sources(monkeypatch):
+    attn = build("local_m", window=2)
+    calls = []
+    original = type(attn)._windowed
+    monkeypatch.setattr(type(attn), "_windowed", lambda *a: calls.append(1) or original(*a))
+    run(attn, (12, 12), 12)
+    assert not calls
+    run(attn, (400, 400), 400)
+    assert calls
+
+
+def test_registry_holds_the_four_variants():
+    assert {"global", "local_m", "local_p", "hard"} <= set(ATTENTION.names())
+    assert D % H == 0
