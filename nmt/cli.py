@@ -101,6 +101,9 @@ def translate(
     alpha: Optional[float] = typer.Option(None, help="Length penalty (Wu et al. 2016)."),
     batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens"),
     device: str = typer.Option("auto"),
+    attention_dir: Optional[Path] = typer.Option(
+        None, "--attention-dir", help="Save each sentence's cross-attention as DIR/LINE.npz."
+    ),
 ) -> None:
     """Translate one sentence per line; always exactly one output line per input line."""
     from nmt.translate import translate_file
@@ -114,7 +117,27 @@ def translate(
         alpha=alpha,
         batch_tokens=batch_tokens,
         device=device,
+        attention_dir=attention_dir,
     )
+
+
+@app.command(
+    epilog='Example: nmt attention runs/toy --src "lo nute miguge" --head mean -o heat.png'
+)
+@user_errors
+def attention(
+    checkpoint: Path = typer.Argument(..., help="A checkpoint, or a run directory (best.pt)."),
+    src: str = typer.Option(..., "--src", help="Source sentence."),
+    tgt: Optional[str] = typer.Option(None, "--tgt", help="Forced target (default: decode)."),
+    layer: int = typer.Option(-1, help="Decoder layer (negative counts from the last)."),
+    head: str = typer.Option("mean", help="Head index, or 'mean' over heads."),
+    output: Path = typer.Option(..., "-o", "--output", help="PNG file to write."),
+    device: str = typer.Option("auto"),
+) -> None:
+    """Draw a cross-attention heatmap (and local attention's centres p_t) to a PNG."""
+    from nmt.inspect_attention import draw_attention
+
+    draw_attention(checkpoint, src, tgt, layer, head, output, device)
 
 
 @app.command(epilog="Example: nmt score hyp.txt --ref data/toy/test.tgt --metrics bleu,chrf")

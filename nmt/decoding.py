@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -18,6 +19,12 @@ from nmt.model import Transformer
 class Hypothesis:
     tokens: list[int]  # target ids, without BOS/EOS
     score: float  # log-probability divided by the length penalty
+
+
+class Translation(NamedTuple):
+    text: str  # detokenised
+    score: float
+    tokens: list[int]
 
 
 def length_penalty(length: Tensor, alpha: float) -> Tensor:
@@ -165,22 +172,28 @@ def translate_lines(
     device: torch.device,
     on_batch: Callable[[int], None] | None = None,
     warn: Callable[[str], None] | None = None,
-) -> list[list[tuple[str, float]]]:
+) -> list[list[Translation]]:
     """Detokenised n-best lists, one per input line, in input order.
 
     Lines longer than the model's maximum are truncated (one warning), never dropped.
     """
-    limit = model.cfg.max_positions - 1  # one position for EOS
-    ids = src_vocab.encode(lines)
-    long = sum(len(s) > limit for s in ids)
-    if long and warn is not None:
-        warn(f"{long} input line(s) longer than {limit} pieces were truncated")
-    ids = [s[:limit] for s in ids]
+    ids = encode_source(src_vocab, lines, model.cfg.max_positions - 1, warn)
     model.eval()
     nbest = translate_ids(model, ids, cfg, device, on_batch)
     flat = tgt_vocab.decode([h.tokens for hyps in nbest for h in hyps])
     out, k = [], 0
     for hyps in nbest:
-        out.append([(flat[k + j], h.score) for j, h in enumerate(hyps)])
+        out.append([Translation(flat[k + j], h.score, h.tokens) for j, h in enumerate(hyps)])
         k += len(hyps)
     return out
+
+
+def encode_source(
+    vocab: Vocab, lines: list[str], limit: int, warn: Callable[[str], None] | None = None
+) -> list[list[int]]:
+    """Source ids, each cut to ``limit`` pieces (one position is kept for EOS)."""
+    ids = vocab.encode(lines)
+    long = sum(len(s) > limit for s in ids)
+    if long and warn is not None:
+        warn(f"{long} input line(s) longer than {limit} pieces were truncated")
+    return [s[:limit] for s in ids]

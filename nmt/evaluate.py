@@ -34,7 +34,7 @@ def evaluate(
             loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, src, cfg.decode, dev
         )
         seconds = time.perf_counter() - start
-        hyps = [" ".join(h[0][0].splitlines()) for h in nbest]
+        hyps = [" ".join(h[0].text.splitlines()) for h in nbest]
         write_text(run_dir / f"{split}.hyp", "".join(h + "\n" for h in hyps))
         entry: dict[str, Any] = {
             "sentences": len(src),

@@ -7,11 +7,12 @@ import sys
 import time
 from pathlib import Path
 
+from nmt.attention_maps import attention_maps, save_npz
 from nmt.checkpoint import write_text
 from nmt.data.corpus import decode_lines, read_lines
-from nmt.decoding import translate_lines
+from nmt.decoding import Translation, encode_source, translate_lines
 from nmt.errors import NmtError
-from nmt.model.load import load_model
+from nmt.model.load import Loaded, load_model
 from nmt.progress import console, progress_bar
 from nmt.training.trainer import resolve_device
 
@@ -21,11 +22,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.splitlines())
 
 
-def format_output(nbest: list[list[tuple[str, float]]], n_best: int | None) -> str:
+def format_output(nbest: list[list[Translation]], n_best: int | None) -> str:
     if n_best is None:
-        return "".join(_one_line(hyps[0][0]) + "\n" for hyps in nbest)
+        return "".join(_one_line(hyps[0].text) + "\n" for hyps in nbest)
     return "".join(
-        f"{i} ||| {_one_line(h)} ||| {s:.4f}\n" for i, hyps in enumerate(nbest) for h, s in hyps
+        f"{i} ||| {_one_line(h.text)} ||| {h.score:.4f}\n"
+        for i, hyps in enumerate(nbest)
+        for h in hyps
     )
 
 
@@ -39,6 +42,7 @@ def translate_file(
     alpha: float | None = None,
     batch_tokens: int | None = None,
     device: str = "auto",
+    attention_dir: Path | None = None,
 ) -> None:
     dev = resolve_device(device)
     loaded = load_model(checkpoint, dev)
@@ -76,9 +80,29 @@ def translate_file(
             on_batch=advance,
             warn=lambda m: console.print(f"warning: {m}"),
         )
+    if attention_dir is not None:
+        save_attention(loaded, lines, [hyps[0].tokens for hyps in nbest], attention_dir)
     text = format_output(nbest, n_best)
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
         write_text(output, text)
+
+
+def save_attention(loaded: Loaded, lines: list[str], hyps: list[list[int]], out_dir: Path) -> None:
+    """``DIR/{line}.npz`` (0-based input line) with every layer's cross-attention for the
+    1-best translation; empty input lines have no file."""
+    src = encode_source(loaded.vocabs.src, lines, loaded.model.cfg.max_positions - 1)
+    todo = [i for i, s in enumerate(src) if s]
+    for start in range(0, len(todo), 32):
+        chunk = todo[start : start + 32]
+        maps = attention_maps(
+            loaded.model,
+            loaded.vocabs.src,
+            loaded.vocabs.tgt,
+            [src[i] for i in chunk],
+            [hyps[i] for i in chunk],
+        )
+        for i, amap in zip(chunk, maps):
+            save_npz(out_dir / f"{i}.npz", amap)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -40,6 +41,22 @@ def test_train_translate_score_end_to_end(tiny_recipe, toy_dir, tmp_path):
     lines = out.read_text().splitlines()
     ids = [int(line.split(" ||| ")[0]) for line in lines]
     assert ids == [0, 0, 1, 2, 2, 3, 3, 4, 4, 5, 5]  # an empty line has one (empty) translation
+
+    maps = tmp_path / "maps"
+    args = ("-i", tmp_path / "in.txt", "-o", out, "--attention-dir", maps)
+    result = invoke("translate", run, *args)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in maps.iterdir()) == ["0.npz", "2.npz", "3.npz", "4.npz", "5.npz"]
+    saved = np.load(maps / "0.npz")
+    assert saved["weights"].shape == (1, 2, len(saved["tgt"]), len(saved["src"]))
+    np.testing.assert_allclose(saved["weights"].sum(-1), 1.0, rtol=1e-5)
+
+    png = tmp_path / "heat.png"
+    result = invoke("attention", run, "--src", src[0], "--head", "0", "-o", png)
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = invoke("attention", run, "--src", src[0], "--head", "7", "-o", png)
+    assert result.exit_code == 2 and "--head 7" in result.output
 
     result = invoke(
         "score",
@@ -85,5 +102,6 @@ def test_translate_refuses_a_non_checkpoint(tmp_path):
 def test_toy_command_and_help_examples(tmp_path):
     result = invoke("data", "toy", tmp_path / "toy", "--size", 40)
     assert result.exit_code == 0 and (tmp_path / "toy" / "test_long.align").is_file()
-    for command in (["train"], ["translate"], ["score"], ["evaluate"], ["data", "toy"]):
+    commands = (["train"], ["translate"], ["score"], ["evaluate"], ["attention"], ["data", "toy"])
+    for command in commands:
         assert "Example: nmt" in invoke(*command, "--help").output

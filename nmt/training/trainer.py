@@ -245,7 +245,7 @@ class Trainer:
                 hyps = translate_lines(
                     self.model, self.vocabs.src, self.vocabs.tgt, self.dev_src, greedy, self.device
                 )
-            out["valid_bleu"] = bleu([h[0][0] for h in hyps], self.dev_refs)
+            out["valid_bleu"] = bleu([h[0].text for h in hyps], self.dev_refs)
         return out
 
     def _improved(self, metrics: dict[str, float]) -> bool:

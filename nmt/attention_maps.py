@@ -1,0 +1,109 @@
+"""Seeing cross-attention: weights from a forced decoding pass, heatmaps, .npz files."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nmt.checkpoint import atomic_write
+from nmt.data.batching import pad
+from nmt.data.vocab import BOS, EOS, Vocab
+from nmt.errors import NmtError
+from nmt.model import Transformer
+
+
+@dataclass(frozen=True)
+class AttentionMap:
+    src: list[str]  # source pieces, then </s>
+    tgt: list[str]  # target pieces, then </s>
+    weights: np.ndarray  # (layers, H, T, S) cross-attention weights
+    centers: np.ndarray | None  # (layers, Hc, T) predicted p_t (local_p), else None
+
+
+@torch.no_grad()
+def attention_maps(
+    model: Transformer,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    src_ids: list[list[int]],
+    tgt_ids: list[list[int]],
+) -> list[AttentionMap]:
+    """Cross-attention of every layer when the model reads ``tgt_ids`` (teacher-forced)."""
+    model.eval()
+    device = next(model.parameters()).device
+    src = pad(src_ids, suffix=[EOS]).to(device)  # (B,S)
+    tgt_in = pad(tgt_ids, prefix=[BOS]).to(device)  # (B,T)
+    memory, src_mask = model.encode(src)
+    state = model.start(memory, src_mask)
+    model.decode(tgt_in, state, need_weights=True)
+    weights = torch.stack([a.weights for a in state.attended], 1).float()  # (B,L,H,T,S)
+    has_centers = state.attended[0].centers is not None
+    centers = torch.stack([a.centers for a in state.attended], 1) if has_centers else None
+    out = []
+    for b, (s, t) in enumerate(zip(src_ids, tgt_ids)):
+        S, T = len(s) + 1, len(t) + 1
+        out.append(
+            AttentionMap(
+                [src_vocab.id_to_piece(i) for i in s] + ["</s>"],
+                [tgt_vocab.id_to_piece(i) for i in t] + ["</s>"],
+                weights[b, :, :, :T, :S].cpu().numpy(),
+                centers[b, :, :, :T].float().cpu().numpy() if centers is not None else None,
+            )
+        )
+    return out
+
+
+def save_npz(path: Path, amap: AttentionMap) -> None:
+    """One sentence's maps as .npz: src, tgt (pieces), weights, and centers if any."""
+    arrays = {"src": np.array(amap.src), "tgt": np.array(amap.tgt), "weights": amap.weights}
+    if amap.centers is not None:
+        arrays["centers"] = amap.centers
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write(path, lambda f: f.write(buf.getvalue()))
+
+
+def select(amap: AttentionMap, layer: int, head: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The (T,S) map of one layer and one head (or the mean over heads), and its centres."""
+    layers, heads = amap.weights.shape[:2]
+    if not -layers <= layer < layers:
+        raise NmtError(f"--layer {layer}: the model has {layers} decoder layers")
+    w = amap.weights[layer]  # (H,T,S)
+    c = amap.centers[layer] if amap.centers is not None else None  # (Hc,T)
+    if head == "mean":
+        return w.mean(0), (c.mean(0) if c is not None else None)
+    if not head.isdigit() or int(head) >= heads:
+        raise NmtError(f"--head {head}: expected 'mean' or a head index below {heads}")
+    h = int(head)
+    return w[h], (c[min(h, c.shape[0] - 1)] if c is not None else None)
+
+
+def plot_heatmap(path: Path, amap: AttentionMap, layer: int, head: str, title: str) -> None:
+    """Target pieces down, source pieces across; local_p's centres p_t as dots."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    w, c = select(amap, layer, head)
+    T, S = w.shape
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * S + 2), max(3.0, 0.3 * T + 1.5)))
+    im = ax.imshow(w, cmap="viridis", vmin=0.0, aspect="auto")
+    ax.set_xticks(range(S), amap.src, rotation=90, fontsize=8)
+    ax.set_yticks(range(T), amap.tgt, fontsize=8)
+    ax.set_xlabel("source")
+    ax.set_ylabel("target")
+    if c is not None:
+        ax.plot(c, range(T), "o", color="red", markersize=3, label="predicted centre $p_t$")
+        ax.legend(loc="lower right", fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.04)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    atomic_write(path, lambda f: f.write(buf.getvalue()))

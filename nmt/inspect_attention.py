@@ -1,0 +1,46 @@
+"""``nmt attention``: one sentence's cross-attention heatmap from a checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmt.attention_maps import attention_maps, plot_heatmap
+from nmt.decoding import encode_source, translate_lines
+from nmt.errors import NmtError
+from nmt.model.load import load_model
+from nmt.training.trainer import resolve_device
+
+
+def draw_attention(
+    checkpoint: Path,
+    src: str,
+    tgt: str | None,
+    layer: int,
+    head: str,
+    output: Path,
+    device: str = "auto",
+) -> None:
+    """Decode ``src`` (or force ``tgt``) and plot layer ``layer``, head ``head``."""
+    loaded = load_model(checkpoint, resolve_device(device))
+    limit = loaded.model.cfg.max_positions - 1
+    (src_ids,) = encode_source(loaded.vocabs.src, [src], limit)
+    if not src_ids:
+        raise NmtError("--src: empty sentence")
+    if tgt is None:
+        (hyps,) = translate_lines(
+            loaded.model,
+            loaded.vocabs.src,
+            loaded.vocabs.tgt,
+            [src],
+            loaded.cfg.decode,
+            resolve_device(device),
+        )
+        tgt_ids = hyps[0].tokens
+    else:
+        (tgt_ids,) = encode_source(loaded.vocabs.tgt, [tgt], limit)
+    (amap,) = attention_maps(
+        loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, [src_ids], [tgt_ids]
+    )
+    kind = loaded.cfg.model.attention.kind
+    title = f"{kind} cross-attention, layer {layer}, head {head}"
+    plot_heatmap(output, amap, layer, head, title)
