@@ -177,6 +177,24 @@ def data_toy(
     typer.echo(", ".join(f"{k}: {v}" for k, v in counts.items()) + f" pairs in {out_dir}")
 
 
+@data_app.command(
+    "fetch",
+    epilog="Example: nmt data fetch multi30k data/multi30k --mirror ../shared/data/multi30k",
+)
+@user_errors
+def data_fetch(
+    corpus: str = typer.Argument(..., help="Corpus name: multi30k."),
+    out_dir: Path = typer.Argument(..., help="Directory to write the files to."),
+    pairs: list[str] = typer.Option(["de-en"], "--pairs", help="Language pairs (repeatable)."),
+    mirror: Optional[str] = typer.Option(None, help="A URL prefix or directory to fetch from."),
+) -> None:
+    """Download a corpus, verify every file's SHA-256, and only then write them."""
+    from nmt.data.fetch import fetch
+
+    written = fetch(corpus, out_dir, pairs, mirror, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"wrote {len(written)} files to {out_dir}")
+
+
 def main() -> None:
     app(prog_name="nmt")
 

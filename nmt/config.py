@@ -212,6 +212,40 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class ScheduledSamplingConfig:
+    """Two-pass scheduled sampling (Mihaylova & Martins 2019); ``passes`` > 2 is
+    Duckworth et al. 2019's parallel scheduled sampling."""
+
+    schedule: Literal["linear", "exponential", "inverse_sigmoid", "constant"] = "inverse_sigmoid"
+    k: float = (
+        2000.0  # linear: start; exponential: base (< 1); inverse_sigmoid: k >= 1; constant: ε
+    )
+    c: float = 1e-4  # linear: decrease per step
+    eps_min: float = 0.0  # linear: floor
+    warmup_steps: int = 0  # pure teacher forcing first
+    mix: Literal["argmax", "sample", "topk", "softmax", "gumbel"] = "softmax"
+    topk: int = 5
+    temperature: float = 1.0  # softmax and gumbel
+    passes: int = 2
+    first_pass_grad: bool = False
+
+    def __post_init__(self) -> None:
+        s = self.schedule
+        if s == "exponential":
+            check(0 < self.k < 1, "k", "exponential schedule needs 0 < k < 1")
+        elif s == "inverse_sigmoid":
+            check(self.k >= 1, "k", "inverse_sigmoid schedule needs k >= 1")
+        elif s in ("constant", "linear"):
+            check(0 <= self.k <= 1 or s == "linear", "k", "constant schedule needs 0 <= k <= 1")
+        check(self.c >= 0, "c", "must be non-negative")
+        check(0 <= self.eps_min <= 1, "eps_min", "must be in [0, 1]")
+        check(self.warmup_steps >= 0, "warmup_steps", "must be non-negative")
+        check(self.topk >= 1, "topk", "must be at least 1")
+        check(self.temperature > 0, "temperature", "must be positive")
+        check(self.passes >= 2, "passes", "must be at least 2")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Optimisation, budget, validation and early stopping."""
 
@@ -235,6 +269,7 @@ class TrainConfig:
     patience: int | None = None  # validations without improvement before stopping
     log_every: int = 50
     max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
+    scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
 
     def __post_init__(self) -> None:
         from nmt.training import TRAINERS

@@ -57,6 +57,37 @@ class RunState:
     bad_evals: int = 0
 
 
+class IntervalStats:
+    """Training loss and statistics averaged since the last log line."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.tokens = self.count = 0
+        self.loss = 0.0
+        self.sums: dict[str, float] = {}
+
+    def add(self, loss: float, stats: dict[str, float], tokens: int) -> None:
+        self.count += 1
+        self.tokens += tokens
+        self.loss += loss
+        for k, v in stats.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+
+    def record(self) -> dict[str, float]:
+        rate = self.tokens / max(time.perf_counter() - self.start, 1e-9)
+        means = {k: v / self.count for k, v in self.sums.items()}
+        return {"loss": self.loss / self.count, "tokens_per_s": rate, **means}
+
+
+# Statistics worth a glance in the progress bar, and how to label them.
+SHOWN = {"ss_gold_prob": "ε", "ss_replaced": "replaced", "attn_entropy": "H(α)"}
+
+
+def progress_info(record: dict[str, float]) -> str:
+    shown = [f"{label} {record[k]:.2f}" for k, label in SHOWN.items() if k in record]
+    return "  ".join([f"loss {record['loss']:.3f}", *shown])
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -324,7 +355,8 @@ class Trainer:
         task = bar.add_task(
             "train", total=self._expected_steps(len(plan)), completed=s.step, rate=0.0, info=""
         )
-        last_log, log_tokens, bad_steps, validated_at = time.perf_counter(), 0, 0, s.step
+        interval, bad_steps, validated_at = IntervalStats(), 0, s.step
+        self.step_seconds = 0.0  # time inside train_step, for per-step cost figures
         stop_reason = "budget"
         with bar:
             while not self.budget_spent():
@@ -338,39 +370,23 @@ class Trainer:
                 s.batch_in_epoch += len(group)
                 batches = [self.data.collate(b) for b in group]
                 result = self.train_step(batches)
+                self.step_seconds += time.perf_counter() - start
                 s.step += 1
                 if result is None:
-                    bad_steps += 1
-                    self.log(f"step {s.step}: non-finite loss or gradient, update skipped")
-                    self.write_metrics({"step": s.step, "skipped": "non-finite"})
-                    if bad_steps >= t.max_bad_steps:
-                        raise NmtError(
-                            f"stopped at step {s.step}: {bad_steps} consecutive "
-                            "non-finite losses; lower train.lr or check the data "
-                            f"(last good checkpoint: {self.run_dir / 'last.pt'})"
-                        )
+                    bad_steps = self._skipped(bad_steps + 1)
                 else:
                     bad_steps = 0
                     n = sum(b.tgt_tokens for b in batches)
                     s.tokens += n
-                    log_tokens += n
+                    interval.add(*result, n)
                 s.elapsed += time.perf_counter() - start
-                if result is not None and s.step % t.log_every == 0:
-                    now = time.perf_counter()
-                    rate = log_tokens / max(now - last_log, 1e-9)
-                    loss, stats = result
+                if s.step % t.log_every == 0 and interval.count:
+                    record = interval.record()
                     self.write_metrics(
-                        {
-                            "step": s.step,
-                            "epoch": s.epoch + 1,
-                            "loss": loss,
-                            "tokens_per_s": rate,
-                            "elapsed": s.elapsed,
-                            **stats,
-                        }
+                        {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **record}
                     )
-                    bar.update(task, rate=rate, info=f"loss {loss:.3f}")
-                    last_log, log_tokens = now, 0
+                    bar.update(task, rate=record["tokens_per_s"], info=progress_info(record))
+                    interval = IntervalStats()
                 bar.update(task, completed=s.step)
                 if s.step % t.valid_every == 0:
                     validated_at = s.step
@@ -396,6 +412,18 @@ class Trainer:
             "tokens_per_s": s.tokens / max(s.elapsed, 1e-9),
             "peak_rss_mb": peak_rss_mb(),
         }
+
+    def _skipped(self, bad_steps: int) -> int:
+        """Log a skipped update; stop the run after ``max_bad_steps`` in a row."""
+        step = self.state.step
+        self.log(f"step {step}: non-finite loss or gradient, update skipped")
+        self.write_metrics({"step": step, "skipped": "non-finite"})
+        if bad_steps >= self.cfg.train.max_bad_steps:
+            raise NmtError(
+                f"stopped at step {step}: {bad_steps} consecutive non-finite losses; lower "
+                f"train.lr or check the data (last good checkpoint: {self.run_dir / 'last.pt'})"
+            )
+        return bad_steps
 
     def _validate_and_save(self, bar: Any) -> bool:
         """Validate, save best/last; True if early stopping says stop."""

@@ -1,0 +1,128 @@
+"""Forward+backward time and peak memory of one cross-attention layer as S = T grows.
+
+Each (variant, S) runs in a fresh subprocess so its peak RSS (CPU) or peak CUDA
+allocation is its own. B=1, D=256, H=4, window 10 by default.
+
+    python benchmarks/attention_scaling.py
+    python benchmarks/attention_scaling.py --sizes 64,256,1024,4096 --variants local_m,global
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+from nmt.attention import ATTENTION
+from nmt.config import AttentionConfig
+
+VARIANTS = {  # name: recipe options
+    "global": {"kind": "global"},
+    "local_m": {"kind": "local_m", "window": 10},
+    "local_m-dense": {"kind": "local_m", "window": 10, "path": "dense"},
+    "local_p": {"kind": "local_p", "window": 10},
+    "local_p-dense": {"kind": "local_p", "window": 10, "path": "dense"},
+    "hard": {"kind": "hard"},
+}
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def one(variant: str, size: int, device: str, repeats: int, d_model: int, heads: int) -> dict:
+    torch.manual_seed(0)
+    cfg = AttentionConfig.from_recipe(VARIANTS[variant], "attention")
+    layer = ATTENTION.get(cfg.kind)(cfg, d_model, heads, dropout=0.0).to(device).train()
+    query = torch.randn(1, size, d_model, device=device, requires_grad=True)
+    memory = torch.randn(1, size, d_model, device=device, requires_grad=True)
+    src_mask = torch.ones(1, 1, size, dtype=torch.bool, device=device)
+    positions = torch.arange(size, device=device)
+
+    def step() -> None:
+        out = layer(query, layer.project_memory(memory, src_mask), src_mask, positions)
+        out.context.sum().backward()
+
+    step()  # warm-up
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    before = rss_mb()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    peak = (
+        torch.cuda.max_memory_allocated() / 2**20
+        if device == "cuda"
+        else max(rss_mb() - before, 0.0)
+    )
+    return {
+        "variant": variant,
+        "S": size,
+        "ms": 1000 * sorted(times)[len(times) // 2],
+        "peak_mb": peak,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="64,256,1024,4096")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--one", nargs=2, metavar=("VARIANT", "S"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        result = one(
+            args.one[0], int(args.one[1]), args.device, args.repeats, args.d_model, args.heads
+        )
+        print(json.dumps(result))
+        return
+    rows = []
+    for size in map(int, args.sizes.split(",")):
+        for variant in args.variants.split(","):
+            cmd = [
+                sys.executable,
+                __file__,
+                "--one",
+                variant,
+                str(size),
+                "--device",
+                args.device,
+                "--repeats",
+                str(args.repeats),
+                "--d-model",
+                str(args.d_model),
+                "--heads",
+                str(args.heads),
+            ]
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            r = rows[-1]
+            print(
+                f"S=T={size:5d}  {variant:14s} {r['ms']:9.1f} ms  peak +{r['peak_mb']:8.1f} MB",
+                flush=True,
+            )
+    print("\nat the largest S, relative to global:")
+    largest = max(r["S"] for r in rows)
+    ref = next(r for r in rows if r["S"] == largest and r["variant"] == "global")
+    for r in rows:
+        if r["S"] == largest:
+            speed = ref["ms"] / r["ms"]
+            memory = ref["peak_mb"] / max(r["peak_mb"], 0.1)
+            print(f"  {r['variant']:14s} {speed:6.1f}x faster  {memory:6.1f}x less memory")
+
+
+if __name__ == "__main__":
+    main()

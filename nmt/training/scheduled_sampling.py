@@ -1,0 +1,91 @@
+"""Two-pass scheduled sampling for Transformers (Mihaylova & Martins 2019), with the
+multi-pass extension of Duckworth et al. 2019.
+
+A Transformer decoder reads the whole gold prefix at once, so per-step scheduled
+sampling (Bengio et al. 2015) does not apply. Instead:
+
+1. pass 1: an ordinary teacher-forced decoder pass -> logits at every position
+   (no gradient unless ``first_pass_grad``);
+2. mix: every target input position t >= 1 keeps its gold embedding with
+   probability ε_i, else receives an embedding built from pass 1's prediction for
+   that position (``mix``); padding is never mixed;
+3. pass 2: the decoder on the mixed inputs; only its loss (against gold) trains.
+With ``passes: N`` steps 1-2 repeat on the previous pass's predictions.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from nmt.config import ScheduledSamplingConfig
+from nmt.data.batching import Batch
+from nmt.data.vocab import PAD
+from nmt.training.sampling_schedule import gold_probability
+from nmt.training.trainer import TRAINERS, Trainer
+
+
+def prediction_embeddings(logits: Tensor, table: Tensor, cfg: ScheduledSamplingConfig) -> Tensor:
+    """logits (B,T,V), embedding table (V,D) -> embeddings of the predictions (B,T,D)."""
+    if cfg.mix == "argmax":
+        return F.embedding(logits.argmax(-1), table)
+    if cfg.mix == "sample":
+        probs = torch.softmax(logits.float(), -1)
+        ids = torch.multinomial(probs.flatten(0, 1), 1).view(logits.shape[:-1])
+        return F.embedding(ids, table)
+    if cfg.mix == "topk":
+        top, ids = logits.topk(cfg.topk, dim=-1)  # (B,T,k)
+        weights = torch.softmax(top.float(), -1).to(table.dtype)  # renormalised over the k best
+        return (weights.unsqueeze(-1) * F.embedding(ids, table)).sum(-2)
+    if cfg.mix == "softmax":
+        return torch.softmax(logits.float() / cfg.temperature, -1).to(table.dtype) @ table
+    return F.gumbel_softmax(logits.float(), tau=cfg.temperature, dim=-1).to(table.dtype) @ table
+
+
+@TRAINERS.register("scheduled_sampling")
+class ScheduledSamplingTrainer(Trainer):
+    """See the module docstring; options under ``train.scheduled_sampling``."""
+
+    extra_seconds = 0.0  # time spent in the extra passes, for the cost report
+
+    def run(self) -> dict[str, Any]:
+        summary = super().run()
+        # Teacher forcing would have cost the step time without the extra passes.
+        ratio = self.step_seconds / max(self.step_seconds - self.extra_seconds, 1e-9)
+        self.log(
+            f"scheduled sampling: {ratio:.2f}x the time per step of teacher forcing "
+            f"(extra passes {self.extra_seconds:.0f} s of {self.step_seconds:.0f} s)"
+        )
+        return {**summary, "cost_vs_teacher_forcing": ratio}
+
+    def compute_loss(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
+        cfg = self.cfg.train.scheduled_sampling
+        eps = gold_probability(cfg, self.state.step)
+        if eps >= 1.0:  # warm-up or ε = 1: exactly teacher forcing, one pass
+            loss, stats = super().compute_loss(batch)
+            return loss, {**stats, "ss_gold_prob": 1.0, "ss_replaced": 0.0}
+        model = self.model
+        memory, src_mask = model.encode(batch.src)
+        table = model.tgt_embed.tokens.weight  # (V,D)
+        gold = F.embedding(batch.tgt_in, table)  # (B,T,D)
+        # Position t >= 1 may be replaced by the prediction made at t - 1.
+        mixable = batch.tgt_in != PAD
+        mixable[:, 0] = False
+        x, replaced = gold, torch.zeros_like(mixable)
+        start = time.perf_counter()
+        for _ in range(cfg.passes - 1):
+            with torch.set_grad_enabled(cfg.first_pass_grad and torch.is_grad_enabled()):
+                logits = model.decode(None, model.start(memory, src_mask), embeds=x)  # (B,T,V)
+                pred = prediction_embeddings(logits[:, :-1], table, cfg)  # (B,T-1,D)
+            pred = torch.cat([gold[:, :1], pred], 1)  # (B,T,D), position 0 stays BOS
+            replaced = mixable & (torch.rand(mixable.shape, device=x.device) >= eps)
+            x = torch.where(replaced.unsqueeze(-1), pred.to(gold.dtype), gold)
+        self.extra_seconds += time.perf_counter() - start
+        logits = model.decode(None, model.start(memory, src_mask), embeds=x)
+        loss, stats = self.model_loss(logits, batch)
+        fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
+        return loss, {**stats, "ss_gold_prob": eps, "ss_replaced": fraction}

@@ -1,0 +1,67 @@
+"""``nmt data fetch`` against a local HTTP mirror on 127.0.0.1."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import http.server
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from nmt.data.fetch import MULTI30K_SHA256, fetch
+from nmt.errors import NmtError
+
+
+@pytest.fixture
+def serve():
+    """Serve a directory over HTTP on 127.0.0.1 for the duration of a test."""
+    servers = []
+
+    def start(directory: Path) -> str:
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+        handler.log_message = lambda *a: None
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_fetch_from_a_local_mirror(multi30k, serve, tmp_path):
+    out = tmp_path / "out"
+    written = fetch("multi30k", out, ["de-en"], serve(multi30k), log=lambda m: None)
+    assert sorted(p.name for p in written) == sorted(MULTI30K_SHA256)
+    assert gzip.decompress((out / "val.en.gz").read_bytes()).count(b"\n") == 1014
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_a_corrupt_file_is_rejected_and_nothing_written(multi30k, serve, tmp_path, damage):
+    mirror = tmp_path / "mirror"
+    shutil.copytree(multi30k, mirror)
+    victim = mirror / "test_2016_flickr.en.gz"
+    data = victim.read_bytes()
+    if damage == "truncate":
+        victim.write_bytes(data[: len(data) // 2])
+    else:
+        text = bytearray(gzip.decompress(data))
+        text[100] ^= 1
+        victim.write_bytes(gzip.compress(bytes(text)))
+    out = tmp_path / "out"
+    with pytest.raises(NmtError, match=r"test_2016_flickr\.en\.gz.*nothing written"):
+        fetch("multi30k", out, ["de-en"], serve(mirror), log=lambda m: None)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_unreachable_mirror_and_unknown_language(tmp_path):
+    with pytest.raises(NmtError, match="download failed"):
+        fetch("multi30k", tmp_path, ["de-en"], "http://127.0.0.1:9/", log=lambda m: None)
+    with pytest.raises(NmtError, match="available languages: de, en"):
+        fetch("multi30k", tmp_path, ["fr-en"], str(tmp_path), log=lambda m: None)
+    assert not any(tmp_path.iterdir())

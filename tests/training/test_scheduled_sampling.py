@@ -1,0 +1,136 @@
+"""Two-pass scheduled sampling: schedules, the mix, gradients, every attention variant."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt.attention import ATTENTION
+from nmt.config import ScheduledSamplingConfig
+from nmt.data.vocab import PAD
+from nmt.errors import NmtError
+from nmt.training import TRAINERS, Trainer
+from nmt.training.sampling_schedule import gold_probability
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"schedule": "linear", "k": 1.0, "c": 0.01, "eps_min": 0.3}, {0: 1.0, 50: 0.5, 500: 0.3}),
+        ({"schedule": "exponential", "k": 0.99}, {0: 1.0, 100: 0.99**100}),
+        ({"schedule": "inverse_sigmoid", "k": 10.0}, {0: 10 / 11, 50: 10 / (10 + 2.718281828**5)}),
+        ({"schedule": "constant", "k": 0.7, "warmup_steps": 5}, {0: 1.0, 4: 1.0, 5: 0.7, 1e6: 0.7}),
+    ],
+)
+def test_schedule_values(options, expected):
+    cfg = ScheduledSamplingConfig(**options)
+    for step, eps in expected.items():
+        assert gold_probability(cfg, int(step)) == pytest.approx(eps, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"schedule": "exponential", "k": 1.5},
+        {"schedule": "inverse_sigmoid", "k": 0.5},
+        {"passes": 1},
+        {"mix": "nearest"},
+    ],
+)
+def test_bad_options_are_refused(tiny_recipe, options):
+    from nmt.config import load_recipe
+
+    with pytest.raises(NmtError, match=r"train\.scheduled_sampling"):
+        load_recipe(
+            tiny_recipe(train={"trainer": "scheduled_sampling", "scheduled_sampling": options})
+        )
+
+
+def make(tiny_config, **ss):
+    cfg = tiny_config(
+        model={"dropout": 0.0},
+        train={"trainer": "scheduled_sampling", "scheduled_sampling": ss, "batch_tokens": 2048},
+    )
+    trainer = TRAINERS.get("scheduled_sampling")(cfg, device="cpu")
+    trainer.setup()
+    batch = trainer.data.collate(trainer.data.epoch_batches(2048, 0, 0)[0])
+    return trainer, batch
+
+
+def spy_decode(trainer):
+    calls = []
+    original = trainer.model.decode
+
+    def decode(tgt_in, state, embeds=None, need_weights=False):
+        logits = original(tgt_in, state, embeds=embeds, need_weights=need_weights)
+        calls.append((embeds, logits))
+        return logits
+
+    trainer.model.decode = decode
+    return calls
+
+
+def test_gold_probability_one_is_exactly_teacher_forcing(tiny_config):
+    ss, batch = make(tiny_config, schedule="constant", k=1.0)
+    tf = Trainer(ss.cfg, device="cpu")
+    tf.setup()
+    tf.model.load_state_dict(ss.model.state_dict())
+    grads = []
+    for trainer in (ss, tf):
+        loss, _ = trainer.compute_loss(batch)
+        loss.backward()
+        grads.append([p.grad.clone() for p in trainer.model.parameters()])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
+def test_gold_probability_zero_feeds_pass_one_argmax(tiny_config):
+    trainer, batch = make(tiny_config, schedule="constant", k=0.0, mix="argmax")
+    calls = spy_decode(trainer)
+    trainer.compute_loss(batch)
+    (_, first), (fed, _) = calls
+    table = trainer.model.tgt_embed.tokens.weight
+    expected = F.embedding(first.argmax(-1)[:, :-1], table)  # prediction for position t >= 1
+    real = batch.tgt_in[:, 1:] != PAD
+    torch.testing.assert_close(fed[:, 1:][real], expected[real])
+    torch.testing.assert_close(fed[:, 0], F.embedding(batch.tgt_in[:, 0], table))
+    assert (fed[:, 1:][~real] == 0).all()  # padding untouched: the PAD embedding is zero
+
+
+def test_replaced_fraction_converges_to_one_minus_eps(tiny_config):
+    trainer, batch = make(tiny_config, schedule="constant", k=0.7)
+    fractions = [trainer.compute_loss(batch)[1]["ss_replaced"] for _ in range(20)]
+    assert sum(fractions) / len(fractions) == pytest.approx(0.3, abs=0.02)
+
+
+@pytest.mark.parametrize("first_pass_grad", [False, True])
+def test_gradient_reaches_pass_one_only_when_asked(tiny_config, first_pass_grad):
+    trainer, batch = make(tiny_config, schedule="constant", k=0.0, first_pass_grad=first_pass_grad)
+    calls = spy_decode(trainer)
+    trainer.compute_loss(batch)
+    assert calls[0][1].requires_grad == first_pass_grad
+    assert calls[1][1].requires_grad
+
+
+@pytest.mark.parametrize("mix", ["argmax", "sample", "topk", "softmax", "gumbel"])
+def test_each_mix_and_three_passes(tiny_config, mix):
+    trainer, batch = make(tiny_config, schedule="constant", k=0.5, mix=mix, passes=3)
+    calls = spy_decode(trainer)
+    loss, stats = trainer.compute_loss(batch)
+    assert len(calls) == 3 and torch.isfinite(loss) and 0 < stats["ss_replaced"] < 1
+
+
+@pytest.mark.parametrize("kind", ATTENTION.names())
+def test_works_with_every_attention_variant(tiny_config, kind):
+    cfg = tiny_config(
+        model={"attention": {"kind": kind}},
+        train={
+            "trainer": "scheduled_sampling",
+            "max_steps": 3,
+            "valid_every": 3,
+            "scheduled_sampling": {"schedule": "constant", "k": 0.5},
+        },
+    )
+    summary = TRAINERS.get("scheduled_sampling")(cfg, device="cpu").run()
+    assert summary["steps"] == 3
