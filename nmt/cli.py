@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -49,22 +50,33 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 SET_HELP = "Override a recipe value, e.g. --set model.attention.kind=local_m (repeatable)."
 
 
-@app.command(epilog="Example: nmt train recipes/toy.yaml --set train.max_steps=300")
+@app.command(
+    epilog="Example: nmt train recipes/toy.yaml --set train.max_steps=300  "
+    "(data-parallel: nmt train recipes/toy.yaml --nproc 2)"
+)
 @user_errors
 def train(
     recipe: Path = typer.Argument(..., help="YAML recipe (see docs/recipes.md)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from RUN_DIR/last.pt."),
     device: str = typer.Option("auto", help="auto, cpu or cuda (bf16 autocast on CUDA)."),
+    nproc: int = typer.Option(1, help="Processes for data-parallel training (runs torchrun)."),
 ) -> None:
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
     from nmt.config import load_recipe
     from nmt.evaluate import evaluate
     from nmt.training import TRAINERS
 
-    cfg = load_recipe(recipe, set_)
+    cfg = load_recipe(recipe, set_)  # fail on a bad recipe before starting processes
+    if nproc > 1 and "WORLD_SIZE" not in os.environ:
+        from nmt.distributed import launch
+
+        argv = ["train", str(recipe), *[f"--set={x}" for x in set_], f"--device={device}"]
+        raise typer.Exit(launch(nproc, [*argv, *(["--resume"] if resume else [])]))
     trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=device, resume=resume)
     summary = trainer.run()
+    if not trainer.dist.main:
+        return
     typer.echo(
         f"trained {summary['steps']} steps in {summary['elapsed_s']:.0f} s "
         f"({summary['tokens_per_s']:.0f} target tokens/s, stop: {summary['stop']}, "

@@ -12,12 +12,14 @@ import math
 import resource
 import signal
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
 
 from nmt import checkpoint
 from nmt.config import RunConfig, dump_recipe
@@ -25,6 +27,7 @@ from nmt.data.batching import Batch, ParallelData
 from nmt.data.pipeline import check_files, encode_pairs, load_split, load_training
 from nmt.data.vocab import PAD
 from nmt.decoding import translate_lines
+from nmt.distributed import Distributed, from_env
 from nmt.errors import NmtError
 from nmt.metrics import bleu
 from nmt.model import Transformer
@@ -98,6 +101,19 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+class Objective(torch.nn.Module):
+    """The trainer's ``compute_loss`` as a module, so DistributedDataParallel can wrap it
+    (the scheduled-sampling trainer's several passes then run under one DDP forward)."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        super().__init__()
+        self.model = trainer.model
+        self.compute_loss = trainer.compute_loss
+
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        return self.compute_loss(batch)
+
+
 def resolve_from_data(cfg: RunConfig, data: ParallelData, log: Any) -> RunConfig:
     """Fill recipe values measured on the training data (local_m's length ratio)."""
     att = cfg.model.attention
@@ -126,6 +142,8 @@ class Trainer:
         self.resume = resume
         self.state = RunState()
         self.log = console.print
+        self.dist = Distributed()
+        self.objective: DistributedDataParallel | None = None  # set when data-parallel
         self._stop_signal: int | None = None
 
     # ------------------------------------------------------------------ setup
@@ -141,11 +159,22 @@ class Trainer:
                 f"{run_dir}: already holds a run; add --resume to continue it "
                 "or set run_dir to a new directory"
             )
+        self.dist = d = from_env(self.device.type)
+        if d.enabled and self.device.type == "cuda":
+            self.device = torch.device("cuda", d.local_rank)
+            torch.cuda.set_device(self.device)
+        if not d.main:
+            self.log = lambda *args, **kwargs: None
         run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(cfg.train.seed)
+        if not d.main:
+            d.barrier()  # rank 0 trains and stores the vocabulary first
         self.vocabs, self.data = load_training(cfg.data, run_dir, self.log)
+        if d.main:
+            d.barrier()
         self.cfg = cfg = resolve_from_data(cfg, self.data, self.log)
-        checkpoint.write_text(run_dir / "recipe.yaml", dump_recipe(cfg))
+        if d.main:
+            checkpoint.write_text(run_dir / "recipe.yaml", dump_recipe(cfg))
         dev_src, self.dev_refs = load_split(cfg.data, cfg.data.dev)
         self.dev_src = dev_src
         self.dev_data = encode_pairs(
@@ -166,9 +195,16 @@ class Trainer:
             eps=t.eps,
             weight_decay=t.weight_decay,
         )
+        if d.enabled:
+            # Each rank drops out differently; parameters stay identical (DDP syncs them).
+            torch.manual_seed(t.seed * 1000 + d.rank)
+            self.objective = DistributedDataParallel(
+                Objective(self),
+                device_ids=[self.device.index] if self.device.index is not None else None,
+            )
         if self.resume:
             self._restore(checkpoint.load(last))
-        plan = self.data.epoch_batches(t.batch_tokens, t.seed, self.state.epoch)
+        plan = self.epoch_plan(self.state.epoch)
         params = sum(p.numel() for p in self.model.parameters())
         self.log(
             f"{len(self.data)} training pairs in {len(plan)} batches of <= {t.batch_tokens} "
@@ -180,10 +216,28 @@ class Trainer:
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.state = RunState(**ckpt["state"])
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        if self.device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(ckpt["rng"]["cuda"])
+        rng = ckpt["rng"][self.dist.rank % len(ckpt["rng"])]  # one state per rank
+        torch.set_rng_state(rng["torch"])
+        if self.device.type == "cuda" and rng.get("cuda") is not None:
+            torch.cuda.set_rng_state(rng["cuda"])
+        self._trim_metrics()
         self.log(f"resumed at step {self.state.step} (epoch {self.state.epoch + 1})")
+
+    def _trim_metrics(self) -> None:
+        """Keep the complete records up to the resumed step: a killed run may have
+        logged past its last checkpoint, or died in the middle of a line."""
+        path = self.run_dir / "metrics.jsonl"
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("step", 0) <= self.state.step:
+                kept.append(line + "\n")
+        checkpoint.write_text(path, "".join(kept))
 
     # ------------------------------------------------------------------- loss
 
@@ -226,14 +280,26 @@ class Trainer:
         """One update over ``batches`` (gradient accumulation); None if it was skipped
         because the loss or gradient was not finite."""
         self.model.train()
-        tokens = sum(b.tgt_tokens for b in batches)
+        d = self.dist
+        # Normalise by the tokens of the whole update, over all ranks; DDP averages the
+        # gradients over ranks, hence the factor world.
+        (tokens,) = d.sum([sum(b.tgt_tokens for b in batches)])
+        self.step_tokens = int(tokens)
+        forward = self.objective if self.objective is not None else self.compute_loss
         total, objective, stats = 0.0, 0.0, {}
-        for batch in batches:
-            with self._autocast():
-                loss, stats = self.compute_loss(batch.to(self.device))
-            (loss / tokens).backward()
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            sync = (
+                self.objective.no_sync()
+                if self.objective is not None and not last
+                else nullcontext()
+            )
+            with sync, self._autocast():
+                loss, stats = forward(batch.to(self.device))
+                (loss * (d.world / tokens)).backward()
             objective += float(loss.detach())
             total += stats.pop("token_loss")
+        objective, total = d.sum([objective, total])
         t = self.cfg.train
         norm = (
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
@@ -303,28 +369,45 @@ class Trainer:
         }
         if full:
             payload["optimizer"] = self.optimizer.state_dict()
-            payload["rng"] = {
+            rng = {
                 "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state() if self.device.type == "cuda" else None,
+                "cuda": torch.cuda.get_rng_state(self.device)
+                if self.device.type == "cuda"
+                else None,
             }
+            payload["rng"] = self.dist.gather(rng)  # one state per rank
         return payload
 
     def save(self, name: str, full: bool = True) -> None:
-        checkpoint.save(self.run_dir / name, self.checkpoint_payload(full))
+        """Every rank calls this (RNG states are gathered); rank 0 writes."""
+        payload = self.checkpoint_payload(full)
+        if self.dist.main:
+            checkpoint.save(self.run_dir / name, payload)
 
     def write_metrics(self, record: dict[str, Any]) -> None:
+        if not self.dist.main:
+            return
         with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
 
     # ------------------------------------------------------------------- loop
 
     def budget_spent(self) -> bool:
+        """Whether any budget is spent (on any rank: clocks differ between ranks)."""
         t, s = self.cfg.train, self.state
-        return (
+        spent = (
             (t.max_steps is not None and s.step >= t.max_steps)
             or (t.max_epochs is not None and s.epoch >= t.max_epochs)
             or (t.max_minutes is not None and s.elapsed >= 60 * t.max_minutes)
         )
+        return self.dist.any(spent)
+
+    def epoch_plan(self, epoch: int) -> list[list[int]]:
+        """The epoch's batches, cut to a multiple of the number of ranks so that every
+        rank takes part in every update (at most world − 1 batches an epoch are left out)."""
+        t = self.cfg.train
+        plan = self.data.epoch_batches(t.batch_tokens, t.seed, epoch)
+        return plan[: len(plan) - len(plan) % self.dist.world]
 
     def _expected_steps(self, batches_per_epoch: int) -> int | None:
         t = self.cfg.train
@@ -347,11 +430,13 @@ class Trainer:
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
+            self.dist.close()
 
     def _loop(self) -> dict[str, Any]:
         t, s = self.cfg.train, self.state
-        plan = self.data.epoch_batches(t.batch_tokens, t.seed, s.epoch)
-        bar = progress_bar("tok/s")
+        plan = self.epoch_plan(s.epoch)
+        d = self.dist
+        bar = progress_bar("tok/s", disable=not d.main)
         task = bar.add_task(
             "train", total=self._expected_steps(len(plan)), completed=s.step, rate=0.0, info=""
         )
@@ -365,10 +450,10 @@ class Trainer:
                     s.epoch, s.batch_in_epoch = s.epoch + 1, 0
                     if self.budget_spent():
                         break
-                    plan = self.data.epoch_batches(t.batch_tokens, t.seed, s.epoch)
-                group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate]
+                    plan = self.epoch_plan(s.epoch)
+                group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate * d.world]
                 s.batch_in_epoch += len(group)
-                batches = [self.data.collate(b) for b in group]
+                batches = [self.data.collate(b) for b in group[d.rank :: d.world]]
                 result = self.train_step(batches)
                 self.step_seconds += time.perf_counter() - start
                 s.step += 1
@@ -376,9 +461,8 @@ class Trainer:
                     bad_steps = self._skipped(bad_steps + 1)
                 else:
                     bad_steps = 0
-                    n = sum(b.tgt_tokens for b in batches)
-                    s.tokens += n
-                    interval.add(*result, n)
+                    s.tokens += self.step_tokens
+                    interval.add(*result, self.step_tokens)
                 s.elapsed += time.perf_counter() - start
                 if s.step % t.log_every == 0 and interval.count:
                     record = interval.record()
@@ -393,7 +477,7 @@ class Trainer:
                     if self._validate_and_save(bar):
                         stop_reason = "early stopping"
                         break
-                if self._stop_signal is not None:
+                if d.any(self._stop_signal is not None):
                     self.save("last.pt")
                     code = 130 if self._stop_signal == signal.SIGINT else 143
                     raise Interrupted(
@@ -401,7 +485,7 @@ class Trainer:
                         f"interrupted at step {s.step}; last.pt saved. "
                         f"Continue with: nmt train RECIPE --resume",
                     )
-            if validated_at != s.step or s.best is None:
+            if validated_at != s.step:
                 self._validate_and_save(bar)
         return {
             "steps": s.step,
@@ -426,17 +510,23 @@ class Trainer:
         return bad_steps
 
     def _validate_and_save(self, bar: Any) -> bool:
-        """Validate, save best/last; True if early stopping says stop."""
-        start = time.perf_counter()
-        metrics = self.validate()
-        s = self.state
-        improved = self._improved(metrics)
-        s.elapsed += time.perf_counter() - start
-        self.write_metrics({"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **metrics})
-        shown = "  ".join(f"{k.removeprefix('valid_')} {v:.3f}" for k, v in metrics.items())
-        bar.console.print(f"step {s.step:>6}  valid  {shown}{'  *best*' if improved else ''}")
+        """Validate (rank 0), save best/last; True if early stopping says stop."""
+        improved = stop = False
+        if self.dist.main:
+            start = time.perf_counter()
+            metrics = self.validate()
+            s = self.state
+            improved = self._improved(metrics)
+            s.elapsed += time.perf_counter() - start
+            self.write_metrics(
+                {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **metrics}
+            )
+            shown = "  ".join(f"{k.removeprefix('valid_')} {v:.3f}" for k, v in metrics.items())
+            bar.console.print(f"step {s.step:>6}  valid  {shown}{'  *best*' if improved else ''}")
+            patience = self.cfg.train.patience
+            stop = patience is not None and s.bad_evals >= patience
+        improved, stop = self.dist.any(improved), self.dist.any(stop)
         if improved:
             self.save("best.pt", full=False)
         self.save("last.pt")
-        patience = self.cfg.train.patience
-        return patience is not None and s.bad_evals >= patience
+        return stop

@@ -1,0 +1,89 @@
+"""Data parallelism with PyTorch's DistributedDataParallel under ``torchrun``.
+
+``torchrun --nproc_per_node=N -m nmt train RECIPE`` (or ``nmt train RECIPE --nproc N``)
+starts N ranks; each takes a disjoint share of every epoch's token batches, DDP
+averages the gradients (gloo on CPU, NCCL on CUDA), and only rank 0 writes logs
+and checkpoints. Multi-node runs use torchrun's own rendezvous options.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Distributed:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum over ranks (a no-op for one process)."""
+        if not self.enabled:
+            return values
+        t = torch.tensor(values, dtype=torch.float64, device=self._device())
+        dist.all_reduce(t)
+        return t.tolist()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank if it is true on any."""
+        return bool(self.sum([float(flag)])[0]) if self.enabled else flag
+
+    def barrier(self) -> None:
+        if self.enabled:
+            dist.barrier()
+
+    def close(self) -> None:
+        if self.enabled and dist.is_initialized():
+            dist.destroy_process_group()
+
+    def gather(self, obj: object) -> list[object]:
+        """Every rank's ``obj``, in rank order, on every rank."""
+        if not self.enabled:
+            return [obj]
+        out: list[object] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    def _device(self) -> torch.device:
+        backend = dist.get_backend()
+        return torch.device("cuda", self.local_rank) if backend == "nccl" else torch.device("cpu")
+
+
+def from_env(device_type: str) -> Distributed:
+    """Join the process group that torchrun describes in the environment, if any."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Distributed()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def launch(nproc: int, argv: list[str]) -> int:
+    """Re-run ``nmt argv`` under torchrun with ``nproc`` local processes."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "nmt",
+        *argv,
+    ]
+    return subprocess.call(cmd)

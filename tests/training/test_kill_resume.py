@@ -1,0 +1,89 @@
+"""A real training process killed with SIGKILL at random moments, and resumed,
+ends with exactly the parameters of an uninterrupted run (CPU, same seed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from nmt import checkpoint
+from tests.conftest import tiny_recipe_dict
+
+STEPS = 60
+
+
+def train_cmd(recipe: Path, resume: bool) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "nmt",
+        "train",
+        str(recipe),
+        "--device",
+        "cpu",
+        *(["--resume"] if resume else []),
+    ]
+
+
+def write_recipe(toy_dir: Path, run: Path) -> Path:
+    # Saving every step puts many kills inside a checkpoint write.
+    recipe = tiny_recipe_dict(
+        toy_dir,
+        run,
+        train={
+            "max_steps": STEPS,
+            "valid_every": 1,
+            "valid_bleu": False,
+            "early_stopping": "loss",
+            "log_every": 1,
+        },
+    )
+    recipe["data"]["test"] = []
+    path = run.parent / f"{run.name}.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def test_sigkill_and_resume_reach_the_uninterrupted_parameters(toy_dir, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    straight = write_recipe(toy_dir, tmp_path / "straight")
+    subprocess.run(train_cmd(straight, False), check=True, env=env, capture_output=True)
+
+    run = tmp_path / "killed"
+    recipe = write_recipe(toy_dir, run)
+    rng = random.Random(0)
+    kills = 0
+    for _ in range(30):
+        resume = (run / "last.pt").is_file()
+        proc = subprocess.Popen(
+            train_cmd(recipe, resume), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        if kills < 4:
+            time.sleep(rng.uniform(6.0, 11.0))
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                kills += 1
+        _, err = proc.communicate(timeout=300)
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -signal.SIGKILL, err.decode()
+    assert kills >= 2 and proc.returncode == 0
+
+    a = checkpoint.load(tmp_path / "straight" / "last.pt")
+    b = checkpoint.load(run / "last.pt")
+    assert a["state"]["step"] == b["state"]["step"] == STEPS
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, STEPS + 1))  # no torn
+    assert [r["step"] for r in records if "valid_loss" in r] == list(range(1, STEPS + 1))
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
