@@ -95,3 +95,39 @@ def multi30k() -> Path:
             pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
         pytest.skip(message)
     return SHARED_MULTI30K
+
+
+def write_subprocess_recipe(
+    toy_dir: Path, run: Path, model: dict | None = None, **train: object
+) -> Path:
+    """A tiny recipe file for a training subprocess: no test sets, dev loss decides."""
+    recipe = tiny_recipe_dict(
+        toy_dir,
+        run,
+        model=model or {},
+        train={"valid_bleu": False, "early_stopping": "loss", **train},
+    )
+    recipe["data"]["test"] = []
+    path = run.parent / f"{run.name}.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def subprocess_env() -> dict[str, str]:
+    """The environment for ``python -m nmt`` subprocesses: this checkout importable."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+@pytest.fixture(scope="session")
+def tiny_run(toy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run directory with a briefly trained tiny model (for translate-side tests)."""
+    from nmt.training import Trainer
+
+    run = tmp_path_factory.mktemp("tiny_run") / "run"
+    cfg = from_dict(
+        RunConfig, tiny_recipe_dict(toy_dir, run, train={"max_steps": 2, "valid_every": 2})
+    )
+    Trainer(cfg, device="cpu").run()
+    return run

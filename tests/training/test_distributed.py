@@ -3,7 +3,6 @@ global batches."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,33 +11,24 @@ import torch
 import yaml
 
 from nmt import checkpoint
-from tests.conftest import tiny_recipe_dict
+from tests.conftest import subprocess_env, write_subprocess_recipe
 
 STEPS = 4
 
 
 def recipe(toy_dir: Path, run: Path, accumulate: int) -> Path:
-    r = tiny_recipe_dict(
+    return write_subprocess_recipe(
         toy_dir,
         run,
         model={"dropout": 0.0},
-        train={
-            "max_steps": STEPS,
-            "valid_every": STEPS,
-            "accumulate": accumulate,
-            "valid_bleu": False,
-            "early_stopping": "loss",
-        },
+        max_steps=STEPS,
+        valid_every=STEPS,
+        accumulate=accumulate,
     )
-    r["data"]["test"] = []
-    path = run.parent / f"{run.name}.yaml"
-    path.write_text(yaml.safe_dump(r))
-    return path
 
 
 def test_two_gloo_ranks_match_one_process(toy_dir, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    env.pop("WORLD_SIZE", None)
+    env = subprocess_env()
     single = recipe(toy_dir, tmp_path / "single", accumulate=2)
     subprocess.run(
         [sys.executable, "-m", "nmt", "train", str(single), "--device", "cpu"],

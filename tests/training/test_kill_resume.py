@@ -4,7 +4,6 @@ ends with exactly the parameters of an uninterrupted run (CPU, same seed)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -13,10 +12,9 @@ import time
 from pathlib import Path
 
 import torch
-import yaml
 
 from nmt import checkpoint
-from tests.conftest import tiny_recipe_dict
+from tests.conftest import subprocess_env, write_subprocess_recipe
 
 STEPS = 60
 
@@ -36,25 +34,11 @@ def train_cmd(recipe: Path, resume: bool) -> list[str]:
 
 def write_recipe(toy_dir: Path, run: Path) -> Path:
     # Saving every step puts many kills inside a checkpoint write.
-    recipe = tiny_recipe_dict(
-        toy_dir,
-        run,
-        train={
-            "max_steps": STEPS,
-            "valid_every": 1,
-            "valid_bleu": False,
-            "early_stopping": "loss",
-            "log_every": 1,
-        },
-    )
-    recipe["data"]["test"] = []
-    path = run.parent / f"{run.name}.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+    return write_subprocess_recipe(toy_dir, run, max_steps=STEPS, valid_every=1, log_every=1)
 
 
 def test_sigkill_and_resume_reach_the_uninterrupted_parameters(toy_dir, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = subprocess_env()
     straight = write_recipe(toy_dir, tmp_path / "straight")
     subprocess.run(train_cmd(straight, False), check=True, env=env, capture_output=True)
 

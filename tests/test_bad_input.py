@@ -1,0 +1,240 @@
+"""The catalogue of bad input: each case is one line naming the file, line or key,
+exit code 2, no traceback, and nothing half-written."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from tests.conftest import tiny_recipe_dict
+
+runner = CliRunner()
+
+
+def fails_cleanly(args: list, expect: str, input: str | bytes | None = None) -> str:
+    result = runner.invoke(app, [str(a) for a in args], input=input)
+    out = result.output
+    assert result.exit_code == 2, out
+    assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+    assert expect in out, out
+    return out
+
+
+# ------------------------------------------------------------------ recipes
+
+RECIPE_CASES = {
+    "not yaml": ("data: [unclosed", "not valid YAML"),
+    "not a mapping": ("- a\n- b\n", "must be a YAML mapping"),
+    "misspelt key": ({"model": {"atention": {}}}, "did you mean 'model.attention'"),
+    "unknown section": ({"trian": {}}, "did you mean 'train'"),
+    "wrong type": ({"model": {"d_model": "big"}}, "model.d_model: expected an integer"),
+    "out of range": ({"train": {"label_smoothing": 1.5}}, "train.label_smoothing: must be in"),
+    "negative dropout": ({"model": {"dropout": -0.1}}, "model.dropout"),
+    "heads do not divide": ({"model": {"heads": 3}}, "model.heads: must divide"),
+    "unknown attention kind": (
+        {"model": {"attention": {"kind": "lokal_p"}}},
+        "did you mean 'local_p'",
+    ),
+    "option of another kind": (
+        {"model": {"attention": {"kind": "global", "window": 3}}},
+        "model.attention.window: unknown key",
+    ),
+    "contradictory early stopping": (
+        {"train": {"valid_bleu": False, "early_stopping": "bleu"}},
+        "train.early_stopping",
+    ),
+    "contradictory vocab": (
+        {"data": {"vocab": {"joint": True, "src_model": "x.model"}}},
+        "data.vocab.src_model",
+    ),
+    "missing data dir": ({"data": {"dir": "/nonexistent/corpus"}}, "data.dir: /nonexistent/corpus"),
+    "missing split": ({"data": {"dev": "nosuchsplit"}}, "nosuchsplit.src: no such file"),
+    "no budget": ({"train": {"max_steps": None}}, "set a budget"),
+}
+
+
+@pytest.mark.parametrize("case", RECIPE_CASES, ids=list(RECIPE_CASES))
+def test_bad_recipe(case, toy_dir, tmp_path):
+    change, expect = RECIPE_CASES[case]
+    path = tmp_path / "r.yaml"
+    if isinstance(change, str):
+        path.write_text(change)
+    else:
+        recipe = tiny_recipe_dict(toy_dir, tmp_path / "run")
+        for section, values in change.items():
+            recipe[section] = {**recipe.get(section, {}), **values} if values else values
+        path.write_text(yaml.safe_dump(recipe))
+    fails_cleanly(["train", path], expect)
+    assert not (tmp_path / "run" / "last.pt").exists()
+
+
+# --------------------------------------------------------------------- data
+
+
+def corpus(tmp_path: Path, toy_dir: Path, damage: str) -> Path:
+    d = tmp_path / "corpus"
+    shutil.copytree(toy_dir, d)
+    train = d / "train.src"
+    if damage == "line count":
+        train.write_text(train.read_text() + "one more line\n")
+    elif damage == "bad byte":
+        lines = train.read_bytes().split(b"\n")
+        lines[4] = b"caf\xe9 au lait"
+        train.write_bytes(b"\n".join(lines))
+    elif damage == "empty files":
+        train.write_text("")
+        (d / "train.tgt").write_text("")
+    elif damage == "all-empty lines":
+        n = len((d / "train.tgt").read_text().splitlines())
+        train.write_text("\n" * n)
+    elif damage == "directory":
+        train.unlink()
+        train.mkdir()
+    elif damage == "broken gzip":
+        train.unlink()
+        (d / "train.src.gz").write_bytes(gzip.compress(b"a\nb\n")[:15])
+    return d
+
+
+DATA_CASES = {
+    "line count": "has 301 lines but",
+    "bad byte": "train.src:5: not UTF-8 text (byte 0xe9",
+    "empty files": "empty training set",
+    "all-empty lines": "empty training set",
+    "directory": "train.src: is a directory",
+    "broken gzip": "train.src.gz: cannot read",
+}
+
+
+@pytest.mark.parametrize("damage", DATA_CASES, ids=list(DATA_CASES))
+def test_bad_data(damage, toy_dir, tmp_path):
+    d = corpus(tmp_path, toy_dir, damage)
+    recipe = tiny_recipe_dict(d, tmp_path / "run")
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
+    fails_cleanly(["train", tmp_path / "r.yaml"], DATA_CASES[damage])
+    assert not (tmp_path / "run" / "last.pt").exists()
+
+
+def test_extremely_long_training_lines_are_dropped_with_a_count(toy_dir, tmp_path):
+    d = tmp_path / "corpus"
+    shutil.copytree(toy_dir, d)
+    for side in ("src", "tgt"):
+        lines = (d / f"train.{side}").read_text().splitlines()
+        lines[0] = " ".join(["lo"] * 5000)
+        (d / f"train.{side}").write_text("\n".join(lines) + "\n")
+    recipe = tiny_recipe_dict(d, tmp_path / "run", train={"max_steps": 1, "valid_every": 1})
+    recipe["data"]["test"] = []
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
+    result = runner.invoke(app, ["train", str(tmp_path / "r.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "dropped 0 empty and 1 over-long" in result.output
+
+
+# -------------------------------------------------------------- checkpoints
+
+
+def bad_checkpoint(tmp_path: Path, tiny_run: Path, kind: str) -> Path:
+    path = tmp_path / "model.pt"
+    good = (tiny_run / "best.pt").read_bytes()
+    if kind == "not a checkpoint":
+        path.write_text("hello")
+    elif kind == "truncated":
+        path.write_bytes(good[: len(good) // 3])
+    elif kind == "incompatible version":
+        payload = torch.load(tiny_run / "best.pt", weights_only=True)
+        torch.save({**payload, "version": 99}, path)
+    elif kind == "foreign":
+        torch.save({"state_dict": {"w": torch.ones(2)}}, path)
+    elif kind == "code in pickle":
+        torch.save({"format": "nmt-checkpoint", "version": 1, "x": Exploit()}, path)
+    elif kind == "directory without best.pt":
+        path = tmp_path / "emptyrun"
+        path.mkdir()
+    return path
+
+
+class Exploit:
+    def __reduce__(self):
+        return (shutil.rmtree, ("/nonexistent-target",))
+
+
+CHECKPOINT_CASES = {
+    "not a checkpoint": "not a readable checkpoint",
+    "truncated": "not a readable checkpoint",
+    "incompatible version": "format version 99 is not supported",
+    "foreign": "not an nmt checkpoint",
+    "code in pickle": "refused to load",
+    "directory without best.pt": "best.pt: no such checkpoint",
+}
+
+
+@pytest.mark.parametrize("kind", CHECKPOINT_CASES, ids=list(CHECKPOINT_CASES))
+def test_bad_checkpoint(kind, tiny_run, tmp_path):
+    path = bad_checkpoint(tmp_path, tiny_run, kind)
+    fails_cleanly(["translate", path], CHECKPOINT_CASES[kind], input="lo nute\n")
+
+
+# ---------------------------------------------------------------- translate
+
+
+def translate(tiny_run: Path, data: bytes, tmp_path: Path):
+    src = tmp_path / "in.txt"
+    src.write_bytes(data)
+    out = tmp_path / "out.txt"
+    result = runner.invoke(
+        app, ["translate", str(tiny_run), "-i", str(src), "-o", str(out), "--beam", "2"]
+    )
+    return result, out
+
+
+@pytest.mark.parametrize(
+    ("data", "lines"),
+    [
+        (b"", 0),
+        (b"\n\n\n", 3),
+        (b"lo nute\r\nla koma\r\n", 2),
+        ("Ελληνικά 中文 العربية русский lo nute 🙂\n".encode(), 1),
+        (("x" * 100_000 + "\n").encode(), 1),
+        (b"no final newline", 1),
+    ],
+    ids=["empty", "empty lines", "crlf", "mixed scripts", "100k characters", "no newline"],
+)
+def test_translate_keeps_one_line_per_input_line(tiny_run, tmp_path, data, lines):
+    result, out = translate(tiny_run, data, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert out.read_text().count("\n") == lines
+
+
+def test_translate_binary_input_is_refused_and_nothing_written(tiny_run, tmp_path):
+    result, out = translate(tiny_run, b"ok line\n\x89PNG\r\n\x1a\n\x00\xff\xfe", tmp_path)
+    assert result.exit_code == 2 and "in.txt:2: not UTF-8 text" in result.output
+    assert not out.exists()
+
+
+# -------------------------------------------------------------------- score
+
+
+@pytest.mark.parametrize(
+    ("hyp", "ref", "expect"),
+    [("a\nb\n", "a\n", "has 2 lines but"), ("", "", "empty file, nothing to score")],
+    ids=["line count", "empty files"],
+)
+def test_bad_score_input(tmp_path, hyp, ref, expect):
+    (tmp_path / "h").write_text(hyp)
+    (tmp_path / "r").write_text(ref)
+    fails_cleanly(["score", tmp_path / "h", "--ref", tmp_path / "r"], expect)
+
+
+def test_score_unknown_metric(tmp_path):
+    (tmp_path / "h").write_text("a\n")
+    fails_cleanly(
+        ["score", tmp_path / "h", "--ref", tmp_path / "h", "--metrics", "meteor"],
+        "--metrics: unknown meteor",
+    )
