@@ -294,8 +294,9 @@ class Trainer:
                 if self.objective is not None and not last
                 else nullcontext()
             )
-            with sync, self._autocast():
-                loss, stats = forward(batch.to(self.device))
+            with sync:
+                with self._autocast():
+                    loss, stats = forward(batch.to(self.device))
                 (loss * (d.world / tokens)).backward()
             objective += float(loss.detach())
             total += stats.pop("token_loss")
