@@ -61,24 +61,30 @@ def _strip(row: list[int]) -> list[int]:
 
 
 @torch.no_grad()
-def greedy(model: Transformer, src: Tensor, limits: Tensor) -> list[Hypothesis]:
-    """Pick the most probable token at each step. src (B,S), limits (B,)."""
+def greedy(model: Transformer, src: Tensor, limits: Tensor, alpha: float = 0.0) -> list[Hypothesis]:
+    """Pick the most probable token at each step. src (B,S), limits (B,).
+
+    Scores are normalised by the length penalty like beam search's.
+    """
     memory, src_mask = model.encode(src)
     state = model.start(memory, src_mask, incremental=True)
     B = src.size(0)
     tokens = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
     finished = torch.zeros(B, dtype=torch.bool, device=src.device)
     total = torch.zeros(B, device=src.device)
+    lengths = torch.zeros(B, device=src.device)
     for t in range(int(limits.max())):
         logp = _restrict(_step_log_probs(model, tokens[:, -1:], state), finished, t + 1 >= limits)
         score, nxt = logp.max(dim=-1)  # (B,)
         total += score
+        lengths = torch.where(finished, lengths, torch.full_like(lengths, t + 1))
         tokens = torch.cat([tokens, nxt.unsqueeze(1)], dim=1)
         finished |= nxt == EOS
         if bool(finished.all()):
             break
+    scores = total / length_penalty(lengths, alpha)
     return [
-        Hypothesis(_strip(row), float(s)) for row, s in zip(tokens[:, 1:].tolist(), total.tolist())
+        Hypothesis(_strip(row), float(s)) for row, s in zip(tokens[:, 1:].tolist(), scores.tolist())
     ]
 
 
@@ -153,7 +159,7 @@ def translate_ids(
         src = pad([src_ids[i] for i in idx], suffix=[EOS]).to(device)
         limits = max_lengths(src, cfg, limit)
         if cfg.beam == 1:
-            hyps = [[h] for h in greedy(model, src, limits)]
+            hyps = [[h] for h in greedy(model, src, limits, cfg.alpha)]
         else:
             hyps = beam_search(model, src, limits, cfg.beam, cfg.alpha, cfg.n_best)
         for i, h in zip(idx, hyps):

@@ -411,10 +411,16 @@ class Trainer:
         return plan[: len(plan) - len(plan) % self.dist.world]
 
     def _expected_steps(self, batches_per_epoch: int) -> int | None:
-        t = self.cfg.train
+        """Where training will stop, in steps, for the progress bar's ETA; a time
+        budget is turned into steps at the pace so far."""
+        t, s = self.cfg.train, self.state
         bounds = [t.max_steps] if t.max_steps else []
         if t.max_epochs:
-            bounds.append(math.ceil(t.max_epochs * batches_per_epoch / t.accumulate))
+            per_step = t.accumulate * self.dist.world
+            bounds.append(math.ceil(t.max_epochs * batches_per_epoch / per_step))
+        if t.max_minutes and s.step:
+            seconds_left = max(60 * t.max_minutes - s.elapsed, 0.0)
+            bounds.append(s.step + int(seconds_left / (s.elapsed / s.step)))
         return min(bounds) if bounds else None
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -470,7 +476,12 @@ class Trainer:
                     self.write_metrics(
                         {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **record}
                     )
-                    bar.update(task, rate=record["tokens_per_s"], info=progress_info(record))
+                    bar.update(
+                        task,
+                        total=self._expected_steps(len(plan)),
+                        rate=record["tokens_per_s"],
+                        info=progress_info(record),
+                    )
                     interval = IntervalStats()
                 bar.update(task, completed=s.step)
                 if s.step % t.valid_every == 0:
