@@ -1,7 +1,7 @@
-"""Every attention variant on the toy corpus under the same wall-clock budget:
-test and test_long BLEU/chrF (beam 5) and training throughput.
+"""Every attention variant on the toy corpus under the same budget (steps, or
+minutes): test and test_long BLEU/chrF (beam 5) and training throughput.
 
-    python benchmarks/toy_variants.py --minutes 3
+    python benchmarks/toy_variants.py --steps 600
     python benchmarks/toy_variants.py --minutes 3 --variants global,local_m --set train.seed=2
 """
 
@@ -31,7 +31,8 @@ VARIANTS = {
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", default="recipes/toy.yaml")
-    p.add_argument("--minutes", type=float, default=3.0)
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--minutes", type=float, default=None, help="a time budget instead")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--out", default=None, help="keep the runs here (default: a temp dir)")
     p.add_argument("--set", action="append", default=[], dest="overrides")
@@ -40,12 +41,18 @@ def main() -> None:
     rows = []
     for name in args.variants.split(","):
         run = out / name
+        budget = (
+            [f"train.max_minutes={args.minutes}", "train.max_steps=null"]
+            if args.minutes
+            else [f"train.max_steps={args.steps}", "train.max_minutes=null"]
+        )
         cfg = load_recipe(
             args.recipe,
             [
                 f"run_dir={run}",
-                f"train.max_minutes={args.minutes}",
-                "train.max_epochs=1000",
+                "train.max_epochs=null",
+                "train.patience=null",
+                *budget,
                 *VARIANTS[name],
                 *args.overrides,
             ],
@@ -54,7 +61,8 @@ def main() -> None:
         results = evaluate(run, list(cfg.data.test), device="cpu")
         rows.append((name, summary, results))
         (run / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"\nbudget {args.minutes} min each, runs in {out}")
+    budget = f"{args.minutes} min" if args.minutes else f"{args.steps} steps"
+    print(f"\nbudget {budget} each, runs in {out}")
     print(
         f"{'variant':10s} {'steps':>6s} {'tok/s':>7s} "
         + " ".join(f"{split + ' BLEU':>16s} {'chrF':>6s}" for split in rows[0][2])

@@ -70,6 +70,8 @@ class LocalPConfig(LocalConfig):
 class LocalAttention(CrossAttention):
     """Shared machinery; subclasses provide the centres p_t."""
 
+    monotone = False  # whether p_t never decreases along t (then no sorting is needed)
+
     def __init__(self, cfg: LocalConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)
         self.window = cfg.window
@@ -94,14 +96,38 @@ class LocalAttention(CrossAttention):
         q = self.split(self.q_proj(query))  # (B,H,T,Dh)
         p = self.centers(query, memory, positions)  # (B,Hc,T)
         lo = torch.round(p.detach()).long() - self.window  # (B,Hc,T) first window position
-        S = memory.key.size(2)
-        band = self._band(lo, S) if self.cfg.path != "dense" else None
-        if band is not None and (self.cfg.path == "windowed" or band[1] * BAND_GAIN <= S):
-            ctx, weights = self._windowed(q, memory, p, lo, *band, need_weights)
-        else:
+        ctx = weights = None
+        if self.cfg.path != "dense":
+            ctx, weights = self._try_windowed(q, memory, p, lo, need_weights)
+        if ctx is None:
             ctx, weights = self._dense(q, memory, p, lo)
         out = self.out_proj(self.merge(ctx))
         return Attended(out, weights if need_weights else None, p if need_weights else None)
+
+    def _try_windowed(
+        self, q: Tensor, memory: Memory, p: Tensor, lo: Tensor, need_weights: bool
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """The windowed path, or (None, None) where the band would not pay off.
+
+        Predicted centres need not move monotonically, so the queries are first
+        sorted by centre: each block of C queries then has neighbouring windows
+        and a narrow band; the outputs are put back in query order afterwards.
+        """
+        B, H, T, Dh = q.shape
+        order = None if self.monotone else lo.argsort(-1)  # (B,Hc,T)
+        if order is not None:
+            p, lo = p.gather(-1, order), lo.gather(-1, order)
+            q = q.gather(2, order.unsqueeze(-1).expand(B, H, T, Dh))
+        band = self._band(lo, memory.key.size(2))
+        if band is None or (self.cfg.path == "auto" and band[1] * BAND_GAIN > memory.key.size(2)):
+            return None, None
+        ctx, weights = self._windowed(q, memory, p, lo, *band, need_weights)
+        if order is not None:
+            back = order.argsort(-1).unsqueeze(-1)  # (B,Hc,T,1) inverse permutation
+            ctx = ctx.gather(2, back.expand(B, H, T, Dh))
+            if weights is not None:
+                weights = weights.gather(2, back.expand(B, H, T, weights.size(-1)))
+        return ctx, weights
 
     # 1) the window mask and the Gaussian, for any layout of source positions
     def _weights(
@@ -178,6 +204,7 @@ class LocalMonotonicAttention(LocalAttention):
     window never falls off its end. Weights are the softmax over the window (eq. 7)."""
 
     config_class = LocalMConfig
+    monotone = True
 
     def __init__(self, cfg: LocalMConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)

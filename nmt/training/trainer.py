@@ -165,7 +165,10 @@ class Trainer:
             torch.cuda.set_device(self.device)
         if not d.main:
             self.log = lambda *args, **kwargs: None
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
         torch.manual_seed(cfg.train.seed)
         if not d.main:
             d.barrier()  # rank 0 trains and stores the vocabulary first

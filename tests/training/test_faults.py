@@ -1,0 +1,115 @@
+"""Faults during training: signals, non-finite losses, a full disk, an unwritable run dir."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from nmt import checkpoint
+from nmt.errors import NmtError
+from nmt.training import Interrupted, Trainer
+from tests.conftest import subprocess_env, write_subprocess_recipe
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_saves_last_and_says_how_to_resume(toy_dir, tmp_path, sig, code):
+    run = tmp_path / "run"
+    recipe = write_subprocess_recipe(
+        toy_dir, run, max_steps=100_000, valid_every=100_000, log_every=1
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "train", str(recipe), "--device", "cpu"],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.time() + 120
+    while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err.decode()[-2000:]
+    assert b"Continue with: nmt train RECIPE --resume" in err and b"Traceback" not in err
+    assert checkpoint.load(run / "last.pt")["state"]["step"] >= 1
+
+
+class Exploding(Trainer):
+    """Returns a NaN loss on the steps listed in ``bad``."""
+
+    bad: set[int] = set()
+
+    def compute_loss(self, batch):
+        loss, stats = super().compute_loss(batch)
+        if self.state.step + 1 in self.bad:
+            loss = loss * float("nan")
+        return loss, stats
+
+
+def test_non_finite_steps_are_skipped_and_logged(tiny_config):
+    cfg = tiny_config(train={"max_steps": 6, "valid_every": 3})
+    trainer = Exploding(cfg, device="cpu")
+    trainer.bad = {2, 3}
+    before = {}
+
+    original = trainer.train_step
+
+    def spy(batches):
+        if trainer.state.step + 1 == 2:
+            before.update({k: v.clone() for k, v in trainer.model.state_dict().items()})
+        result = original(batches)
+        if trainer.state.step + 1 == 3:  # after the skipped steps 2 and 3
+            for k, v in trainer.model.state_dict().items():
+                assert torch.equal(v, before[k]), k
+        return result
+
+    trainer.train_step = spy
+    trainer.run()
+    records = [json.loads(x) for x in open(f"{cfg.run_dir}/metrics.jsonl")]
+    assert [r["step"] for r in records if r.get("skipped")] == [2, 3]
+    assert checkpoint.load(f"{cfg.run_dir}/last.pt")["state"]["step"] == 6
+
+
+def test_too_many_non_finite_steps_stop_the_run_and_keep_the_checkpoint(tiny_config):
+    cfg = tiny_config(train={"max_steps": 20, "valid_every": 2, "max_bad_steps": 3})
+    trainer = Exploding(cfg, device="cpu")
+    trainer.bad = set(range(5, 100))
+    with pytest.raises(NmtError, match="3 consecutive non-finite losses"):
+        trainer.run()
+    last = checkpoint.load(f"{cfg.run_dir}/last.pt")
+    assert last["state"]["step"] == 6  # saved after skipped updates: still the step-4 weights
+    assert all(torch.isfinite(v).all() for v in last["model"].values() if v.is_floating_point())
+
+
+def test_disk_full_keeps_the_previous_checkpoint(tiny_config, monkeypatch):
+    cfg = tiny_config(train={"max_steps": 4, "valid_every": 2})
+    original, saves = torch.save, []
+
+    def save(obj, f, *args, **kwargs):
+        saves.append(1)
+        if len(saves) > 2:  # best.pt and last.pt at step 2 succeed; then the disk is full
+            raise OSError(28, "No space left on device")
+        return original(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    with pytest.raises(NmtError, match=r"last\.pt|best\.pt") as e:
+        Trainer(cfg, device="cpu").run()
+    assert "No space left on device" in str(e.value)
+    assert checkpoint.load(f"{cfg.run_dir}/last.pt")["state"]["step"] == 2
+
+
+def test_unwritable_run_dir(tiny_config, tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    cfg = tiny_config()
+    cfg = type(cfg)(**{**cfg.__dict__, "run_dir": str(tmp_path / "a_file" / "run")})
+    with pytest.raises(NmtError, match=r"run_dir: .*a_file/run: cannot create"):
+        Trainer(cfg, device="cpu").run()
+
+
+def test_interrupted_carries_the_exit_code():
+    assert Interrupted(130, "x").code == 130
