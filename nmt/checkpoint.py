@@ -50,6 +50,14 @@ def atomic_write(path: str | Path, write: Any) -> None:
         raise
 
 
+def remove_stale_temps(directory: str | Path) -> int:
+    """Delete temp files that a killed ``atomic_write`` left in ``directory``."""
+    stale = [p for p in Path(directory).glob(".*.tmp") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return len(stale)
+
+
 def write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 

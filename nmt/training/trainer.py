@@ -206,6 +206,8 @@ class Trainer:
                 device_ids=[self.device.index] if self.device.index is not None else None,
             )
         if self.resume:
+            if d.main and (n := checkpoint.remove_stale_temps(run_dir)):
+                self.log(f"removed {n} temp file(s) left by an interrupted write")
             self._restore(checkpoint.load(last))
         plan = self.epoch_plan(self.state.epoch)
         params = sum(p.numel() for p in self.model.parameters())

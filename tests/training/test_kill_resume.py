@@ -16,7 +16,7 @@ import torch
 from nmt import checkpoint
 from tests.conftest import subprocess_env, write_subprocess_recipe
 
-STEPS = 60
+STEPS = 80
 
 
 def train_cmd(recipe: Path, resume: bool) -> list[str]:
@@ -37,6 +37,11 @@ def write_recipe(toy_dir: Path, run: Path) -> Path:
     return write_subprocess_recipe(toy_dir, run, max_steps=STEPS, valid_every=1, log_every=1)
 
 
+def logged_lines(run: Path) -> int:
+    path = run / "metrics.jsonl"
+    return len(path.read_bytes().splitlines()) if path.is_file() else 0
+
+
 def test_sigkill_and_resume_reach_the_uninterrupted_parameters(toy_dir, tmp_path):
     env = subprocess_env()
     straight = write_recipe(toy_dir, tmp_path / "straight")
@@ -48,11 +53,17 @@ def test_sigkill_and_resume_reach_the_uninterrupted_parameters(toy_dir, tmp_path
     kills = 0
     for _ in range(30):
         resume = (run / "last.pt").is_file()
+        logged = logged_lines(run)
         proc = subprocess.Popen(
             train_cmd(recipe, resume), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         if kills < 4:
-            time.sleep(rng.uniform(6.0, 11.0))
+            # Kill a few steps into this run, at a random moment inside a step (every
+            # step writes a checkpoint, so some kills land inside a write).
+            target, deadline = logged + rng.randint(2, 16), time.time() + 120
+            while proc.poll() is None and logged_lines(run) < target and time.time() < deadline:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, 0.05))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 kills += 1
@@ -60,7 +71,8 @@ def test_sigkill_and_resume_reach_the_uninterrupted_parameters(toy_dir, tmp_path
         if proc.returncode == 0:
             break
         assert proc.returncode == -signal.SIGKILL, err.decode()
-    assert kills >= 2 and proc.returncode == 0
+    assert kills == 4 and proc.returncode == 0
+    print(f"{kills} SIGKILLs; resumed runs reached step {STEPS}")
 
     a = checkpoint.load(tmp_path / "straight" / "last.pt")
     b = checkpoint.load(run / "last.pt")
