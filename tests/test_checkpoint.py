@@ -49,7 +49,7 @@ def test_pickle_with_code_is_refused_not_run(tmp_path, monkeypatch):
 
 def test_raw_pickle_is_refused(tmp_path):
     path = tmp_path / "raw.pt"
-    path.write_bytes(pickle.dumps(Evil()))
+    path.write_bytes(pickle.dumps(Evil(), protocol=2))
     with pytest.raises(NmtError):
         checkpoint.load(path)
 
