@@ -14,6 +14,7 @@ from nmt.metrics import corpus_score
 from nmt.model.load import load_model
 from nmt.progress import console
 from nmt.training.trainer import resolve_device
+from nmt.translate import one_line
 
 
 def evaluate(
@@ -34,7 +35,7 @@ def evaluate(
             loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, src, cfg.decode, dev
         )
         seconds = time.perf_counter() - start
-        hyps = [" ".join(h[0].text.splitlines()) for h in nbest]
+        hyps = [one_line(h[0].text) for h in nbest]
         write_text(run_dir / f"{split}.hyp", "".join(h + "\n" for h in hyps))
         entry: dict[str, Any] = {
             "sentences": len(src),

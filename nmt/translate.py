@@ -17,16 +17,16 @@ from nmt.progress import console, progress_bar
 from nmt.training.trainer import resolve_device
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """Hypotheses never contain a line break, whatever the input held."""
     return " ".join(text.splitlines())
 
 
 def format_output(nbest: list[list[Translation]], n_best: int | None) -> str:
     if n_best is None:
-        return "".join(_one_line(hyps[0].text) + "\n" for hyps in nbest)
+        return "".join(one_line(hyps[0].text) + "\n" for hyps in nbest)
     return "".join(
-        f"{i} ||| {_one_line(h.text)} ||| {h.score:.4f}\n"
+        f"{i} ||| {one_line(h.text)} ||| {h.score:.4f}\n"
         for i, hyps in enumerate(nbest)
         for h in hyps
     )

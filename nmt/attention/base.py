@@ -42,6 +42,13 @@ class Attended:
     centers: Tensor | None = None  # (B,H,T) predicted p_t (local_p only)
 
 
+def key_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """Boolean key mask (True = attend) -> additive bias; finite so no row becomes NaN."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+        ~mask, torch.finfo(dtype).min
+    )
+
+
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last dim where ``mask`` is True; a fully masked row gives zeros.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -14,6 +13,7 @@ from nmt.attention.base import (
     CrossAttention,
     Memory,
     ScoreName,
+    key_bias,
     masked_softmax,
 )
 from nmt.config import AttentionConfig
@@ -49,13 +49,11 @@ class GlobalAttention(CrossAttention):
         if self.cfg.score == "dot" and not need_weights:
             # Fused kernel. A finite bias (not a boolean mask) keeps a fully masked
             # row NaN-free; multiplying by ``any`` then zeroes it, as masked_softmax does.
-            bias = torch.zeros(mask.shape, dtype=q.dtype, device=q.device)
-            bias = bias.masked_fill(~mask, torch.finfo(q.dtype).min)  # (B,1,1,S)
             ctx = F.scaled_dot_product_attention(
                 q,
                 memory.key,
                 memory.value,
-                attn_mask=bias,
+                attn_mask=key_bias(mask, q.dtype),  # (B,1,1,S)
                 dropout_p=self.dropout.p if self.training else 0.0,
             )  # (B,H,T,Dh)
             ctx = ctx * mask.any(dim=-1, keepdim=True)

@@ -22,13 +22,6 @@ def sinusoids(length: int, dim: int) -> Tensor:
     return pe
 
 
-def key_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """Boolean key mask (True = attend) -> additive bias; finite so no row becomes NaN."""
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
-        ~mask, torch.finfo(dtype).min
-    )
-
-
 class Embedding(nn.Module):
     """Token embeddings scaled by sqrt(D), plus sinusoidal positions, then dropout."""
 

@@ -8,8 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention import Attended, Memory
+from nmt.attention.base import key_bias
 from nmt.config import ModelConfig
-from nmt.model.layers import DecoderLayer, Embedding, EncoderLayer, key_bias
+from nmt.model.layers import DecoderLayer, Embedding, EncoderLayer
 
 
 @dataclass

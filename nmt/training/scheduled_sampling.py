@@ -70,6 +70,9 @@ class ScheduledSamplingTrainer(Trainer):
             return loss, {**stats, "ss_gold_prob": 1.0, "ss_replaced": 0.0}
         model = self.model
         memory, src_mask = model.encode(batch.src)
+        # Without self-attention caches the state is read-only: every pass shares it,
+        # so the encoder keys and values are projected once.
+        state = model.start(memory, src_mask)
         table = model.tgt_embed.tokens.weight  # (V,D)
         gold = F.embedding(batch.tgt_in, table)  # (B,T,D)
         # Position t >= 1 may be replaced by the prediction made at t - 1.
@@ -79,13 +82,13 @@ class ScheduledSamplingTrainer(Trainer):
         start = time.perf_counter()
         for _ in range(cfg.passes - 1):
             with torch.set_grad_enabled(cfg.first_pass_grad and torch.is_grad_enabled()):
-                logits = model.decode(None, model.start(memory, src_mask), embeds=x)  # (B,T,V)
+                logits = model.decode(None, state, embeds=x)  # (B,T,V)
                 pred = prediction_embeddings(logits[:, :-1], table, cfg)  # (B,T-1,D)
             pred = torch.cat([gold[:, :1], pred], 1)  # (B,T,D), position 0 stays BOS
             replaced = mixable & (torch.rand(mixable.shape, device=x.device) >= eps)
             x = torch.where(replaced.unsqueeze(-1), pred.to(gold.dtype), gold)
         self.extra_seconds += time.perf_counter() - start
-        logits = model.decode(None, model.start(memory, src_mask), embeds=x)
+        logits = model.decode(None, state, embeds=x)
         loss, stats = self.model_loss(logits, batch)
         fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
         return loss, {**stats, "ss_gold_prob": eps, "ss_replaced": fraction}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.attention import ATTENTION
-from tests.attention.test_attention import D, H, build, inputs
+from tests.attention.test_attention import H, build, inputs
 
 LOCAL = [
     ("local_m", {}),
@@ -94,4 +94,3 @@ def test_auto_path_uses_the_band_only_for_long_sources(monkeypatch):
 
 def test_registry_holds_the_four_variants():
     assert {"global", "local_m", "local_p", "hard"} <= set(ATTENTION.names())
-    assert D % H == 0

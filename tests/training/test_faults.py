@@ -13,7 +13,7 @@ import torch
 
 from nmt import checkpoint
 from nmt.errors import NmtError
-from nmt.training import Interrupted, Trainer
+from nmt.training import Trainer
 from tests.conftest import subprocess_env, write_subprocess_recipe
 
 
@@ -109,7 +109,3 @@ def test_unwritable_run_dir(tiny_config, tmp_path):
     cfg = type(cfg)(**{**cfg.__dict__, "run_dir": str(tmp_path / "a_file" / "run")})
     with pytest.raises(NmtError, match=r"run_dir: .*a_file/run: cannot create"):
         Trainer(cfg, device="cpu").run()
-
-
-def test_interrupted_carries_the_exit_code():
-    assert Interrupted(130, "x").code == 130
