@@ -6,7 +6,7 @@ TORCH ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test toy bench clean
+.PHONY: demo test toy clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,14 +17,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-## make demo: train the toy recipe, then translate and score toy sentences.
+## make demo: the toy comparison of every attention variant and scheduled sampling
+## (finished runs are reused: a second `make demo` only reports), then a sample.
 demo: $(VENV)/.installed
-	rm -rf runs/demo
-	$(BIN)/nmt train recipes/toy.yaml --set run_dir=runs/demo
-	head -n 5 data/toy/test.src | $(BIN)/nmt translate runs/demo > runs/demo/sample.hyp
-	paste -d '\n' <(head -n 5 data/toy/test.src | sed 's/^/src: /') \
-	    <(sed 's/^/hyp: /' runs/demo/sample.hyp) <(head -n 5 data/toy/test.tgt | sed 's/^/ref: /')
-	@echo; cat runs/demo/results.json
+	$(BIN)/nmt compare recipes/compare-toy.yaml
+	head -n 3 data/toy/test.src | $(BIN)/nmt translate runs/compare-toy/runs/global/seed1 \
+	    > runs/compare-toy/sample.hyp
+	@echo; echo "global attention, three test sentences:"
+	@paste -d '\n' <(head -n 3 data/toy/test.src | sed 's/^/src: /') \
+	    <(sed 's/^/hyp: /' runs/compare-toy/sample.hyp) \
+	    <(head -n 3 data/toy/test.tgt | sed 's/^/ref: /')
+	@echo; echo "report, tables and plots: runs/compare-toy/report.md"
 
 ## make test: ruff, then the whole test suite.
 test: $(VENV)/.installed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,6 +15,7 @@ from nmt.data.batching import pad
 from nmt.data.vocab import BOS, EOS, Vocab
 from nmt.errors import NmtError
 from nmt.model import Transformer
+from nmt.plotting import pyplot, save_figure
 
 
 @dataclass(frozen=True)
@@ -82,28 +84,27 @@ def select(amap: AttentionMap, layer: int, head: str) -> tuple[np.ndarray, np.nd
     return w[h], (c[min(h, c.shape[0] - 1)] if c is not None else None)
 
 
-def plot_heatmap(path: Path, amap: AttentionMap, layer: int, head: str, title: str) -> None:
-    """Target pieces down, source pieces across; local_p's centres p_t as dots."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def draw_heatmap(ax: Any, amap: AttentionMap, layer: int, head: str, title: str) -> Any:
+    """Target pieces down, source pieces across; local attention's centres p_t as dots.
+    Returns the image, for a colour bar."""
     w, c = select(amap, layer, head)
     T, S = w.shape
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * S + 2), max(3.0, 0.3 * T + 1.5)))
     im = ax.imshow(w, cmap="viridis", vmin=0.0, aspect="auto")
     ax.set_xticks(range(S), amap.src, rotation=90, fontsize=8)
     ax.set_yticks(range(T), amap.tgt, fontsize=8)
     ax.set_xlabel("source")
     ax.set_ylabel("target")
     if c is not None:
-        ax.plot(c, range(T), "o", color="red", markersize=3, label="predicted centre $p_t$")
+        ax.plot(c, range(T), "o", color="red", markersize=3, label="centre $p_t$")
         ax.legend(loc="lower right", fontsize=7)
     ax.set_title(title, fontsize=9)
+    return im
+
+
+def plot_heatmap(path: Path, amap: AttentionMap, layer: int, head: str, title: str) -> None:
+    """One sentence's heatmap (see :func:`draw_heatmap`) as a PNG."""
+    T, S = amap.weights.shape[-2:]
+    fig, ax = pyplot().subplots(figsize=(max(4.0, 0.35 * S + 2), max(3.0, 0.3 * T + 1.5)))
+    im = draw_heatmap(ax, amap, layer, head, title)
     fig.colorbar(im, ax=ax, fraction=0.04)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write(path, lambda f: f.write(buf.getvalue()))
+    save_figure(fig, path)

@@ -65,7 +65,7 @@ def train(
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
     from nmt.config import load_recipe
     from nmt.evaluate import evaluate
-    from nmt.training import TRAINERS
+    from nmt.training import train as run_training
 
     cfg = load_recipe(recipe, set_)  # fail on a bad recipe before starting processes
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
@@ -73,9 +73,8 @@ def train(
 
         argv = ["train", str(recipe), *[f"--set={x}" for x in set_], f"--device={device}"]
         raise typer.Exit(launch(nproc, [*argv, *(["--resume"] if resume else [])]))
-    trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=device, resume=resume)
-    summary = trainer.run()
-    if not trainer.dist.main:
+    summary = run_training(cfg, device=device, resume=resume)
+    if summary is None:  # a data-parallel rank other than 0
         return
     typer.echo(
         f"trained {summary['steps']} steps in {summary['elapsed_s']:.0f} s "
@@ -150,6 +149,37 @@ def attention(
     from nmt.inspect_attention import draw_attention
 
     draw_attention(checkpoint, src, tgt, layer, head, output, device)
+
+
+@app.command(
+    epilog="Example: nmt compare recipes/compare-toy.yaml  "
+    "(existing runs: nmt compare --runs runs/a runs/b --out runs/a-vs-b)"
+)
+@user_errors
+def compare(
+    spec: Optional[Path] = typer.Argument(
+        None, help="Comparison spec (see docs/compare.md); omit with --runs."
+    ),
+    runs: list[Path] = typer.Option(
+        [], "--runs", help="Compare these existing run directories instead (repeatable)."
+    ),
+    out: Optional[Path] = typer.Option(None, help="Report directory for --runs."),
+    split: list[str] = typer.Option([], help="Test splits for --runs (default: the recipe's)."),
+    baseline: Optional[str] = typer.Option(None, help="Baseline run name for --runs."),
+    device: str = typer.Option("auto"),
+) -> None:
+    """Train (or reuse, or resume) every variant x seed, evaluate them identically, and
+    report BLEU/chrF with bootstrap CIs and p-values, attention statistics and plots."""
+    from nmt.compare import compare_runs, run_study
+
+    if (spec is None) == (not runs):
+        raise NmtError("give either a SPEC file or --runs DIR ... (not both)")
+    if spec is not None:
+        run_study(spec, device=device)
+        return
+    if out is None:
+        raise NmtError("--runs needs --out DIR for the report")
+    compare_runs(runs, out, split, baseline, device=device)
 
 
 @app.command(epilog="Example: nmt score hyp.txt --ref data/toy/test.tgt --metrics bleu,chrf")

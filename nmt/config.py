@@ -76,6 +76,11 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             raise ConfigError(path, f"expected a list, got {_type_name(value)}")
         (inner, _ellipsis) = typing.get_args(tp)
         return tuple(_convert(inner, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(path, f"expected a mapping, got {_type_name(value)}")
+        (_key, inner) = typing.get_args(tp)
+        return {str(k): _convert(inner, v, _join(path, str(k))) for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         build = getattr(tp, "from_recipe", None)
         return build(value, path) if build else from_dict(tp, value, path)
@@ -197,6 +202,12 @@ class ModelConfig:
     encoder_layers: int = 3
     decoder_layers: int = 3
     dropout: float = 0.1
+    # Dropout on embeddings + positions; null = the same as ``dropout``.
+    embed_dropout: float | None = None
+    # normal: N(0, D^-0.5), then ×sqrt(D) (Vaswani et al. 2017, fairseq);
+    # xavier: Xavier-uniform (Glorot & Bengio 2010) as JoeyNMT — smaller token vectors,
+    # so positions weigh more at first and tied output logits start flatter.
+    embed_init: Literal["normal", "xavier"] = "normal"
     tie_embeddings: bool = True  # decoder input embeddings = output projection
     max_positions: int = 1024
     attention: AttentionConfig = field(default_factory=_default_attention)
@@ -208,6 +219,8 @@ class ModelConfig:
             self.d_model % self.heads == 0, "heads", f"must divide model.d_model ({self.d_model})"
         )
         check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
+        e = self.embed_dropout
+        check(e is None or 0.0 <= e < 1.0, "embed_dropout", "must be in [0, 1) or null")
         check(self.max_positions >= 8, "max_positions", "must be at least 8")
 
 

@@ -1,10 +1,12 @@
-"""sacreBLEU wrappers (Post 2018): corpus scores with their signatures."""
+"""sacreBLEU wrappers (Post 2018): corpus scores with their signatures, and paired
+bootstrap resampling over sentences (Koehn 2004) for confidence intervals and p-values."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from nmt.data.corpus import read_lines
@@ -51,3 +53,85 @@ def score_files(hyp_path: Path, ref_paths: list[Path], metrics: list[str]) -> li
             raise NmtError(f"{hyp_path} has {len(hyps)} lines but {path} has {len(lines)}")
         refs.append(lines)
     return [corpus_score(m, hyps, refs) for m in metrics]
+
+
+# ------------------------------------------------------------------ bootstrap
+
+NGRAMS = 4  # sacreBLEU's default max n-gram order
+
+
+def sentence_stats(hyps: list[str], refs: list[str]) -> np.ndarray:
+    """Per-sentence BLEU sufficient statistics, (N, 2 + 2·4): hypothesis length,
+    reference length, n-gram matches and n-gram totals. Their column sums are the
+    statistics sacreBLEU's corpus BLEU is computed from, so any subset or resample
+    of sentences can be scored exactly without re-tokenising."""
+    metric = BLEU(effective_order=True)  # changes sentence scores only, not the statistics
+    rows = []
+    for hyp, ref in zip(hyps, refs):
+        s = metric.sentence_score(hyp, [ref])
+        rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+    return np.array(rows, dtype=np.int64).reshape(len(rows), 2 + 2 * NGRAMS)
+
+
+def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
+    """Corpus BLEU (sacreBLEU's defaults: exp smoothing) of summed statistics.
+
+    stats (..., 10) summed over sentences -> BLEU (...)."""
+    flat = stats.reshape(-1, stats.shape[-1])
+    out = [
+        BLEU.compute_bleu(
+            correct=row[2 : 2 + NGRAMS].tolist(),
+            total=row[2 + NGRAMS :].tolist(),
+            sys_len=int(row[0]),
+            ref_len=int(row[1]),
+            smooth_method="exp",
+        ).score
+        for row in flat
+    ]
+    return np.array(out, dtype=np.float64).reshape(stats.shape[:-1])
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """A system's seed-averaged BLEU, its 95 % percentile interval, and the two-sided
+    paired-bootstrap p-value of its difference from the baseline (None for the
+    baseline itself)."""
+
+    bleu: float
+    ci_low: float
+    ci_high: float
+    p_value: float | None
+
+
+def paired_bootstrap(
+    systems: dict[str, list[np.ndarray]], baseline: str, samples: int = 1000, seed: int = 12345
+) -> dict[str, Bootstrap]:
+    """Paired bootstrap resampling (Koehn 2004) over the test sentences.
+
+    ``systems`` maps a name to one statistics array (N, 10) per training seed. Every
+    system is scored on the *same* ``samples`` resamples of sentence indices; a system's
+    score on a resample is its BLEU averaged over seeds. The p-value is two-sided:
+    twice the smaller share of resamples in which the difference from the baseline has
+    either sign, with add-one smoothing, capped at 1 (identical systems get 1).
+    """
+    n = next(iter(systems.values()))[0].shape[0]
+    rng = np.random.default_rng(seed)
+    # Each resample as sentence multiplicities, so resampled sums are one matmul.
+    weights = np.stack(
+        [np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(samples)]
+    )  # (samples, N)
+    scores = {
+        name: np.mean([bleu_from_stats(weights @ s) for s in per_seed], axis=0)  # (samples,)
+        for name, per_seed in systems.items()
+    }
+    out = {}
+    for name, per_seed in systems.items():
+        observed = float(np.mean([bleu_from_stats(s.sum(0)) for s in per_seed]))
+        low, high = np.percentile(scores[name], [2.5, 97.5])
+        p = None
+        if name != baseline and baseline in scores:
+            diff = scores[name] - scores[baseline]
+            tail = min(int((diff <= 0).sum()), int((diff >= 0).sum()))
+            p = min(1.0, 2 * (tail + 1) / (samples + 1))
+        out[name] = Bootstrap(observed, float(low), float(high), p)
+    return out

@@ -114,3 +114,14 @@ def test_missing_data_file_is_named(base, tmp_path):
 def test_bad_override_syntax(base, tmp_path):
     with pytest.raises(NmtError, match=r"expected KEY\.PATH=VALUE"):
         load_recipe(write(tmp_path, base), ["model.d_model"])
+
+
+RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
+
+
+@pytest.mark.parametrize(
+    "recipe", [r for r in RECIPES if not r.name.startswith("compare-")], ids=lambda p: p.name
+)
+def test_shipped_recipes_load(recipe):
+    cfg = load_recipe(recipe)
+    assert cfg.data.test and cfg.train.max_epochs

@@ -171,6 +171,7 @@ class CrossAttention(nn.Module):
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """An auxiliary training loss for the last forward, summed, else None.
 
-        reward (B,): detached log-likelihood of each target; tgt_mask (B,T).
+        reward (B,T): detached log-likelihood of each target token (0 at padding);
+        tgt_mask (B,T).
         """
         return None

@@ -6,10 +6,14 @@ position's value. Sampling has no gradient, so the scores are trained by an
 estimator (``estimator``):
 
 - ``reinforce``: the score-function estimator (Williams 1992; Xu et al. 2015,
-  eq. 12): loss −(R − b)·log α_t(ŝ) − λ_e·H(α_t), with R the detached
-  log-likelihood of the sentence given the samples and b a moving-average
-  baseline. With ``expected_prob`` p, each context is the expected (soft)
-  context with probability p instead of a sample (Xu et al.'s variance trick).
+  eq. 12): loss −A_t·log α_t(ŝ_t) − λ_e·H(α_t). The decoder is causal, so the
+  choice made for target position t can only change the likelihood of tokens
+  t, t+1, ...; its advantage is therefore the reward to go,
+  A_t = Σ_{t' ≥ t} (log p(y_t') − b), with b a moving-average baseline per
+  token. Dropping the earlier tokens' rewards keeps the estimator unbiased and
+  removes their noise (the "causality" form of the policy gradient).
+  With ``expected_prob`` p, each context is the expected (soft) context with
+  probability p instead of a sample (Xu et al.'s variance trick).
 - ``straight_through``: one-hot sample forward, softmax gradient backward
   (Bengio et al. 2013).
 - ``gumbel``: Gumbel-softmax relaxation (Jang et al. 2017) whose temperature
@@ -122,26 +126,29 @@ class HardAttention(CrossAttention):
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """REINFORCE surrogate for the last training forward.
 
-        reward (B,): detached log-likelihood of each target sentence;
+        reward (B,T): detached log-likelihood of each target token (0 at padding);
         tgt_mask (B,T): real target positions. Returns a summed loss.
         """
         if self._log_prob is None:
             return None
-        log_prob, entropy = self._log_prob, self._entropy
+        log_prob, entropy = self._log_prob, self._entropy  # (B,H,T) each
         self._log_prob = self._entropy = None
-        tokens = tgt_mask.sum(1).clamp(min=1).to(reward.dtype)  # (B,)
-        per_token = reward / tokens  # rewards per token are comparable across lengths
-        advantage = (per_token - self.baseline).detach()  # (B,)
+        m = tgt_mask.to(reward.dtype)  # (B,T)
+        per_token = (reward * m).sum() / m.sum().clamp(min=1)
+        if self.baseline == 0:  # first update: start the average at the first reward
+            self.baseline.fill_(float(per_token))
+        centred = (reward - self.baseline) * m  # (B,T)
+        to_go = centred.flip(-1).cumsum(-1).flip(-1)  # (B,T) A_t = Σ_{t'≥t}
         with torch.no_grad():
             decay = self.cfg.baseline_decay
-            self.baseline.mul_(decay).add_((1 - decay) * per_token.mean())
-        m = tgt_mask.unsqueeze(1).to(log_prob.dtype)  # (B,1,T)
-        # Every head's sample is part of one joint sample: their log-probs add up.
-        surrogate = -(advantage.view(-1, 1, 1) * tokens.view(-1, 1, 1) * log_prob * m).sum()
-        entropy = (entropy * m).sum()
+            self.baseline.mul_(decay).add_((1 - decay) * per_token)
+        mh = m.unsqueeze(1)  # (B,1,T)
+        # Every head's sample is part of one joint choice: their log-probs add up.
+        surrogate = -(to_go.unsqueeze(1).detach() * log_prob * mh).sum()
+        entropy = (entropy * mh).sum()
         self.stats = {  # detached figures for the training log
-            "reward": float(per_token.mean()),
+            "reward": float(per_token),
             "baseline": float(self.baseline),
-            "entropy": float(entropy.detach() / (m.sum() * log_prob.size(1)).clamp(min=1)),
+            "entropy": float(entropy.detach() / (mh.sum() * log_prob.size(1)).clamp(min=1)),
         }
         return surrogate - self.cfg.entropy_weight * entropy

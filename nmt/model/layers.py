@@ -26,11 +26,14 @@ class Embedding(nn.Module):
     """Token embeddings scaled by sqrt(D), plus sinusoidal positions, then dropout."""
 
     def __init__(
-        self, vocab: int, d_model: int, pad: int, max_positions: int, dropout: float
+        self, vocab: int, d_model: int, pad: int, max_positions: int, dropout: float, init: str
     ) -> None:
         super().__init__()
         self.tokens = nn.Embedding(vocab, d_model, padding_idx=pad)
-        nn.init.normal_(self.tokens.weight, std=d_model**-0.5)
+        if init == "xavier":
+            nn.init.xavier_uniform_(self.tokens.weight)
+        else:
+            nn.init.normal_(self.tokens.weight, std=d_model**-0.5)
         with torch.no_grad():
             self.tokens.weight[pad].zero_()
         self.scale = math.sqrt(d_model)

@@ -45,11 +45,12 @@ class Transformer(nn.Module):
         self.cfg = cfg
         self.pad = pad
         d = cfg.d_model
-        self.tgt_embed = Embedding(tgt_vocab, d, pad, cfg.max_positions, cfg.dropout)
+        drop = cfg.dropout if cfg.embed_dropout is None else cfg.embed_dropout
+        self.tgt_embed = Embedding(tgt_vocab, d, pad, cfg.max_positions, drop, cfg.embed_init)
         self.src_embed = (
             self.tgt_embed
             if share_embeddings
-            else Embedding(src_vocab, d, pad, cfg.max_positions, cfg.dropout)
+            else Embedding(src_vocab, d, pad, cfg.max_positions, drop, cfg.embed_init)
         )
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.encoder_norm = nn.LayerNorm(d)
@@ -115,7 +116,7 @@ class Transformer(nn.Module):
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """Sum of the cross-attention layers' auxiliary losses (hard attention).
 
-        reward (B,): detached log-likelihood of each target; tgt_mask (B,T).
+        reward (B,T): detached log-likelihood of each target token; tgt_mask (B,T).
         """
         losses = [
             loss

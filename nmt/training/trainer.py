@@ -249,13 +249,14 @@ class Trainer:
     def token_loss(self, logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Summed label-smoothed cross-entropy over real target tokens (Szegedy et al.
         2016: (1 − ε)·NLL + ε·mean over the vocabulary of −log p), and the detached
-        per-sentence log-likelihood (B,) — the reward of hard attention."""
+        log-likelihood of every target token (B,T), 0 at padding — hard attention's
+        reward."""
         logp = torch.log_softmax(logits.float(), dim=-1)  # (B,T,V)
         mask = batch.tgt_out != PAD  # (B,T)
         nll = -logp.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)  # (B,T)
         eps = self.cfg.train.label_smoothing
         loss = (1 - eps) * nll - eps * logp.mean(-1) if eps > 0 else nll
-        return loss.masked_fill(~mask, 0.0).sum(), -(nll.detach() * mask).sum(1)
+        return loss.masked_fill(~mask, 0.0).sum(), -(nll.detach() * mask)
 
     def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Summed training objective of one batch, and statistics to log (with

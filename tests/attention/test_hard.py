@@ -27,7 +27,7 @@ def test_estimators_give_score_gradients(estimator):
     out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
     loss = out.context.pow(2).sum()
     if estimator == "reinforce":
-        reward = -out.context.pow(2).sum((1, 2)).detach()
+        reward = -out.context.pow(2).sum(2).detach()  # (B,T)
         loss = loss + attn.extra_loss(reward, torch.ones(2, 5, dtype=torch.bool))
         assert set(attn.stats) == {"reward", "baseline", "entropy"}
     loss.backward()
@@ -95,7 +95,7 @@ def test_reinforce_matches_the_exact_gradient():
     mem = attn.project_memory(memory.expand(N, -1, -1), src_mask.expand(N, -1, -1))
     out = attn(query.expand(N, -1, -1), mem, src_mask.expand(N, -1, -1), pos)
     loss = loss_of(out.context[:, 0])  # (N,)
-    surrogate = attn.extra_loss(-loss.detach(), torch.ones(N, 1, dtype=torch.bool))
+    surrogate = attn.extra_loss(-loss.detach()[:, None], torch.ones(N, 1, dtype=torch.bool))
     (surrogate / N).backward()
     estimate = attn.q_proj.weight.grad
     error = (estimate - exact).norm() / exact.norm()

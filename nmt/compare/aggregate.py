@@ -1,0 +1,98 @@
+"""From per-run analyses to per-variant figures: means and spreads over seeds, the
+paired bootstrap against the baseline, and BLEU by source-length bucket."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from nmt.compare.analysis import RunAnalysis
+from nmt.metrics import bleu_from_stats, paired_bootstrap
+
+ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "aer")
+
+
+def bucket_labels(edges: tuple[int, ...]) -> list[str]:
+    """(10, 20) -> ["1-10", "11-20", "21+"] (source words)."""
+    lows = (1, *(e + 1 for e in edges))
+    return [f"{lo}-{hi}" for lo, hi in zip(lows, edges)] + [f"{lows[-1]}+"]
+
+
+def bucket_bleu(stats: np.ndarray, src_words: np.ndarray, edges: tuple[int, ...]) -> list[float]:
+    """Corpus BLEU of the sentences in each source-length bucket (NaN where empty)."""
+    which = np.searchsorted(np.array(edges), src_words, side="left")  # (N,) bucket index
+    out = []
+    for b in range(len(edges) + 1):
+        rows = stats[which == b]
+        out.append(float(bleu_from_stats(rows.sum(0))) if len(rows) else math.nan)
+    return out
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
+
+
+def _std(values: list[float]) -> float:
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def summarise(
+    runs: dict[str, list[RunAnalysis]],
+    splits: tuple[str, ...],
+    baseline: str,
+    samples: int,
+    edges: tuple[int, ...],
+) -> list[dict[str, Any]]:
+    """One row per (variant, split) over the variant's finished seeds; variants without
+    any finished seed are left out here (the report lists them as failed)."""
+    rows = []
+    for split in splits:
+        systems = {
+            name: [r.splits[split].stats for r in per_seed]
+            for name, per_seed in runs.items()
+            if per_seed
+        }
+        boot = paired_bootstrap(systems, baseline, samples) if systems else {}
+        for name, per_seed in runs.items():
+            if not per_seed:
+                continue
+            parts = [r.splits[split] for r in per_seed]
+            bleus, chrfs = [p.bleu for p in parts], [p.chrf for p in parts]
+            b = boot[name]
+            row: dict[str, Any] = {
+                "variant": name,
+                "split": split,
+                "seeds": len(per_seed),
+                "bleu": _mean(bleus),
+                "bleu_std": _std(bleus),
+                "bleu_ci_low": b.ci_low,
+                "bleu_ci_high": b.ci_high,
+                "p_value": b.p_value,
+                "chrf": _mean(chrfs),
+                "chrf_std": _std(chrfs),
+                "params": per_seed[0].params,
+                "train_steps": _mean([r.train["steps"] for r in per_seed]),
+                "train_minutes": _mean([r.train["seconds"] / 60 for r in per_seed]),
+                "tokens_per_s": _mean([r.train["tokens_per_s"] for r in per_seed]),
+                "sentences_per_s": _mean([p.sentences_per_s for p in parts]),
+            }
+            for key in ATTENTION_KEYS:
+                values = [p.attention[key] for p in parts if key in p.attention]
+                row[key] = _mean(values) if values else None
+            per_bucket = np.array(
+                [bucket_bleu(p.stats, p.src_words, edges) for p in parts]
+            )  # (seeds, buckets)
+            counts = np.bincount(
+                np.searchsorted(np.array(edges), parts[0].src_words, side="left"),
+                minlength=len(edges) + 1,
+            )
+            row["length_buckets"] = {
+                label: {"sentences": int(n), "bleu": float(np.mean(col))}
+                for label, n, col in zip(bucket_labels(edges), counts, per_bucket.T)
+            }
+            row["bleu_signature"] = parts[0].signatures["bleu"]
+            row["chrf_signature"] = parts[0].signatures["chrf"]
+            rows.append(row)
+    return rows

@@ -1,0 +1,163 @@
+"""What is measured on every finished run: scores and per-sentence BLEU statistics of
+each split, training and decoding cost, and what its cross-attention looks like."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nmt.alignment import Alignment, aer, attention_alignment, read_alignments
+from nmt.attention_maps import AttentionMap, attention_maps
+from nmt.data.corpus import read_lines
+from nmt.data.pipeline import load_split
+from nmt.decoding import encode_source
+from nmt.errors import NmtError
+from nmt.metrics import sentence_stats
+from nmt.model.load import Loaded, load_model
+from nmt.training import SUMMARY
+
+ATTENTION_BATCH = 32  # sentences per forced-decoding pass when reading attention
+
+
+@dataclass
+class SplitAnalysis:
+    bleu: float
+    chrf: float
+    signatures: dict[str, str]
+    sentences_per_s: float  # decoding, with the recipe's beam
+    stats: np.ndarray  # (N, 10) sentence BLEU statistics, for resampling and buckets
+    src_words: np.ndarray  # (N,) source length in words, for the length buckets
+    attention: dict[str, float]  # entropy, peak_distance, [center_spread], [aer]
+    maps: dict[int, AttentionMap] = field(default_factory=dict)  # lines to draw
+
+
+@dataclass
+class RunAnalysis:
+    variant: str
+    seed: int
+    run_dir: Path
+    params: int
+    train: dict[str, float]  # steps, seconds, tokens_per_s
+    curve: list[dict[str, float]]  # dev scores: step, elapsed, valid_bleu / valid_loss
+    splits: dict[str, SplitAnalysis]
+
+
+def training_figures(run_dir: Path) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Steps, training seconds and tokens/s (from summary.json, or the metrics log of an
+    older run), and the dev curve from metrics.jsonl."""
+    records = []
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.is_file():
+        for line in metrics.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill; the trainer trims these on resume
+    curve = [
+        {k: r[k] for k in ("step", "elapsed", "valid_bleu", "valid_loss") if k in r}
+        for r in records
+        if "valid_loss" in r
+    ]
+    summary_path = run_dir / SUMMARY
+    if summary_path.is_file():
+        s = json.loads(summary_path.read_text())
+        train = {"steps": s["steps"], "seconds": s["elapsed_s"], "tokens_per_s": s["tokens_per_s"]}
+    else:
+        rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+        train = {
+            "steps": max((r.get("step", 0) for r in records), default=0),
+            "seconds": max((r.get("elapsed", 0.0) for r in records), default=0.0),
+            "tokens_per_s": float(np.mean(rates)) if rates else 0.0,
+        }
+    return train, curve
+
+
+def attention_figures(
+    loaded: Loaded,
+    src: list[str],
+    refs: list[str],
+    gold: list[Alignment] | None,
+    keep: tuple[int, ...],
+) -> tuple[dict[str, float], dict[int, AttentionMap]]:
+    """Cross-attention while the model reads the references (teacher forcing).
+
+    entropy: mean entropy (nats) of each layer's, head's and target position's
+    distribution over source pieces. peak_distance: mean |argmax_s − d_t| in source
+    pieces, d_t = t·(S−1)/(T−1) the diagonal. center_spread: standard deviation of the
+    predicted centres' offsets p_t − d_t (local variants). aer: alignment error rate of
+    the argmax word alignment of the layer- and head-averaged attention (gold given).
+    """
+    limit = loaded.model.cfg.max_positions - 1
+    src_ids = encode_source(loaded.vocabs.src, src, limit)
+    tgt_ids = encode_source(loaded.vocabs.tgt, refs, limit)
+    entropy, distance, offsets, predicted, maps = [], [], [], [], {}
+    for start in range(0, len(src), ATTENTION_BATCH):
+        chunk = range(start, min(start + ATTENTION_BATCH, len(src)))
+        batch = attention_maps(
+            loaded.model,
+            loaded.vocabs.src,
+            loaded.vocabs.tgt,
+            [src_ids[i] for i in chunk],
+            [tgt_ids[i] for i in chunk],
+        )
+        for i, amap in zip(chunk, batch):
+            w = amap.weights  # (L,H,T,S)
+            T, S = w.shape[-2:]
+            diag = np.arange(T) * (S - 1) / max(T - 1, 1)  # (T,)
+            entropy.append(float(-(w * np.log(np.clip(w, 1e-12, None))).sum(-1).mean()))
+            distance.append(float(np.abs(w.argmax(-1) - diag).mean()))
+            if amap.centers is not None:
+                offsets.append((amap.centers - diag).ravel())  # (L·Hc·T,)
+            if gold is not None:
+                mean = w.mean((0, 1))[:-1, :-1]  # (T-1,S-1) without </s>
+                predicted.append(attention_alignment(mean, amap.src[:-1], amap.tgt[:-1]))
+            if i in keep:
+                maps[i] = amap
+    figures = {"entropy": float(np.mean(entropy)), "peak_distance": float(np.mean(distance))}
+    if offsets:
+        figures["center_spread"] = float(np.concatenate(offsets).std())
+    if gold is not None:
+        figures["aer"] = aer(predicted, gold)
+    return figures, maps
+
+
+def analyse_run(
+    variant: str,
+    seed: int,
+    run_dir: Path,
+    splits: tuple[str, ...],
+    heatmaps: tuple[int, ...],
+    device: torch.device,
+) -> RunAnalysis:
+    """Everything the report needs from one evaluated run."""
+    loaded = load_model(run_dir / "best.pt", device)
+    cfg = loaded.cfg
+    results = json.loads((run_dir / "results.json").read_text())
+    train, curve = training_figures(run_dir)
+    out = {}
+    for n, split in enumerate(splits):
+        src, refs = load_split(cfg.data, split)
+        hyps = read_lines(run_dir / f"{split}.hyp")
+        if len(hyps) != len(refs):
+            raise NmtError(f"{run_dir / (split + '.hyp')}: {len(hyps)} lines, {len(refs)} expected")
+        align_path = Path(cfg.data.dir) / f"{split}.align"  # toy corpus: gold alignments
+        gold = read_alignments(align_path) if align_path.is_file() else None
+        keep = heatmaps if n == 0 else ()
+        attention, maps = attention_figures(loaded, src, refs, gold, keep)
+        r = results[split]
+        out[split] = SplitAnalysis(
+            bleu=r["bleu"],
+            chrf=r["chrf"],
+            signatures={m: r[f"{m}_signature"] for m in ("bleu", "chrf")},
+            sentences_per_s=r["sentences_per_s"],
+            stats=sentence_stats(hyps, refs),
+            src_words=np.array([len(s.split()) for s in src]),
+            attention=attention,
+            maps=maps,
+        )
+    params = sum(p.numel() for p in loaded.model.parameters())
+    return RunAnalysis(variant, seed, run_dir, params, train, curve, out)

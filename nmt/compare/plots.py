@@ -1,0 +1,81 @@
+"""The comparison's figures: BLEU by source length, dev curves, attention side by side."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from nmt.attention_maps import AttentionMap, draw_heatmap
+from nmt.compare.analysis import RunAnalysis
+from nmt.plotting import pyplot, save_figure
+
+
+def plot_length_buckets(path: Path, split: str, rows: list[dict[str, Any]]) -> None:
+    """BLEU per source-length bucket, one line per variant (mean over seeds)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels = list(rows[0]["length_buckets"])
+    for row in rows:
+        buckets = row["length_buckets"]
+        ax.plot(labels, [buckets[k]["bleu"] for k in labels], "o-", label=row["variant"])
+    counts = [rows[0]["length_buckets"][k]["sentences"] for k in labels]
+    ax.set_xticks(range(len(labels)), [f"{k}\n({n} sent.)" for k, n in zip(labels, counts)])
+    ax.set_xlabel("source length (words)")
+    ax.set_ylabel("BLEU")
+    ax.set_title(f"{split}: BLEU by source length")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def plot_dev_curves(path: Path, runs: dict[str, list[RunAnalysis]]) -> None:
+    """Dev BLEU (or dev loss, where BLEU was not validated) against steps and against
+    training minutes; seeds of one variant share a colour."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    key = "valid_bleu"
+    if not any(key in p for rs in runs.values() for r in rs for p in r.curve):
+        key = "valid_loss"
+    for i, (name, per_seed) in enumerate(runs.items()):
+        color = f"C{i % 10}"
+        for j, r in enumerate(per_seed):
+            points = [p for p in r.curve if key in p]
+            label = name if j == 0 else None
+            axes[0].plot(
+                [p["step"] for p in points],
+                [p[key] for p in points],
+                color=color,
+                marker=".",
+                label=label,
+            )
+            axes[1].plot(
+                [p["elapsed"] / 60 for p in points],
+                [p[key] for p in points],
+                color=color,
+                marker=".",
+            )
+    ylabel = "dev BLEU (greedy)" if key == "valid_bleu" else "dev loss"
+    axes[0].set(xlabel="training step", ylabel=ylabel)
+    axes[1].set(xlabel="training time (minutes)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def plot_attention_grid(path: Path, maps: dict[str, AttentionMap], title: str) -> None:
+    """One sentence's cross-attention (last layer, mean over heads), a panel per variant."""
+    plt = pyplot()
+    n = len(maps)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    T, S = next(iter(maps.values())).weights.shape[-2:]
+    w, h = max(3.5, 0.28 * S + 1.5), max(3.0, 0.25 * T + 1.5)
+    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False)
+    for ax, (name, amap) in zip(axes.flat, maps.items()):
+        draw_heatmap(ax, amap, -1, "mean", name)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle(title)
+    save_figure(fig, path)

@@ -1,0 +1,169 @@
+"""The comparison written down: a terminal table, report.md, results.csv, results.json."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from nmt.checkpoint import write_text
+from nmt.compare.runs import RunResult
+from nmt.progress import console
+
+COLUMNS = [  # (header, key, format); a None key is computed in _cells
+    ("variant", "variant", "{}"),
+    ("seeds", "seeds", "{}"),
+    ("BLEU", None, ""),
+    ("95% CI", None, ""),
+    ("p", None, ""),
+    ("chrF", None, ""),
+    ("params", "params", "{:,}"),
+    ("train min", "train_minutes", "{:.1f}"),
+    ("tok/s", "tokens_per_s", "{:,.0f}"),
+    ("sent/s", "sentences_per_s", "{:.1f}"),
+    ("entropy", "entropy", "{:.2f}"),
+    ("peak dist", "peak_distance", "{:.2f}"),
+    ("centre spread", "center_spread", "{:.2f}"),
+    ("AER", "aer", "{:.3f}"),
+]
+CSV_KEYS = [
+    "variant", "split", "seeds", "bleu", "bleu_std", "bleu_ci_low", "bleu_ci_high", "p_value",
+    "chrf", "chrf_std", "params", "train_steps", "train_minutes", "tokens_per_s",
+    "sentences_per_s", "entropy", "peak_distance", "center_spread", "aer",
+]  # fmt: skip
+
+
+def format_p(p: float | None) -> str:
+    if p is None:
+        return "baseline"
+    star = " *" if p < 0.05 else ""
+    return ("<0.001" if p < 0.001 else f"{p:.3f}") + star
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    computed = {
+        "BLEU": f"{row['bleu']:.2f} ± {row['bleu_std']:.2f}",
+        "95% CI": f"{row['bleu_ci_low']:.1f}–{row['bleu_ci_high']:.1f}",
+        "p": format_p(row["p_value"]),
+        "chrF": f"{row['chrf']:.2f} ± {row['chrf_std']:.2f}",
+    }
+    out = []
+    for header, key, fmt in COLUMNS:
+        if key is None:
+            out.append(computed[header])
+        else:
+            value = row.get(key)
+            out.append("–" if value is None else fmt.format(value))
+    return out
+
+
+def _failed_cells(failure: RunResult) -> list[str]:
+    return [failure.variant, f"seed {failure.seed}", f"failed: {failure.error}"] + [""] * (
+        len(COLUMNS) - 3
+    )
+
+
+def print_tables(rows: list[dict[str, Any]], failures: list[RunResult]) -> None:
+    for split in dict.fromkeys(r["split"] for r in rows):
+        table = Table(title=f"{split} (beam search; BLEU mean ± std over seeds)")
+        for header, _key, _fmt in COLUMNS:
+            table.add_column(header, justify="left" if header == "variant" else "right")
+        for row in rows:
+            if row["split"] == split:
+                table.add_row(*_cells(row))
+        for f in failures:
+            table.add_row(*_failed_cells(f), style="red")
+        console.print(table)
+
+
+def markdown_table(rows: list[dict[str, Any]], split: str, failures: list[RunResult]) -> str:
+    lines = ["| " + " | ".join(h for h, _k, _f in COLUMNS) + " |"]
+    lines.append("|" + "|".join("---" if h == "variant" else "---:" for h, _k, _f in COLUMNS) + "|")
+    for row in rows:
+        if row["split"] == split:
+            lines.append("| " + " | ".join(_cells(row)) + " |")
+    for f in failures:
+        lines.append("| " + " | ".join(_failed_cells(f)) + " |")
+    return "\n".join(lines)
+
+
+def bucket_table(rows: list[dict[str, Any]], split: str) -> str:
+    mine = [r for r in rows if r["split"] == split]
+    labels = list(mine[0]["length_buckets"])
+    counts = [mine[0]["length_buckets"][k]["sentences"] for k in labels]
+    lines = ["| variant | " + " | ".join(f"{k} ({n})" for k, n in zip(labels, counts)) + " |"]
+    lines.append("|---|" + "---:|" * len(labels))
+    for r in mine:
+        cells = [r["length_buckets"][k]["bleu"] for k in labels]
+        lines.append(
+            f"| {r['variant']} | "
+            + " | ".join("–" if math.isnan(c) else f"{c:.2f}" for c in cells)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def write_markdown(
+    path: Path,
+    title: str,
+    rows: list[dict[str, Any]],
+    failures: list[RunResult],
+    baseline: str,
+    samples: int,
+    figures: dict[str, list[str]],
+) -> None:
+    """report.md: a table per split, BLEU by source length, and the figures."""
+    parts = [f"# {title}", ""]
+    parts.append(
+        f"BLEU and chrF are sacreBLEU corpus scores, mean ± standard deviation over seeds. "
+        f"95% CI: percentile interval of the seed-averaged BLEU over {samples} bootstrap "
+        f"resamples of the test sentences; p: two-sided paired bootstrap test against "
+        f"**{baseline}** (Koehn 2004), * marks p < 0.05. Attention figures are read while "
+        "the model reads the references: entropy (nats) of the cross-attention, distance "
+        "of its peak from the diagonal and spread of the predicted centres (in source "
+        "pieces), and AER of its argmax word alignments where gold alignments exist."
+    )
+    splits = list(dict.fromkeys(r["split"] for r in rows))
+    for split in splits:
+        parts += ["", f"## {split}", "", markdown_table(rows, split, failures), ""]
+        parts += ["BLEU by source length (words; sentences per bucket):", ""]
+        parts += [bucket_table(rows, split), ""]
+        parts += [f"![BLEU by source length on {split}]({f})" for f in figures.get(split, [])]
+    if figures.get("_all"):
+        parts += ["", "## Training and attention", ""]
+        parts += [f"![{Path(f).stem}]({f})" for f in figures["_all"]]
+    if rows:
+        parts += ["", "Signatures:", "", f"- BLEU: `{rows[0]['bleu_signature']}`"]
+        parts += [f"- chrF: `{rows[0]['chrf_signature']}`"]
+    write_text(path, "\n".join(parts) + "\n")
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_KEYS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in CSV_KEYS})
+    write_text(path, buf.getvalue())
+
+
+def plain(value: Any) -> Any:
+    """JSON-safe: NaN -> None, paths -> strings, tuples -> lists."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    write_text(path, json.dumps(plain(payload), indent=2, allow_nan=False) + "\n")

@@ -1,0 +1,76 @@
+"""Bring every planned run to "trained and evaluated": reuse what is finished, resume
+what was interrupted, train the rest; a failing run is recorded, not fatal."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.checkpoint import write_text
+from nmt.compare.spec import PlannedRun
+from nmt.errors import NmtError
+from nmt.evaluate import evaluate
+from nmt.progress import console
+from nmt.training import SUMMARY, Interrupted, train
+
+REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
+
+
+@dataclass(frozen=True)
+class RunResult:
+    variant: str
+    seed: int
+    run_dir: Path
+    status: str  # trained | resumed | reused | failed
+    error: str | None = None  # one line, for the table; the traceback is in RUN/error.log
+
+
+def check_reusable(run: PlannedRun) -> None:
+    """A run directory made for a different recipe is not silently reused or overwritten."""
+    path = run.run_dir / REQUESTED
+    if path.is_file() and yaml.safe_load(path.read_text(encoding="utf-8")) != run.recipe:
+        raise NmtError(
+            f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
+            "move it away or choose another out_dir"
+        )
+
+
+def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult:
+    """Train (or resume, or reuse) one run and make sure every split is evaluated."""
+    finished = (run.run_dir / SUMMARY).is_file()
+    resume = not finished and (run.run_dir / "last.pt").is_file()
+    status = "reused" if finished else "resumed" if resume else "trained"
+    console.rule(f"{run.variant} seed {run.seed}: {status} ({run.run_dir})")
+    try:
+        if not finished:
+            run.run_dir.mkdir(parents=True, exist_ok=True)
+            write_text(run.run_dir / REQUESTED, yaml.safe_dump(run.recipe, sort_keys=False))
+            train(run.cfg, device=device, resume=resume)
+        done = results(run.run_dir)
+        missing = [s for s in splits if s not in done]
+        if missing:
+            evaluate(run.run_dir, missing, device=device)
+    except (Interrupted, KeyboardInterrupt):
+        raise
+    except Exception as e:  # one broken variant must not stop the study
+        return failed(RunResult(run.variant, run.seed, run.run_dir, status), e)
+    return RunResult(run.variant, run.seed, run.run_dir, status)
+
+
+def failed(run: RunResult, error: Exception) -> RunResult:
+    """Record a failure: one line for the table, the traceback in RUN/error.log."""
+    message = " ".join(str(error).split()) or type(error).__name__
+    if run.run_dir.is_dir():
+        write_text(run.run_dir / "error.log", traceback.format_exc())
+    console.print(f"[red]{run.variant} seed {run.seed} failed:[/red] {message}")
+    return RunResult(run.variant, run.seed, run.run_dir, "failed", message)
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "results.json"
+    return json.loads(path.read_text()) if path.is_file() else {}

@@ -1,0 +1,93 @@
+"""Comparison specs: a base recipe, named variants as ``--set`` overrides, seeds."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nmt.config import RunConfig, apply_overrides, check, from_dict, read_yaml
+from nmt.errors import ConfigError, NmtError
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
+
+
+@dataclass(frozen=True)
+class CompareSpec:
+    """``nmt compare SPEC.yaml``; paths are relative to the working directory, as in
+    recipes."""
+
+    base: str  # the recipe every variant starts from
+    out_dir: str  # runs/, report.md, results.{csv,json}, *.png
+    variants: dict[str, tuple[str, ...]]  # name -> ["model.attention.kind=local_m", ...]
+    baseline: str | None = None  # p-values against this variant (default: the first)
+    seeds: tuple[int, ...] = (1,)
+    set: tuple[str, ...] = ()  # overrides for every variant (budgets, data.dir, ...)
+    splits: tuple[str, ...] | None = None  # test splits (default: the base's data.test)
+    bootstrap: int = 1000  # resamples (Koehn 2004)
+    length_buckets: tuple[int, ...] = (10, 20, 30, 40)  # source-word bucket upper bounds
+    heatmaps: tuple[int, ...] = (0, 1)  # lines of the first split drawn for every variant
+
+    def __post_init__(self) -> None:
+        check(bool(self.variants), "variants", "name at least one variant")
+        for name in self.variants:
+            check(bool(NAME.match(name)), f"variants.{name}", "use letters, digits, _ . + -")
+        check(
+            self.baseline is None or self.baseline in self.variants,
+            "baseline",
+            f"{self.baseline!r} is not a variant; variants: {', '.join(self.variants)}",
+        )
+        check(bool(self.seeds), "seeds", "give at least one seed")
+        check(len(set(self.seeds)) == len(self.seeds), "seeds", "seeds must differ")
+        check(self.bootstrap >= 100, "bootstrap", "use at least 100 resamples")
+        edges = self.length_buckets
+        check(
+            bool(edges) and edges[0] > 0 and all(a < b for a, b in itertools.pairwise(edges)),
+            "length_buckets",
+            "must be positive and increasing",
+        )
+        check(all(i >= 0 for i in self.heatmaps), "heatmaps", "line numbers start at 0")
+
+    @property
+    def baseline_name(self) -> str:
+        return self.baseline or next(iter(self.variants))
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    variant: str
+    seed: int
+    run_dir: Path
+    recipe: dict[str, Any]  # the full recipe as requested (before data-derived values)
+    cfg: RunConfig
+
+
+def load_spec(path: str | Path) -> tuple[CompareSpec, list[PlannedRun]]:
+    """Read and check a spec and every run it implies; errors name the spec file and key
+    (a bad override in a variant names the variant)."""
+    path = Path(path)
+    raw = read_yaml(path)
+    try:
+        spec = from_dict(CompareSpec, raw)
+    except ConfigError as e:
+        raise NmtError(f"{path}: {e}") from None
+    base = read_yaml(spec.base)
+    out = Path(spec.out_dir)
+    runs = []
+    for variant, overrides in spec.variants.items():
+        for seed in spec.seeds:
+            run_dir = out / "runs" / variant / f"seed{seed}"
+            sets = [*spec.set, *overrides, f"train.seed={seed}", f"run_dir={run_dir}"]
+            try:
+                recipe = apply_overrides(base, sets)
+                cfg = from_dict(RunConfig, recipe)
+            except (ConfigError, NmtError) as e:
+                raise NmtError(f"{path}: variant {variant!r}: {e}") from None
+            runs.append(PlannedRun(variant, seed, run_dir, recipe, cfg))
+    splits = spec.splits or runs[0].cfg.data.test
+    if not splits:
+        raise NmtError(f"{path}: splits: none given and {spec.base} has no data.test")
+    return dataclasses.replace(spec, splits=tuple(splits)), runs

@@ -1,0 +1,169 @@
+"""Run a comparison end to end: bring every run up, analyse it, report and plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.checkpoint import write_text
+from nmt.compare.aggregate import summarise
+from nmt.compare.analysis import RunAnalysis, analyse_run
+from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
+from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
+from nmt.compare.runs import RunResult, bring_up, check_reusable, failed, results
+from nmt.compare.spec import CompareSpec, load_spec
+from nmt.config import read_yaml
+from nmt.errors import NmtError
+from nmt.evaluate import evaluate
+from nmt.progress import console
+from nmt.training.trainer import resolve_device
+
+
+def run_study(spec_path: str | Path, device: str = "auto") -> Path:
+    """``nmt compare SPEC``: train or reuse every variant × seed, then report."""
+    spec, planned = load_spec(spec_path)
+    for run in planned:
+        check_reusable(run)
+    out = Path(spec.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "spec.yaml", yaml.safe_dump(read_yaml(spec_path), sort_keys=False))
+    outcomes = [bring_up(run, spec.splits or (), device) for run in planned]
+    report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
+    return out
+
+
+def compare_runs(
+    run_dirs: list[Path],
+    out_dir: Path,
+    splits: list[str],
+    baseline: str | None,
+    device: str = "auto",
+) -> Path:
+    """``nmt compare --runs``: compare runs that already exist (each its own variant,
+    named after its directory); splits not evaluated yet are evaluated first."""
+    names = [d.name for d in run_dirs]
+    if len(set(names)) < len(names):  # e.g. .../global/seed1 and .../local_m/seed1
+        names = [f"{d.parent.name}-{d.name}" for d in run_dirs]
+    if len(set(names)) < len(names):
+        names = [f"run{i}-{d.name}" for i, d in enumerate(run_dirs, 1)]
+    for d in run_dirs:
+        if not (d / "best.pt").is_file():
+            raise NmtError(f"{d}: not a run directory (no best.pt)")
+    if not splits:
+        splits = list(read_yaml(run_dirs[0] / "recipe.yaml")["data"]["test"])
+        if not splits:
+            raise NmtError(f"{run_dirs[0]}: the recipe has no data.test; name --split")
+    if baseline is not None and baseline not in names:
+        raise NmtError(f"--baseline {baseline!r}: not one of {', '.join(names)}")
+    spec = CompareSpec(
+        base="",
+        out_dir=str(out_dir),
+        variants={n: () for n in names},
+        baseline=baseline,
+        splits=tuple(splits),
+    )
+    outcomes = []
+    for name, d in zip(names, run_dirs):
+        seed = int(read_yaml(d / "recipe.yaml")["train"]["seed"])
+        try:
+            missing = [s for s in splits if s not in results(d)]
+            if missing:
+                evaluate(d, missing, device=device)
+            outcomes.append(RunResult(name, seed, d, "reused"))
+        except Exception as e:  # a broken run is reported, the others still compared
+            outcomes.append(failed(RunResult(name, seed, d, "reused"), e))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report(spec, outcomes, out_dir, device, title="Comparison of existing runs")
+    return out_dir
+
+
+def report(
+    spec: CompareSpec, outcomes: list[RunResult], out: Path, device: str, title: str
+) -> None:
+    """Analyse the finished runs; write the tables, figures and files into ``out``."""
+    splits = spec.splits or ()
+    dev = resolve_device(device)
+    runs: dict[str, list[RunAnalysis]] = {name: [] for name in spec.variants}
+    failures = [o for o in outcomes if o.status == "failed"]
+    for o in outcomes:
+        if o.status == "failed":
+            continue
+        console.print(f"analysing {o.variant} seed {o.seed}")
+        try:
+            runs[o.variant].append(
+                analyse_run(o.variant, o.seed, o.run_dir, splits, spec.heatmaps, dev)
+            )
+        except Exception as e:
+            failures.append(failed(o, e))
+    baseline = spec.baseline_name
+    rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets)
+    figures = plot_all(out, runs, rows, splits, spec.heatmaps)
+    print_tables(rows, failures)
+    write_markdown(out / "report.md", title, rows, failures, baseline, spec.bootstrap, figures)
+    write_csv(out / "results.csv", rows)
+    payload: dict[str, Any] = {
+        "baseline": baseline,
+        "splits": splits,
+        "bootstrap_samples": spec.bootstrap,
+        "rows": rows,
+        "runs": [per_run(r) for rs in runs.values() for r in rs],
+        "failed": [
+            {"variant": f.variant, "seed": f.seed, "run_dir": f.run_dir, "error": f.error}
+            for f in failures
+        ],
+    }
+    write_json(out / "results.json", payload)
+    console.print(f"report: {out / 'report.md'}")
+
+
+def per_run(r: RunAnalysis) -> dict[str, Any]:
+    return {
+        "variant": r.variant,
+        "seed": r.seed,
+        "run_dir": r.run_dir,
+        "params": r.params,
+        "train": r.train,
+        "dev_curve": r.curve,
+        "splits": {
+            split: {
+                "bleu": a.bleu,
+                "chrf": a.chrf,
+                "sentences_per_s": a.sentences_per_s,
+                **a.attention,
+            }
+            for split, a in r.splits.items()
+        },
+    }
+
+
+def plot_all(
+    out: Path,
+    runs: dict[str, list[RunAnalysis]],
+    rows: list[dict[str, Any]],
+    splits: tuple[str, ...],
+    lines: tuple[int, ...],
+) -> dict[str, list[str]]:
+    """Write the PNGs; returns their file names by split ("_all" for the rest)."""
+    figures: dict[str, list[str]] = {"_all": []}
+    if not rows:
+        return figures
+    for split in splits:
+        name = f"bleu_by_length_{split}.png"
+        plot_length_buckets(out / name, split, [r for r in rows if r["split"] == split])
+        figures[split] = [name]
+    plot_dev_curves(out / "dev_curves.png", runs)
+    figures["_all"].append("dev_curves.png")
+    firsts = {name: rs[0] for name, rs in runs.items() if rs}
+    for line in lines:
+        maps = {
+            n: r.splits[splits[0]].maps[line]
+            for n, r in firsts.items()
+            if line in r.splits[splits[0]].maps
+        }
+        if maps:
+            name = f"attention_{splits[0]}_line{line}.png"
+            plot_attention_grid(out / name, maps, f"{splits[0]} line {line}: cross-attention")
+            figures["_all"].append(name)
+    return figures

@@ -1,0 +1,147 @@
+"""``nmt compare`` end to end through the CLI: every output, reuse, failures, --runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.compare.spec import load_spec
+from tests.conftest import tiny_recipe_dict
+
+runner = CliRunner()
+
+OUTPUTS = {
+    "report.md",
+    "results.csv",
+    "results.json",
+    "spec.yaml",
+    "dev_curves.png",
+    "bleu_by_length_test.png",
+    "attention_test_line0.png",
+    "attention_test_line1.png",
+}
+
+
+def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2)):
+    base = tiny_recipe_dict(toy_dir, tmp_path / "unused", train={"max_steps": 4})
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    spec = {
+        "base": str(tmp_path / "base.yaml"),
+        "out_dir": str(tmp_path / "study"),
+        "seeds": list(seeds),
+        "set": ["train.valid_every=2", "decode.beam=2"],
+        "variants": variants,
+        "baseline": "global",
+        "bootstrap": 200,
+        "length_buckets": [8, 16],
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
+    spec = write_spec(
+        tmp_path,
+        toy_dir,
+        {
+            "global": [],
+            "local_m": ["model.attention.kind=local_m", "model.attention.window=2"],
+        },
+    )
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "study"
+    assert {p.name for p in out.iterdir()} >= OUTPUTS
+    for png in out.glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    results = json.loads((out / "results.json").read_text())
+    rows = {r["variant"]: r for r in results["rows"]}
+    assert set(rows) == {"global", "local_m"} and not results["failed"]
+    assert rows["global"]["p_value"] is None and 0 < rows["local_m"]["p_value"] <= 1
+    for row in rows.values():
+        assert row["seeds"] == 2
+        assert row["bleu_ci_low"] <= row["bleu"] <= row["bleu_ci_high"] or row["bleu"] == 0
+        assert 0.0 <= row["aer"] <= 1.0  # the toy corpus has gold alignments
+        assert row["entropy"] >= 0 and row["peak_distance"] >= 0
+        assert list(row["length_buckets"]) == ["1-8", "9-16", "17+"]
+        assert sum(b["sentences"] for b in row["length_buckets"].values()) == 15
+    assert rows["global"]["center_spread"] is None
+    assert rows["local_m"]["center_spread"] is not None
+    assert len(results["runs"]) == 4
+    with (out / "results.csv").open() as f:
+        assert [r["variant"] for r in csv.DictReader(f)] == ["global", "local_m"]
+    report = (out / "report.md").read_text()
+    assert "| local_m |" in report and "![" in report and "BLEU: `nrefs:1" in report
+
+    # A second invocation reuses every finished run instead of training again.
+    stamp = (out / "runs/global/seed1/best.pt").stat().st_mtime_ns
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "reused" in result.output
+    assert (out / "runs/global/seed1/best.pt").stat().st_mtime_ns == stamp
+
+    # A spec that now asks for something else does not silently reuse (or clobber) runs.
+    changed = yaml.safe_load(spec.read_text())
+    changed["set"].append("train.lr=0.001")
+    spec.write_text(yaml.safe_dump(changed))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 2 and "different recipe" in result.output
+
+    # Existing runs compared directly.
+    runs = [out / "runs/global/seed1", out / "runs/local_m/seed1"]
+    result = runner.invoke(
+        app, ["compare", "--runs", str(runs[0]), "--runs", str(runs[1]), "--out",
+              str(tmp_path / "direct"), "--device", "cpu"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    direct = json.loads((tmp_path / "direct/results.json").read_text())
+    assert [r["variant"] for r in direct["rows"]] == ["global-seed1", "local_m-seed1"]
+
+
+def test_a_failing_variant_does_not_stop_the_study(tmp_path, toy_dir):
+    spec = write_spec(
+        tmp_path,
+        toy_dir,
+        {"global": [], "broken": ["data.train=no_such_split"]},
+        seeds=(1,),
+    )
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    results = json.loads((tmp_path / "study/results.json").read_text())
+    assert [r["variant"] for r in results["rows"]] == ["global"]
+    (failure,) = results["failed"]
+    assert failure["variant"] == "broken" and "no_such_split" in failure["error"]
+    assert "failed: " in (tmp_path / "study/report.md").read_text()
+
+
+def test_spec_errors_name_the_key(tmp_path, toy_dir):
+    spec = write_spec(tmp_path, toy_dir, {"global": [], "x": ["model.atention.kind=hard"]})
+    result = runner.invoke(app, ["compare", str(spec)])
+    assert result.exit_code == 2
+    assert "variant 'x'" in result.output and "model.atention" in result.output
+    data = yaml.safe_load(spec.read_text())
+    data["baseline"] = "nope"
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(spec)])
+    assert result.exit_code == 2 and "baseline" in result.output
+    result = runner.invoke(app, ["compare"])
+    assert result.exit_code == 2 and "--runs" in result.output
+
+
+SPECS = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("compare-*.yaml"))
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
+def test_shipped_specs_load(spec, monkeypatch):
+    monkeypatch.chdir(spec.parents[1])  # specs name their base recipe from the repo root
+    loaded, runs = load_spec(spec)
+    assert loaded.baseline_name in loaded.variants
+    assert {r.cfg.model.attention.kind for r in runs} == {"global", "local_m", "local_p", "hard"}
+    assert {r.cfg.train.trainer for r in runs} == {"teacher_forcing", "scheduled_sampling"}
