@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,29 @@ def attention_maps(
             )
         )
     return out
+
+
+def each_attention_map(
+    model: Transformer,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    src_ids: list[list[int]],
+    tgt_ids: list[list[int]],
+    indices: Iterable[int],
+    batch: int = 32,
+) -> Iterator[tuple[int, AttentionMap]]:
+    """(i, map of sentence i) for each of ``indices``, computed ``batch`` sentences at a time."""
+    todo = list(indices)
+    for start in range(0, len(todo), batch):
+        chunk = todo[start : start + batch]
+        maps = attention_maps(
+            model,
+            src_vocab,
+            tgt_vocab,
+            [src_ids[i] for i in chunk],
+            [tgt_ids[i] for i in chunk],
+        )
+        yield from zip(chunk, maps)
 
 
 def save_npz(path: Path, amap: AttentionMap) -> None:

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from nmt.attention_maps import attention_maps, save_npz
+from nmt.attention_maps import each_attention_map, save_npz
 from nmt.checkpoint import write_text
 from nmt.data.corpus import decode_lines, read_lines
 from nmt.decoding import Translation, encode_source, translate_lines
@@ -95,14 +95,6 @@ def save_attention(loaded: Loaded, lines: list[str], hyps: list[list[int]], out_
     1-best translation; empty input lines have no file."""
     src = encode_source(loaded.vocabs.src, lines, loaded.model.cfg.max_positions - 1)
     todo = [i for i, s in enumerate(src) if s]
-    for start in range(0, len(todo), 32):
-        chunk = todo[start : start + 32]
-        maps = attention_maps(
-            loaded.model,
-            loaded.vocabs.src,
-            loaded.vocabs.tgt,
-            [src[i] for i in chunk],
-            [hyps[i] for i in chunk],
-        )
-        for i, amap in zip(chunk, maps):
-            save_npz(out_dir / f"{i}.npz", amap)
+    v = loaded.vocabs
+    for i, amap in each_attention_map(loaded.model, v.src, v.tgt, src, hyps, todo):
+        save_npz(out_dir / f"{i}.npz", amap)

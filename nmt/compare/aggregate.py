@@ -65,6 +65,7 @@ def summarise(
                 "variant": name,
                 "split": split,
                 "seeds": len(per_seed),
+                "is_baseline": name == baseline,
                 "bleu": _mean(bleus),
                 "bleu_std": _std(bleus),
                 "bleu_ci_low": b.ci_low,

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from nmt.alignment import Alignment, aer, attention_alignment, read_alignments
-from nmt.attention_maps import AttentionMap, attention_maps
+from nmt.attention_maps import AttentionMap, each_attention_map
 from nmt.data.corpus import read_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding import encode_source
@@ -19,8 +19,6 @@ from nmt.errors import NmtError
 from nmt.metrics import sentence_stats
 from nmt.model.load import Loaded, load_model
 from nmt.training import SUMMARY
-
-ATTENTION_BATCH = 32  # sentences per forced-decoding pass when reading attention
 
 
 @dataclass
@@ -95,28 +93,22 @@ def attention_figures(
     src_ids = encode_source(loaded.vocabs.src, src, limit)
     tgt_ids = encode_source(loaded.vocabs.tgt, refs, limit)
     entropy, distance, offsets, predicted, maps = [], [], [], [], {}
-    for start in range(0, len(src), ATTENTION_BATCH):
-        chunk = range(start, min(start + ATTENTION_BATCH, len(src)))
-        batch = attention_maps(
-            loaded.model,
-            loaded.vocabs.src,
-            loaded.vocabs.tgt,
-            [src_ids[i] for i in chunk],
-            [tgt_ids[i] for i in chunk],
-        )
-        for i, amap in zip(chunk, batch):
-            w = amap.weights  # (L,H,T,S)
-            T, S = w.shape[-2:]
-            diag = np.arange(T) * (S - 1) / max(T - 1, 1)  # (T,)
-            entropy.append(float(-(w * np.log(np.clip(w, 1e-12, None))).sum(-1).mean()))
-            distance.append(float(np.abs(w.argmax(-1) - diag).mean()))
-            if amap.centers is not None:
-                offsets.append((amap.centers - diag).ravel())  # (L·Hc·T,)
-            if gold is not None:
-                mean = w.mean((0, 1))[:-1, :-1]  # (T-1,S-1) without </s>
-                predicted.append(attention_alignment(mean, amap.src[:-1], amap.tgt[:-1]))
-            if i in keep:
-                maps[i] = amap
+    v = loaded.vocabs
+    for i, amap in each_attention_map(
+        loaded.model, v.src, v.tgt, src_ids, tgt_ids, range(len(src))
+    ):
+        w = amap.weights  # (L,H,T,S)
+        T, S = w.shape[-2:]
+        diag = np.arange(T) * (S - 1) / max(T - 1, 1)  # (T,)
+        entropy.append(float(-(w * np.log(np.clip(w, 1e-12, None))).sum(-1).mean()))
+        distance.append(float(np.abs(w.argmax(-1) - diag).mean()))
+        if amap.centers is not None:
+            offsets.append((amap.centers - diag).ravel())  # (L·Hc·T,)
+        if gold is not None:
+            mean = w.mean((0, 1))[:-1, :-1]  # (T-1,S-1) without </s>
+            predicted.append(attention_alignment(mean, amap.src[:-1], amap.tgt[:-1]))
+        if i in keep:
+            maps[i] = amap
     figures = {"entropy": float(np.mean(entropy)), "peak_distance": float(np.mean(distance))}
     if offsets:
         figures["center_spread"] = float(np.concatenate(offsets).std())

@@ -9,11 +9,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
 from nmt.checkpoint import write_text
 from nmt.compare.runs import RunResult
-from nmt.progress import console
 
 COLUMNS = [  # (header, key, format); a None key is computed in _cells
     ("variant", "variant", "{}"),
@@ -38,22 +38,33 @@ CSV_KEYS = [
 ]  # fmt: skip
 
 
-def format_p(p: float | None) -> str:
-    if p is None:
+def format_p(p: float | None, is_baseline: bool) -> str:
+    if is_baseline:
         return "baseline"
+    if p is None:  # the baseline has no finished run to test against
+        return "–"
     star = " *" if p < 0.05 else ""
     return ("<0.001" if p < 0.001 else f"{p:.3f}") + star
 
 
-def _cells(row: dict[str, Any]) -> list[str]:
+TERMINAL = ("variant", "BLEU", "95% CI", "p", "chrF", "train min", "sent/s", "entropy", "AER")
+
+
+def _spread(mean: float, std: float, seeds: int) -> str:
+    return f"{mean:.2f} ± {std:.2f}" if seeds > 1 else f"{mean:.2f}"
+
+
+def _cells(row: dict[str, Any], only: tuple[str, ...] | None = None) -> list[str]:
     computed = {
-        "BLEU": f"{row['bleu']:.2f} ± {row['bleu_std']:.2f}",
+        "BLEU": _spread(row["bleu"], row["bleu_std"], row["seeds"]),
         "95% CI": f"{row['bleu_ci_low']:.1f}–{row['bleu_ci_high']:.1f}",
-        "p": format_p(row["p_value"]),
-        "chrF": f"{row['chrf']:.2f} ± {row['chrf_std']:.2f}",
+        "p": format_p(row["p_value"], row["is_baseline"]),
+        "chrF": _spread(row["chrf"], row["chrf_std"], row["seeds"]),
     }
     out = []
     for header, key, fmt in COLUMNS:
+        if only is not None and header not in only:
+            continue
         if key is None:
             out.append(computed[header])
         else:
@@ -62,23 +73,29 @@ def _cells(row: dict[str, Any]) -> list[str]:
     return out
 
 
-def _failed_cells(failure: RunResult) -> list[str]:
-    return [failure.variant, f"seed {failure.seed}", f"failed: {failure.error}"] + [""] * (
-        len(COLUMNS) - 3
+def _failed_cells(failure: RunResult, width: int) -> list[str]:
+    return [f"{failure.variant} (seed {failure.seed})", f"failed: {failure.error}"] + [""] * (
+        width - 2
     )
 
 
-def print_tables(rows: list[dict[str, Any]], failures: list[RunResult]) -> None:
-    for split in dict.fromkeys(r["split"] for r in rows):
-        table = Table(title=f"{split} (beam search; BLEU mean ± std over seeds)")
-        for header, _key, _fmt in COLUMNS:
+def print_tables(
+    rows: list[dict[str, Any]], splits: tuple[str, ...], failures: list[RunResult]
+) -> None:
+    """The main columns, on stdout (report.md has them all); 120 columns when piped."""
+    out = Console(highlight=False)
+    if not out.is_terminal:
+        out.width = 120
+    for split in splits:
+        table = Table(title=f"{split}: beam search, mean over seeds; all columns in report.md")
+        for header in TERMINAL:
             table.add_column(header, justify="left" if header == "variant" else "right")
         for row in rows:
             if row["split"] == split:
-                table.add_row(*_cells(row))
+                table.add_row(*_cells(row, TERMINAL))
         for f in failures:
-            table.add_row(*_failed_cells(f), style="red")
-        console.print(table)
+            table.add_row(*_failed_cells(f, len(TERMINAL)), style="red")
+        out.print(table)
 
 
 def markdown_table(rows: list[dict[str, Any]], split: str, failures: list[RunResult]) -> str:
@@ -88,7 +105,7 @@ def markdown_table(rows: list[dict[str, Any]], split: str, failures: list[RunRes
         if row["split"] == split:
             lines.append("| " + " | ".join(_cells(row)) + " |")
     for f in failures:
-        lines.append("| " + " | ".join(_failed_cells(f)) + " |")
+        lines.append("| " + " | ".join(_failed_cells(f, len(COLUMNS))) + " |")
     return "\n".join(lines)
 
 
@@ -111,6 +128,7 @@ def bucket_table(rows: list[dict[str, Any]], split: str) -> str:
 def write_markdown(
     path: Path,
     title: str,
+    splits: tuple[str, ...],
     rows: list[dict[str, Any]],
     failures: list[RunResult],
     baseline: str,
@@ -128,11 +146,11 @@ def write_markdown(
         "of its peak from the diagonal and spread of the predicted centres (in source "
         "pieces), and AER of its argmax word alignments where gold alignments exist."
     )
-    splits = list(dict.fromkeys(r["split"] for r in rows))
     for split in splits:
         parts += ["", f"## {split}", "", markdown_table(rows, split, failures), ""]
-        parts += ["BLEU by source length (words; sentences per bucket):", ""]
-        parts += [bucket_table(rows, split), ""]
+        if any(r["split"] == split for r in rows):
+            parts += ["BLEU by source length (words; sentences per bucket):", ""]
+            parts += [bucket_table(rows, split), ""]
         parts += [f"![BLEU by source length on {split}]({f})" for f in figures.get(split, [])]
     if figures.get("_all"):
         parts += ["", "## Training and attention", ""]

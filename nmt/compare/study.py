@@ -100,8 +100,10 @@ def report(
     baseline = spec.baseline_name
     rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets)
     figures = plot_all(out, runs, rows, splits, spec.heatmaps)
-    print_tables(rows, failures)
-    write_markdown(out / "report.md", title, rows, failures, baseline, spec.bootstrap, figures)
+    print_tables(rows, splits, failures)
+    write_markdown(
+        out / "report.md", title, splits, rows, failures, baseline, spec.bootstrap, figures
+    )
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {
         "baseline": baseline,

@@ -11,6 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.compare.report import write_markdown
+from nmt.compare.runs import RunResult
 from nmt.compare.spec import load_spec
 from tests.conftest import tiny_recipe_dict
 
@@ -65,6 +67,7 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     rows = {r["variant"]: r for r in results["rows"]}
     assert set(rows) == {"global", "local_m"} and not results["failed"]
     assert rows["global"]["p_value"] is None and 0 < rows["local_m"]["p_value"] <= 1
+    assert rows["global"]["is_baseline"] and not rows["local_m"]["is_baseline"]
     for row in rows.values():
         assert row["seeds"] == 2
         assert row["bleu_ci_low"] <= row["bleu"] <= row["bleu_ci_high"] or row["bleu"] == 0
@@ -145,3 +148,10 @@ def test_shipped_specs_load(spec, monkeypatch):
     assert loaded.baseline_name in loaded.variants
     assert {r.cfg.model.attention.kind for r in runs} == {"global", "local_m", "local_p", "hard"}
     assert {r.cfg.train.trainer for r in runs} == {"teacher_forcing", "scheduled_sampling"}
+
+
+def test_report_with_every_run_failed(tmp_path):
+    failure = RunResult("global", 1, tmp_path / "r", "failed", "data.dir: no such file")
+    write_markdown(tmp_path / "report.md", "t", ("test",), [], [failure], "global", 100, {})
+    text = (tmp_path / "report.md").read_text()
+    assert "## test" in text and "failed: data.dir: no such file" in text
