@@ -91,6 +91,17 @@ class Transformer(nn.Module):
         caches advance. With ``need_weights`` each layer's cross-attention is
         kept in ``state.attended``.
         """
+        return self.generator(self.decode_states(tgt_in, state, embeds, need_weights))
+
+    def decode_states(
+        self,
+        tgt_in: Tensor | None,
+        state: DecoderState,
+        embeds: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> Tensor:
+        """As :meth:`decode`, but the final decoder states (B,T,D) before the output
+        projection, for callers that need logits at a few positions only."""
         if embeds is None:
             embeds = self.tgt_embed.tokens(tgt_in)  # (B,T,D)
         T = embeds.size(1)
@@ -106,7 +117,7 @@ class Transformer(nn.Module):
                 state.attended.append(attended)
         if state.caches is not None:
             state.offset += T
-        return self.generator(self.decoder_norm(x))  # (B,T,V)
+        return self.decoder_norm(x)  # (B,T,D)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V)."""

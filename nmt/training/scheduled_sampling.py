@@ -30,15 +30,15 @@ from nmt.training.trainer import TRAINERS, Trainer
 
 
 def prediction_embeddings(logits: Tensor, table: Tensor, cfg: ScheduledSamplingConfig) -> Tensor:
-    """logits (B,T,V), embedding table (V,D) -> embeddings of the predictions (B,T,D)."""
+    """logits (..., V), embedding table (V,D) -> embeddings of the predictions (..., D)."""
     if cfg.mix == "argmax":
         return F.embedding(logits.argmax(-1), table)
     if cfg.mix == "sample":
         probs = torch.softmax(logits.float(), -1)
-        ids = torch.multinomial(probs.flatten(0, 1), 1).view(logits.shape[:-1])
+        ids = torch.multinomial(probs.reshape(-1, probs.size(-1)), 1).view(logits.shape[:-1])
         return F.embedding(ids, table)
     if cfg.mix == "topk":
-        top, ids = logits.topk(cfg.topk, dim=-1)  # (B,T,k)
+        top, ids = logits.topk(cfg.topk, dim=-1)  # (..., k)
         weights = torch.softmax(top.float(), -1).to(table.dtype)  # renormalised over the k best
         return (weights.unsqueeze(-1) * F.embedding(ids, table)).sum(-2)
     if cfg.mix == "softmax":
@@ -81,12 +81,14 @@ class ScheduledSamplingTrainer(Trainer):
         x, replaced = gold, torch.zeros_like(mixable)
         start = time.perf_counter()
         for _ in range(cfg.passes - 1):
+            # Choose the replaced positions first: only their predictions are needed, so
+            # the output projection (V wide, the costliest layer) runs on those rows only.
+            replaced = mixable & (torch.rand(mixable.shape, device=x.device) >= eps)  # (B,T)
             with torch.set_grad_enabled(cfg.first_pass_grad and torch.is_grad_enabled()):
-                logits = model.decode(None, state, embeds=x)  # (B,T,V)
-                pred = prediction_embeddings(logits[:, :-1], table, cfg)  # (B,T-1,D)
-            pred = torch.cat([gold[:, :1], pred], 1)  # (B,T,D), position 0 stays BOS
-            replaced = mixable & (torch.rand(mixable.shape, device=x.device) >= eps)
-            x = torch.where(replaced.unsqueeze(-1), pred.to(gold.dtype), gold)
+                states = model.decode_states(None, state, embeds=x)  # (B,T,D)
+                rows = states[:, :-1][replaced[:, 1:]]  # (N,D): output t-1 predicts input t
+                pred = prediction_embeddings(model.generator(rows), table, cfg)  # (N,D)
+            x = gold.masked_scatter(replaced.unsqueeze(-1), pred.to(gold.dtype))  # (B,T,D)
         self.extra_seconds += time.perf_counter() - start
         logits = model.decode(None, state, embeds=x)
         loss, stats = self.model_loss(logits, batch)

@@ -59,15 +59,16 @@ def make(tiny_config, **ss):
 
 
 def spy_decode(trainer):
+    """Record (input embeddings, logits at every position) of each decoder pass."""
     calls = []
-    original = trainer.model.decode
+    original = trainer.model.decode_states
 
-    def decode(tgt_in, state, embeds=None, need_weights=False):
-        logits = original(tgt_in, state, embeds=embeds, need_weights=need_weights)
-        calls.append((embeds, logits))
-        return logits
+    def decode_states(tgt_in, state, embeds=None, need_weights=False):
+        states = original(tgt_in, state, embeds=embeds, need_weights=need_weights)
+        calls.append((embeds, trainer.model.generator(states)))
+        return states
 
-    trainer.model.decode = decode
+    trainer.model.decode_states = decode_states
     return calls
 
 
