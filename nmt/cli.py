@@ -153,7 +153,7 @@ def attention(
 
 @app.command(
     epilog="Example: nmt compare recipes/compare-toy.yaml  "
-    "(existing runs: nmt compare --runs runs/a runs/b --out runs/a-vs-b)"
+    "(existing runs: nmt compare --runs runs/a --runs runs/b --out runs/a-vs-b)"
 )
 @user_errors
 def compare(
@@ -173,7 +173,7 @@ def compare(
     from nmt.compare import compare_runs, run_study
 
     if (spec is None) == (not runs):
-        raise NmtError("give either a SPEC file or --runs DIR ... (not both)")
+        raise NmtError("give either a SPEC file or --runs DIR (repeated), not both")
     if spec is not None:
         run_study(spec, device=device)
         return
