@@ -17,6 +17,12 @@ from nmt.training.trainer import resolve_device
 from nmt.translate import one_line
 
 
+def read_results(run_dir: Path) -> dict[str, Any]:
+    """``RUN/results.json`` (scores by split), or {} before any evaluation."""
+    path = Path(run_dir) / "results.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def evaluate(
     run_dir: str | Path, splits: list[str] | None = None, device: str = "auto"
 ) -> dict[str, Any]:
@@ -26,8 +32,7 @@ def evaluate(
     dev = resolve_device(device)
     loaded = load_model(run_dir / "best.pt", dev)
     cfg = loaded.cfg
-    results_path = run_dir / "results.json"
-    results = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    results = read_results(run_dir)
     for split in splits or list(cfg.data.test):
         src, refs = load_split(cfg.data, split)
         start = time.perf_counter()
@@ -52,5 +57,5 @@ def evaluate(
             f"{split}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}  "
             f"(beam {cfg.decode.beam}, {entry['sentences_per_s']:.1f} sent/s)"
         )
-    write_text(results_path, json.dumps(results, indent=2) + "\n")
+    write_text(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
     return results

@@ -20,9 +20,14 @@ def bucket_labels(edges: tuple[int, ...]) -> list[str]:
     return [f"{lo}-{hi}" for lo, hi in zip(lows, edges)] + [f"{lows[-1]}+"]
 
 
+def bucket_index(src_words: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
+    """(N,) source lengths in words -> (N,) bucket of each (0 .. len(edges))."""
+    return np.searchsorted(np.array(edges), src_words, side="left")
+
+
 def bucket_bleu(stats: np.ndarray, src_words: np.ndarray, edges: tuple[int, ...]) -> list[float]:
     """Corpus BLEU of the sentences in each source-length bucket (NaN where empty)."""
-    which = np.searchsorted(np.array(edges), src_words, side="left")  # (N,) bucket index
+    which = bucket_index(src_words, edges)  # (N,)
     out = []
     for b in range(len(edges) + 1):
         rows = stats[which == b]
@@ -85,10 +90,7 @@ def summarise(
             per_bucket = np.array(
                 [bucket_bleu(p.stats, p.src_words, edges) for p in parts]
             )  # (seeds, buckets)
-            counts = np.bincount(
-                np.searchsorted(np.array(edges), parts[0].src_words, side="left"),
-                minlength=len(edges) + 1,
-            )
+            counts = np.bincount(bucket_index(parts[0].src_words, edges), minlength=len(edges) + 1)
             row["length_buckets"] = {
                 label: {"sentences": int(n), "bleu": float(np.mean(col))}
                 for label, n, col in zip(bucket_labels(edges), counts, per_bucket.T)

@@ -16,6 +16,7 @@ from nmt.data.corpus import read_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding import encode_source
 from nmt.errors import NmtError
+from nmt.evaluate import read_results
 from nmt.metrics import sentence_stats
 from nmt.model.load import Loaded, load_model
 from nmt.training import SUMMARY
@@ -128,7 +129,7 @@ def analyse_run(
     """Everything the report needs from one evaluated run."""
     loaded = load_model(run_dir / "best.pt", device)
     cfg = loaded.cfg
-    results = json.loads((run_dir / "results.json").read_text())
+    results = read_results(run_dir)
     train, curve = training_figures(run_dir)
     out = {}
     for n, split in enumerate(splits):

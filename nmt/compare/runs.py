@@ -3,18 +3,16 @@ what was interrupted, train the rest; a failing run is recorded, not fatal."""
 
 from __future__ import annotations
 
-import json
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from nmt.checkpoint import write_text
 from nmt.compare.spec import PlannedRun
 from nmt.errors import NmtError
-from nmt.evaluate import evaluate
+from nmt.evaluate import evaluate, read_results
 from nmt.progress import console
 from nmt.training import SUMMARY, Interrupted, train
 
@@ -51,7 +49,7 @@ def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult
             run.run_dir.mkdir(parents=True, exist_ok=True)
             write_text(run.run_dir / REQUESTED, yaml.safe_dump(run.recipe, sort_keys=False))
             train(run.cfg, device=device, resume=resume)
-        done = results(run.run_dir)
+        done = read_results(run.run_dir)
         missing = [s for s in splits if s not in done]
         if missing:
             evaluate(run.run_dir, missing, device=device)
@@ -69,8 +67,3 @@ def failed(run: RunResult, error: Exception) -> RunResult:
         write_text(run.run_dir / "error.log", traceback.format_exc())
     console.print(f"[red]{run.variant} seed {run.seed} failed:[/red] {message}")
     return RunResult(run.variant, run.seed, run.run_dir, "failed", message)
-
-
-def results(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "results.json"
-    return json.loads(path.read_text()) if path.is_file() else {}

@@ -12,11 +12,11 @@ from nmt.compare.aggregate import summarise
 from nmt.compare.analysis import RunAnalysis, analyse_run
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
-from nmt.compare.runs import RunResult, bring_up, check_reusable, failed, results
+from nmt.compare.runs import RunResult, bring_up, check_reusable, failed
 from nmt.compare.spec import CompareSpec, load_spec
 from nmt.config import read_yaml
 from nmt.errors import NmtError
-from nmt.evaluate import evaluate
+from nmt.evaluate import evaluate, read_results
 from nmt.progress import console
 from nmt.training.trainer import resolve_device
 
@@ -68,7 +68,7 @@ def compare_runs(
     for name, d in zip(names, run_dirs):
         seed = int(read_yaml(d / "recipe.yaml")["train"]["seed"])
         try:
-            missing = [s for s in splits if s not in results(d)]
+            missing = [s for s in splits if s not in read_results(d)]
             if missing:
                 evaluate(d, missing, device=device)
             outcomes.append(RunResult(name, seed, d, "reused"))
