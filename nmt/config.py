@@ -172,6 +172,8 @@ class AttentionConfig:
     """
 
     kind: str = "global"
+    # bidaf: fuse [h; c; h∘c; h∘c̃] after the cross-attention (nmt.attention.fusion)
+    fusion: Literal["none", "bidaf"] = "none"
 
     @classmethod
     def from_recipe(cls, data: Any, path: str) -> AttentionConfig:
@@ -193,6 +195,40 @@ def _default_attention() -> AttentionConfig:
 
 
 @dataclass(frozen=True)
+class EncoderConfig:
+    """The encoder's block: ``transformer`` (self-attention, FFN) or ``qanet`` (Yu et
+    al. 2018: depthwise-separable convolutions, self-attention, FFN)."""
+
+    block: Literal["transformer", "qanet"] = "transformer"
+    convs: int = 2  # qanet: convolutions per block (QANet: 4 embedding, 2 model encoder)
+    kernel: int = 7  # qanet: convolution width, odd (QANet: 7)
+    # qanet: stochastic depth; the deepest sub-layer survives with this probability,
+    # shallower ones linearly more often (QANet: 0.9); 1 = off
+    survival: float = 1.0
+
+    def __post_init__(self) -> None:
+        check(self.convs >= 0, "convs", "must be non-negative")
+        check(self.kernel >= 1 and self.kernel % 2 == 1, "kernel", "must be odd and positive")
+        check(0 < self.survival <= 1, "survival", "must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """``standard`` (one causal stream) or ``two_stream`` (XLNet, Yang et al. 2019)."""
+
+    kind: Literal["standard", "two_stream"] = "standard"
+    # two_stream: the factorisation order in training; decoding is always left to right
+    order: Literal["left_to_right", "random"] = "left_to_right"
+
+    def __post_init__(self) -> None:
+        check(
+            self.order == "left_to_right" or self.kind == "two_stream",
+            "order",
+            "a random order needs model.decoder.kind two_stream",
+        )
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """Pre-norm Transformer encoder-decoder (Vaswani et al. 2017)."""
 
@@ -211,6 +247,8 @@ class ModelConfig:
     tie_embeddings: bool = True  # decoder input embeddings = output projection
     max_positions: int = 1024
     attention: AttentionConfig = field(default_factory=_default_attention)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    decoder: DecoderConfig = field(default_factory=DecoderConfig)
 
     def __post_init__(self) -> None:
         for name in ("d_model", "heads", "ffn", "encoder_layers", "decoder_layers"):
@@ -222,6 +260,13 @@ class ModelConfig:
         e = self.embed_dropout
         check(e is None or 0.0 <= e < 1.0, "embed_dropout", "must be in [0, 1) or null")
         check(self.max_positions >= 8, "max_positions", "must be at least 8")
+        check(
+            self.decoder.order == "left_to_right"
+            or getattr(self.attention, "estimator", None) != "reinforce",
+            "decoder.order",
+            "REINFORCE's reward to go assumes a left-to-right order; "
+            "use estimator gumbel or straight_through with a random order",
+        )
 
 
 @dataclass(frozen=True)

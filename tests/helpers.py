@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from nmt.config import AttentionConfig, ModelConfig, from_dict
@@ -15,7 +17,11 @@ def attention_config(kind: str, **options) -> AttentionConfig:
     return AttentionConfig.from_recipe({"kind": kind, **options}, "model.attention")
 
 
-def tiny_model(kind: str = "global", dropout: float = 0.0, **options) -> Transformer:
+def tiny_model(
+    kind: str = "global", dropout: float = 0.0, model: dict | None = None, **options
+) -> Transformer:
+    """A small model; ``model`` overrides ModelConfig keys (e.g. ``encoder``),
+    ``options`` are the cross-attention's."""
     cfg = from_dict(
         ModelConfig,
         {
@@ -26,9 +32,10 @@ def tiny_model(kind: str = "global", dropout: float = 0.0, **options) -> Transfo
             "decoder_layers": 2,
             "dropout": dropout,
             "max_positions": 512,
+            **(model or {}),
         },
     )
-    cfg = ModelConfig(**{**cfg.__dict__, "attention": attention_config(kind, **options)})
+    cfg = dataclasses.replace(cfg, attention=attention_config(kind, **options))
     return Transformer(cfg, VOCAB, VOCAB, PAD, share_embeddings=True)
 
 

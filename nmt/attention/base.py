@@ -22,7 +22,7 @@ from nmt.registry import Registry
 ATTENTION: Registry[type[CrossAttention]] = Registry("attention kind")
 SCORES: Registry[type[Score]] = Registry("attention score")
 
-ScoreName = Literal["dot", "general", "concat"]
+ScoreName = Literal["dot", "general", "concat", "trilinear"]
 
 
 class Memory(NamedTuple):
@@ -115,6 +115,30 @@ class ConcatScore(Score):
         k = torch.einsum("bh...d,hde->bh...e", k, self.w_k)  # (B,H,*,S,Dh)
         energy = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (B,H,*,T,S,Dh)
         return torch.einsum("bh...d,hd->bh...", energy, self.v)  # (B,H,*,T,S)
+
+
+@SCORES.register("trilinear")
+class TrilinearScore(Score):
+    """BiDAF's trilinear similarity (Seo et al. 2017, sec. 2.4, eq. 1) per head:
+    s(q, k) = w_qᵀq + w_kᵀk + w_mᵀ(q ∘ k).
+
+    The w_qᵀq term is the same for every source position of a query, so it cancels
+    in the softmax over positions (and in hard attention's argmax and samples): it
+    is dropped, and with it a parameter that could never learn. w_m starts at
+    1/sqrt(Dh) and w_k at zero, so the score starts as the scaled dot product.
+    """
+
+    def __init__(self, heads: int, head_dim: int) -> None:
+        super().__init__(heads, head_dim)
+        self.w_k = nn.Parameter(torch.zeros(heads, head_dim))
+        self.w_m = nn.Parameter(torch.full((heads, head_dim), self.scale))
+
+    def forward(self, q: Tensor, k: Tensor) -> Tensor:
+        extra = (1,) * (q.dim() - 4)  # the optional * dims
+        w_m = self.w_m.view(1, self.w_m.size(0), *extra, 1, -1)  # (1,H,*,1,Dh)
+        w_k = self.w_k.view(1, self.w_k.size(0), *extra, -1, 1)  # (1,H,*,Dh,1)
+        key_term = (k @ w_k).transpose(-1, -2)  # (B,H,*,1,S)
+        return (q * w_m) @ k.transpose(-1, -2) + key_term  # (B,H,*,T,S)
 
 
 # --------------------------------------------------------------- the contract

@@ -73,8 +73,10 @@ class HardAttention(CrossAttention):
         super().__init__(cfg, d_model, heads, dropout)
         self.register_buffer("baseline", torch.zeros(()))  # per-token reward average
         self.register_buffer("updates", torch.zeros((), dtype=torch.long))
-        self._log_prob: Tensor | None = None  # (B,H,T) log α(ŝ), REINFORCE bookkeeping
-        self._entropy: Tensor | None = None  # (B,H,T)
+        # REINFORCE bookkeeping, one entry per forward with gradients since the last
+        # extra_loss (a two-stream decoder calls each layer twice): log α(ŝ), H(α)
+        self._log_prob: list[Tensor] = []  # (B,H,T) each
+        self._entropy: list[Tensor] = []  # (B,H,T) each
         self.stats: dict[str, float] = {}
 
     def temperature(self) -> float:
@@ -115,24 +117,30 @@ class HardAttention(CrossAttention):
     def _reinforce(self, alpha: Tensor, sample: Tensor, one_hot: Tensor) -> Tensor:
         log_alpha = torch.log(alpha.clamp(min=1e-30))
         log_prob = log_alpha.gather(-1, sample.unsqueeze(-1)).squeeze(-1)  # (B,H,T)
-        self._entropy = -(alpha * log_alpha).sum(-1)  # (B,H,T)
+        entropy = -(alpha * log_alpha).sum(-1)  # (B,H,T)
+        weights = one_hot
         if self.cfg.expected_prob > 0:
             soft = torch.rand(sample.shape, device=sample.device) < self.cfg.expected_prob
-            self._log_prob = log_prob * ~soft  # soft contexts get exact gradients instead
-            return torch.where(soft.unsqueeze(-1), alpha, one_hot)
-        self._log_prob = log_prob
-        return one_hot
+            log_prob = log_prob * ~soft  # soft contexts get exact gradients instead
+            weights = torch.where(soft.unsqueeze(-1), alpha, one_hot)
+        if torch.is_grad_enabled():  # a no-grad pass (scheduled sampling's first) trains nothing
+            self._log_prob.append(log_prob)
+            self._entropy.append(entropy)
+        return weights
 
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
-        """REINFORCE surrogate for the last training forward.
+        """REINFORCE surrogate for the training forwards since the last call.
 
         reward (B,T): detached log-likelihood of each target token (0 at padding);
         tgt_mask (B,T): real target positions. Returns a summed loss.
         """
-        if self._log_prob is None:
+        if not self._log_prob:
             return None
-        log_prob, entropy = self._log_prob, self._entropy  # (B,H,T) each
-        self._log_prob = self._entropy = None
+        # Every recorded choice for position t shapes tokens t, t+1, … only: the
+        # same reward to go applies to each; their log-probs add up.
+        log_prob = torch.stack(self._log_prob).sum(0)  # (B,H,T)
+        entropy = torch.stack(self._entropy).mean(0)  # (B,H,T)
+        self._log_prob, self._entropy = [], []
         m = tgt_mask.to(reward.dtype)  # (B,T)
         per_token = (reward * m).sum() / m.sum().clamp(min=1)
         if self.baseline == 0:  # first update: start the average at the first reward

@@ -9,7 +9,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention import ATTENTION, Attended, Memory
+from nmt.attention.fusion import BiDAFFusion
 from nmt.config import ModelConfig
+from nmt.registry import Registry
+
+ENCODER_BLOCKS: Registry[type[nn.Module]] = Registry("encoder block")
 
 
 def sinusoids(length: int, dim: int) -> Tensor:
@@ -57,6 +61,34 @@ class SelfAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = dropout
 
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B,L,D) -> per-head queries, keys, values, each (B,H,L,Dh)."""
+        B, L, D = x.shape
+        q, k, v = self.qkv(x).view(B, L, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        return q, k, v
+
+    def query(self, x: Tensor) -> Tensor:
+        """Queries only (the first D rows of ``qkv``): x (B,L,D) -> (B,H,L,Dh)."""
+        B, L, D = x.shape
+        q = F.linear(x, self.qkv.weight[:D], self.qkv.bias[:D])  # (B,L,D)
+        return q.view(B, L, self.heads, D // self.heads).transpose(1, 2)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False
+    ) -> Tensor:
+        """q (B,H,L,Dh) against k, v (B,H,t,Dh); ``mask`` an additive bias or boolean
+        (True = attend) broadcastable to (B,H,L,t) -> (B,L,D)."""
+        ctx = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            is_causal=causal,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B,H,L,Dh)
+        B, H, L, Dh = ctx.shape
+        return self.out_proj(ctx.transpose(1, 2).reshape(B, L, H * Dh))
+
     def forward(
         self,
         x: Tensor,
@@ -64,25 +96,21 @@ class SelfAttention(nn.Module):
         causal: bool = False,
         cache: dict[str, Tensor] | None = None,
     ) -> Tensor:
-        B, L, D = x.shape
-        H = self.heads
-        q, k, v = self.qkv(x).view(B, L, 3, H, D // H).permute(2, 0, 3, 1, 4)  # 3 x (B,H,L,Dh)
+        q, k, v = self.project(x)  # 3 x (B,H,L,Dh)
         if cache is not None:
-            if "key" in cache:
-                k = torch.cat([cache["key"], k], dim=2)  # (B,H,t,Dh)
-                v = torch.cat([cache["value"], v], dim=2)
-            cache["key"], cache["value"] = k, v
+            k, v = extend_cache(cache, k, v)
             # Queries are the newest positions: they may see every cached key.
-            causal = causal and L > 1
-        ctx = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=bias,
-            is_causal=causal,
-            dropout_p=self.dropout if self.training else 0.0,
-        )  # (B,H,L,Dh)
-        return self.out_proj(ctx.transpose(1, 2).reshape(B, L, D))
+            causal = causal and x.size(1) > 1
+        return self.attend(q, k, v, bias, causal)
+
+
+def extend_cache(cache: dict[str, Tensor], k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """Append this step's keys/values (B,H,L,Dh) to the cache; return all of them."""
+    if "key" in cache:
+        k = torch.cat([cache["key"], k], dim=2)  # (B,H,t,Dh)
+        v = torch.cat([cache["value"], v], dim=2)
+    cache["key"], cache["value"] = k, v
+    return k, v
 
 
 class FeedForward(nn.Sequential):
@@ -92,10 +120,11 @@ class FeedForward(nn.Sequential):
         )
 
 
+@ENCODER_BLOCKS.register("transformer")
 class EncoderLayer(nn.Module):
     """Pre-norm: x + drop(SelfAttn(LN(x))); x + drop(FFN(LN(x)))."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, index: int) -> None:
         super().__init__()
         self.self_norm = nn.LayerNorm(cfg.d_model)
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
@@ -103,13 +132,15 @@ class EncoderLayer(nn.Module):
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, bias: Tensor) -> Tensor:
+    def forward(self, x: Tensor, bias: Tensor, keep: Tensor) -> Tensor:
+        """x (B,S,D), bias (B,1,1,S) additive key mask, keep (B,S,1) True = real."""
         x = x + self.dropout(self.self_attn(self.self_norm(x), bias=bias))
         return x + self.dropout(self.ffn(self.ffn_norm(x)))
 
 
 class DecoderLayer(nn.Module):
-    """Pre-norm: causal self-attention, then the recipe's cross-attention, then FFN."""
+    """Pre-norm: causal self-attention, then the recipe's cross-attention (optionally
+    fused, BiDAF-style), then FFN."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -119,6 +150,7 @@ class DecoderLayer(nn.Module):
         self.cross_attn = ATTENTION.get(cfg.attention.kind)(
             cfg.attention, cfg.d_model, cfg.heads, cfg.dropout
         )
+        self.fusion = BiDAFFusion(cfg.d_model) if cfg.attention.fusion == "bidaf" else None
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -133,6 +165,25 @@ class DecoderLayer(nn.Module):
         need_weights: bool = False,
     ) -> tuple[Tensor, Attended]:
         x = x + self.dropout(self.self_attn(self.self_norm(x), causal=True, cache=cache))
-        attended = self.cross_attn(self.cross_norm(x), memory, src_mask, positions, need_weights)
-        x = x + self.dropout(attended.context)
+        return self.cross(x, memory, src_mask, positions, need_weights, cache=cache)
+
+    def cross(
+        self,
+        x: Tensor,
+        memory: Memory,
+        src_mask: Tensor,
+        positions: Tensor,
+        need_weights: bool = False,
+        see: Tensor | None = None,
+        cache: dict[str, Tensor] | None = None,
+        prefix: str = "",
+    ) -> tuple[Tensor, Attended]:
+        """The cross-attention and feed-forward sub-layers: x (B,T,D) -> (B,T,D).
+        ``see``, ``cache`` and ``prefix`` are the fusion's (see BiDAFFusion)."""
+        h = self.cross_norm(x)
+        attended = self.cross_attn(h, memory, src_mask, positions, need_weights)
+        out = attended.context
+        if self.fusion is not None:
+            out = self.fusion(h, out, self.cross_attn, memory, src_mask, see, cache, prefix)
+        x = x + self.dropout(out)
         return x + self.dropout(self.ffn(self.ffn_norm(x))), attended

@@ -1,37 +1,19 @@
-"""The encoder-decoder: ``encode``, ``start``, ``decode`` and ``forward``."""
+"""The encoder-decoder: ``encode``, ``start``, ``decode`` and ``forward``.
+
+The encoder's block (``model.encoder.block``) and the decoder stack
+(``model.decoder.kind``) come from registries: ``ENCODER_BLOCKS`` (transformer,
+qanet) and ``DECODERS`` (standard, two_stream).
+"""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
-from nmt.attention import Attended, Memory
 from nmt.attention.base import key_bias
 from nmt.config import ModelConfig
-from nmt.model.layers import DecoderLayer, Embedding, EncoderLayer
-
-
-@dataclass
-class DecoderState:
-    """Everything the decoder needs besides the target prefix; reorderable for beams."""
-
-    memories: list[Memory]  # per decoder layer: projected encoder keys/values
-    src_mask: Tensor  # (B,1,S)
-    caches: list[dict[str, Tensor]] | None = None  # per layer self-attention K/V
-    offset: int = 0  # target positions already decoded (incremental mode)
-    attended: list[Attended] = field(default_factory=list)  # last step, if weights asked
-
-    def select(self, index: Tensor) -> DecoderState:
-        """Keep batch rows ``index`` (B',) — for beam search and finished sentences."""
-        memories = [Memory(m.key[index], m.value[index], m.lengths[index]) for m in self.memories]
-        caches = (
-            None
-            if self.caches is None
-            else [{k: v[index] for k, v in c.items()} for c in self.caches]
-        )
-        return DecoderState(memories, self.src_mask[index], caches, self.offset)
+from nmt.model.decoder import DECODERS, DecoderState
+from nmt.model.layers import ENCODER_BLOCKS, Embedding
 
 
 class Transformer(nn.Module):
@@ -52,9 +34,10 @@ class Transformer(nn.Module):
             if share_embeddings
             else Embedding(src_vocab, d, pad, cfg.max_positions, drop, cfg.embed_init)
         )
-        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        block = ENCODER_BLOCKS.get(cfg.encoder.block)
+        self.encoder = nn.ModuleList(block(cfg, i) for i in range(cfg.encoder_layers))
         self.encoder_norm = nn.LayerNorm(d)
-        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.decoder = DECODERS.get(cfg.decoder.kind)(cfg)
         self.decoder_norm = nn.LayerNorm(d)
         self.generator = nn.Linear(d, tgt_vocab, bias=False)
         for name, p in self.named_parameters():
@@ -67,9 +50,10 @@ class Transformer(nn.Module):
         """src (B,S) -> memory (B,S,D), src_mask (B,1,S) (True = real token)."""
         src_mask = (src != self.pad).unsqueeze(1)  # (B,1,S)
         bias = key_bias(src_mask.unsqueeze(1), self.tgt_embed.positions.dtype)  # (B,1,1,S)
+        keep = src_mask.transpose(1, 2)  # (B,S,1)
         x = self.src_embed(self.src_embed.tokens(src))
         for layer in self.encoder:
-            x = layer(x, bias)
+            x = layer(x, bias, keep)
         return self.encoder_norm(x), src_mask
 
     def start(self, memory: Tensor, src_mask: Tensor, incremental: bool = False) -> DecoderState:
@@ -104,19 +88,10 @@ class Transformer(nn.Module):
         projection, for callers that need logits at a few positions only."""
         if embeds is None:
             embeds = self.tgt_embed.tokens(tgt_in)  # (B,T,D)
-        T = embeds.size(1)
-        positions = torch.arange(state.offset, state.offset + T, device=embeds.device)  # (T,)
-        x = self.tgt_embed(embeds, offset=state.offset)
         state.attended = []
-        for i, layer in enumerate(self.decoder):
-            cache = state.caches[i] if state.caches is not None else None
-            x, attended = layer(
-                x, state.memories[i], state.src_mask, positions, cache, need_weights
-            )
-            if need_weights:
-                state.attended.append(attended)
+        x = self.decoder(embeds, self.tgt_embed, state, need_weights)  # (B,T,D)
         if state.caches is not None:
-            state.offset += T
+            state.offset += embeds.size(1)
         return self.decoder_norm(x)  # (B,T,D)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:

@@ -122,10 +122,19 @@ def test_each_mix_and_three_passes(tiny_config, mix):
     assert len(calls) == 3 and torch.isfinite(loss) and 0 < stats["ss_replaced"] < 1
 
 
-@pytest.mark.parametrize("kind", ATTENTION.names())
-def test_works_with_every_attention_variant(tiny_config, kind):
+@pytest.mark.parametrize(
+    "model",
+    [{"attention": {"kind": kind}} for kind in ATTENTION.names()]
+    + [
+        {
+            "decoder": {"kind": "two_stream", "order": "random"},
+            "attention": {"kind": "hard", "estimator": "gumbel", "fusion": "bidaf"},
+        }
+    ],
+)
+def test_works_with_every_attention_variant(tiny_config, model):
     cfg = tiny_config(
-        model={"attention": {"kind": kind}},
+        model=model,
         train={
             "trainer": "scheduled_sampling",
             "max_steps": 3,

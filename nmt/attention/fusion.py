@@ -1,0 +1,67 @@
+"""Attention-flow fusion of the cross-attention output (BiDAF, Seo et al. 2017).
+
+BiDAF (sec. 2.4, eq. 2-4) lets a reading-comprehension model look both ways:
+context-to-query attention (here: the decoder's cross-attention context c_t)
+and query-to-context attention, a summary of the context words that match the
+query best, h̃ = Σ_t b_t h_t with b = softmax_t(max_s S_ts). It then fuses
+G_t = [h_t; c_t; h_t ∘ c_t; h_t ∘ h̃] (eq. 4; β of eq. 2).
+
+Carried over to a decoder, the "context words" are target positions, and a
+summary over all of them would read the future. Here it is causal: at target
+position t, c̃_t = Σ_{t' ≤ t} b_{t,t'} h_t' with b_{t,·} = softmax over t' ≤ t
+(or over what the factorisation order lets t see, for the two-stream decoder)
+of m_t' = max_s score(h_t', k_s), the layer's own cross-attention score maxed
+over real source positions, per head. A linear layer maps the 4·D fusion back
+to D. Cost: one extra T × S score matrix per layer (whatever the variant
+attends to) and a T × T softmax.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from nmt.attention.base import CrossAttention, Memory, masked_softmax
+
+
+class BiDAFFusion(nn.Module):
+    """[h; c; h∘c; h∘c̃] -> Linear -> D; see the module docstring."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4 * d_model, d_model)
+
+    def forward(
+        self,
+        h: Tensor,
+        context: Tensor,
+        attn: CrossAttention,
+        memory: Memory,
+        src_mask: Tensor,
+        see: Tensor | None = None,
+        cache: dict[str, Tensor] | None = None,
+        prefix: str = "",
+    ) -> Tensor:
+        """h (B,T,D) the normed decoder states (the cross-attention's queries),
+        context (B,T,D) the cross-attention output, src_mask (B,1,S);
+        ``see`` (B,T,T) which positions each may summarise (None = causal);
+        ``cache`` keeps m and h of earlier positions for incremental decoding."""
+        # 1) m_t = max over real source positions of the score, per head
+        q = attn.split(attn.q_proj(h))  # (B,H,T,Dh)
+        scores = attn.score(q, memory.key)  # (B,H,T,S)
+        mask = src_mask.unsqueeze(1)  # (B,1,1,S)
+        m = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).amax(-1)  # (B,H,T)
+        states = attn.split(h)  # (B,H,T,Dh)
+        if cache is not None:
+            if prefix + "fusion_m" in cache:
+                m = torch.cat([cache[prefix + "fusion_m"], m], -1)  # (B,H,t)
+                states = torch.cat([cache[prefix + "fusion_h"], states], 2)  # (B,H,t,Dh)
+            cache[prefix + "fusion_m"], cache[prefix + "fusion_h"] = m, states
+        # 2) b_t = softmax of m over the positions t may see, c̃_t = Σ b_t,t' h_t'
+        T, t = h.size(1), m.size(-1)
+        if see is None:  # causal; the T queries are the last T of the t positions
+            rows = torch.arange(t - T, t, device=h.device).unsqueeze(1)  # (T,1)
+            see = torch.arange(t, device=h.device) <= rows  # (T,t)
+        b = masked_softmax(m.unsqueeze(-2), see.unsqueeze(-3))  # (B,H,T,t)
+        summary = attn.merge(b @ states)  # (B,T,D)
+        return self.proj(torch.cat([h, context, h * context, h * summary], -1))

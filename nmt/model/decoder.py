@@ -1,0 +1,77 @@
+"""Decoder stacks (``model.decoder.kind``) and the state they carry between steps.
+
+A stack is an ``nn.ModuleList`` of :class:`DecoderLayer` (so parameter names
+stay ``decoder.N.…`` for every kind) whose ``forward`` maps raw target token
+embeddings to final states. Kinds register in ``DECODERS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from nmt.attention import Attended, Memory
+from nmt.config import ModelConfig
+from nmt.model.layers import DecoderLayer, Embedding
+from nmt.registry import Registry
+
+DECODERS: Registry[type[DecoderStack]] = Registry("decoder kind")
+
+
+@dataclass
+class DecoderState:
+    """Everything the decoder needs besides the target prefix; reorderable for beams."""
+
+    memories: list[Memory]  # per decoder layer: projected encoder keys/values
+    src_mask: Tensor  # (B,1,S)
+    caches: list[dict[str, Tensor]] | None = None  # per layer: K/V and fusion caches
+    offset: int = 0  # target positions already decoded (incremental mode)
+    attended: list[Attended] = field(default_factory=list)  # last step, if weights asked
+
+    def select(self, index: Tensor) -> DecoderState:
+        """Keep batch rows ``index`` (B',) — for beam search and finished sentences."""
+        memories = [Memory(m.key[index], m.value[index], m.lengths[index]) for m in self.memories]
+        caches = (
+            None
+            if self.caches is None
+            else [{k: v[index] for k, v in c.items()} for c in self.caches]
+        )
+        return DecoderState(memories, self.src_mask[index], caches, self.offset)
+
+
+class DecoderStack(nn.ModuleList):
+    """Layers plus how a target sequence flows through them."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.cfg = cfg
+
+    def forward(
+        self, embeds: Tensor, embedding: Embedding, state: DecoderState, need_weights: bool
+    ) -> Tensor:
+        """Raw token embeddings (B,T,D) of the target inputs -> states (B,T,D) before
+        the final norm; appends each layer's cross-attention to ``state.attended``
+        when ``need_weights``. Does not advance ``state.offset``."""
+        raise NotImplementedError
+
+
+@DECODERS.register("standard")
+class StandardDecoder(DecoderStack):
+    """One causal stream: position t reads target inputs ≤ t (Vaswani et al. 2017)."""
+
+    def forward(
+        self, embeds: Tensor, embedding: Embedding, state: DecoderState, need_weights: bool
+    ) -> Tensor:
+        T = embeds.size(1)
+        positions = torch.arange(state.offset, state.offset + T, device=embeds.device)  # (T,)
+        x = embedding(embeds, offset=state.offset)  # (B,T,D)
+        for i, layer in enumerate(self):
+            cache = state.caches[i] if state.caches is not None else None
+            x, attended = layer(
+                x, state.memories[i], state.src_mask, positions, cache, need_weights
+            )
+            if need_weights:
+                state.attended.append(attended)
+        return x

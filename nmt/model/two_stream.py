@@ -1,0 +1,86 @@
+"""XLNet's two-stream self-attention as a translation decoder (Yang et al. 2019, sec. 2.3).
+
+Two streams share every weight of every layer:
+
+- the **content stream** h is today's decoder: position p holds target input
+  p (BOS, y_1, y_2, …) and attends to the content of positions no later than p
+  in the factorisation order, itself included (the paper's content mask);
+- the **query stream** g makes the predictions. Query j predicts the target
+  token at position j + 1: it starts from a learned vector plus the position
+  encoding of j + 1 — where, not what — and attends to the content of
+  positions strictly before j + 1 in the order (the query mask), never to the
+  token it predicts.
+
+``order: left_to_right`` is the usual order, and then both masks are causal.
+``order: random`` draws a factorisation order per sentence at every training
+step (BOS always first; the end-of-sentence position, which has no content
+slot, always last); validation and decoding stay left to right. The content
+stream's last layer is not computed: no query reads it (its keys and values,
+from that layer's input, are).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from nmt.config import ModelConfig
+from nmt.model.decoder import DECODERS, DecoderStack, DecoderState
+from nmt.model.layers import Embedding, extend_cache
+
+
+def random_order(B: int, T: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Ranks in a random factorisation order: content positions (B,T) and queries
+    (B,T), where query j predicts position j + 1 (rank T: after every content slot)."""
+    rank = torch.rand(B, T, device=device).argsort(-1).argsort(-1)  # (B,T) a permutation
+    rank[:, 0] = -1  # BOS first
+    after = torch.full((B, 1), T, dtype=rank.dtype, device=device)
+    return rank, torch.cat([rank[:, 1:], after], 1)
+
+
+@DECODERS.register("two_stream")
+class TwoStreamDecoder(DecoderStack):
+    """See the module docstring."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        self.query_init = nn.Parameter(torch.randn(cfg.d_model) * cfg.d_model**-0.5)  # w
+
+    def forward(
+        self, embeds: Tensor, embedding: Embedding, state: DecoderState, need_weights: bool
+    ) -> Tensor:
+        B, T, _ = embeds.shape
+        off, device = state.offset, embeds.device
+        positions = torch.arange(off, off + T, device=device)  # (T,) decoding steps
+        h = embedding(embeds, offset=off)  # (B,T,D) content
+        g = embedding(self.query_init.expand(B, T, -1), offset=off + 1)  # (B,T,D) query
+        # 1) the masks: True = may attend; None = plainly causal (fusion)
+        content_see = query_see = fused_see = None
+        if self.training and self.cfg.decoder.order == "random" and state.caches is None:
+            rank, qrank = random_order(B, T, device)
+            content_see = rank.unsqueeze(1) <= rank.unsqueeze(2)  # (B,T,T) [p, p']
+            query_see = rank.unsqueeze(1) < qrank.unsqueeze(2)  # (B,T,T) [j, p]
+            fused_see = qrank.unsqueeze(1) <= qrank.unsqueeze(2)  # (B,T,T) [j, j']
+            attn_content, attn_query = content_see.unsqueeze(1), query_see.unsqueeze(1)
+        else:  # left to right: query j and content j both see content ≤ j
+            rows = torch.arange(off, off + T, device=device).unsqueeze(1)  # (T,1)
+            attn_content = attn_query = torch.arange(off + T, device=device) <= rows  # (T,t)
+        # 2) the layers
+        last = len(self) - 1
+        for i, layer in enumerate(self):
+            cache = state.caches[i] if state.caches is not None else None
+            memory = state.memories[i]
+            q_h, k, v = layer.self_attn.project(layer.self_norm(h))  # 3 x (B,H,T,Dh)
+            if cache is not None:
+                k, v = extend_cache(cache, k, v)  # (B,H,t,Dh)
+            q_g = layer.self_attn.query(layer.self_norm(g))  # (B,H,T,Dh)
+            g = g + layer.dropout(layer.self_attn.attend(q_g, k, v, attn_query))
+            g, attended = layer.cross(
+                g, memory, state.src_mask, positions, need_weights, fused_see, cache, "query_"
+            )
+            if need_weights:
+                state.attended.append(attended)
+            if i < last:
+                h = h + layer.dropout(layer.self_attn.attend(q_h, k, v, attn_content))
+                h, _ = layer.cross(h, memory, state.src_mask, positions, False, content_see, cache)
+        return g

@@ -1,0 +1,271 @@
+"""Trilinear scores, BiDAF fusion, QANet encoder blocks and the two-stream decoder."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+import torch
+
+from nmt.attention import ATTENTION
+from nmt.attention.base import SCORES, DotScore, TrilinearScore
+from nmt.config import ConfigError, DecoderConfig, EncoderConfig, ModelConfig, from_dict
+from nmt.data.vocab import BOS
+from nmt.model import two_stream
+from nmt.model.decoder import DECODERS
+from nmt.model.layers import ENCODER_BLOCKS
+from nmt.model.qanet import QANetBlock
+from tests.helpers import VOCAB, random_batch, tiny_model
+
+QANET = {"encoder": {"block": "qanet", "kernel": 3, "convs": 2}}
+TWO_STREAM = {"decoder": {"kind": "two_stream"}}
+RANDOM_ORDER = {"decoder": {"kind": "two_stream", "order": "random"}}
+# (model overrides, attention options): each new option alone and combined
+ARCHITECTURES = {
+    "trilinear": ({}, {"score": "trilinear"}),
+    "bidaf": ({}, {"fusion": "bidaf"}),
+    "qanet": (QANET, {}),
+    "two_stream": (TWO_STREAM, {}),
+    "two_stream+bidaf": (TWO_STREAM, {"fusion": "bidaf", "score": "trilinear"}),
+}
+
+
+def window(kind: str) -> dict:
+    return {"window": 2} if kind.startswith("local") else {}
+
+
+def differentiable(kind: str) -> dict:
+    """Options under which the context itself carries the score's gradient."""
+    return {"estimator": "straight_through"} if kind == "hard" else window(kind)
+
+
+def target(lengths: list[int]) -> torch.Tensor:
+    B = len(lengths)
+    return torch.cat([torch.full((B, 1), BOS), random_batch(lengths)], 1)
+
+
+def test_registries_match_the_recipe_choices():
+    def choices(cls, name):
+        return set(typing.get_args(typing.get_type_hints(cls)[name]))
+
+    assert set(ENCODER_BLOCKS.names()) == choices(EncoderConfig, "block")
+    assert set(DECODERS.names()) == choices(DecoderConfig, "kind")
+    assert "trilinear" in SCORES.names()
+
+
+# ------------------------------------------------------------------ trilinear
+
+
+def test_trilinear_is_bidaf_similarity_up_to_a_per_query_constant():
+    torch.manual_seed(0)
+    H, Dh = 3, 8
+    score = TrilinearScore(H, Dh)
+    with torch.no_grad():
+        score.w_k.normal_()
+        score.w_m.normal_()
+    w_q = torch.randn(H, Dh)
+    for extra in [(), (5,)]:  # plain (B,H,T,Dh) and blocked (B,H,n,C,Dh) layouts
+        q = torch.randn(2, H, *extra, 4, Dh)
+        k = torch.randn(2, H, *extra, 7, Dh)
+        full = torch.zeros(2, H, *extra, 4, 7)
+        for h in range(H):
+            qh, kh = q[:, h], k[:, h]  # (B,*,T,Dh), (B,*,S,Dh)
+            full[:, h] = (
+                (qh @ w_q[h]).unsqueeze(-1)
+                + (kh @ score.w_k[h]).unsqueeze(-2)
+                + (qh * score.w_m[h]) @ kh.transpose(-1, -2)
+            )
+        ours = score(q, k)
+        assert ours.shape == full.shape
+        # w_qᵀq is constant over source positions: the difference is constant per row
+        diff = full - ours.detach()
+        torch.testing.assert_close(diff, diff[..., :1].expand_as(diff))
+        torch.testing.assert_close(ours.softmax(-1), full.softmax(-1), atol=1e-6, rtol=1e-5)
+
+
+def test_trilinear_starts_as_the_scaled_dot_product():
+    q, k = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 6, 8)
+    torch.testing.assert_close(TrilinearScore(4, 8)(q, k), DotScore(4, 8)(q, k))
+
+
+@pytest.mark.parametrize("kind", ATTENTION.names())
+def test_every_variant_takes_the_trilinear_score(kind):
+    attn = ATTENTION.get(kind)(
+        ATTENTION.get(kind).config_class(kind=kind, score="trilinear", **differentiable(kind)),
+        32,
+        4,
+        0.0,
+    ).eval()
+    query, memory = torch.randn(2, 6, 32), torch.randn(2, 9, 32)
+    src_mask = torch.ones(2, 1, 9, dtype=torch.bool)
+    src_mask[1, 0, 5:] = False
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, torch.arange(6), True)
+    assert (out.weights[1, :, :, 5:] == 0).all() and torch.isfinite(out.context).all()
+    attn.train()
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, torch.arange(6))
+    out.context.square().sum().backward()
+    assert attn.score.w_m.grad is not None and attn.score.w_m.grad.abs().sum() > 0
+
+
+# ---------------------------------------------------- every new architecture
+
+
+@pytest.mark.parametrize("kind", ATTENTION.names())
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_incremental_equals_full(name, kind):
+    overrides, options = ARCHITECTURES[name]
+    torch.manual_seed(0)
+    model = tiny_model(kind, model=overrides, **options, **window(kind)).eval()
+    src = random_batch([9, 5, 12])
+    tgt = target([8, 8, 8])
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        full = model.decode(tgt, model.start(memory, src_mask))
+        state = model.start(memory, src_mask, incremental=True)
+        steps = [model.decode(tgt[:, t : t + 1], state) for t in range(tgt.size(1))]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_no_future_target_token_leaks(name):
+    """Perturbing target inputs from position 5 on leaves the logits at 0..4 alone
+    (for BiDAF fusion: the query-to-context summary is causal)."""
+    overrides, options = ARCHITECTURES[name]
+    torch.manual_seed(0)
+    model = tiny_model(model=overrides, **options).eval()
+    src, tgt = random_batch([6, 9]), target([9, 9])
+    changed = tgt.clone()
+    changed[:, 5:] = torch.randint(4, VOCAB, (2, 5))
+    torch.testing.assert_close(model(src, tgt)[:, :5], model(src, changed)[:, :5])
+    assert not torch.allclose(model(src, tgt)[:, 5:], model(src, changed)[:, 5:])
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_padding_does_not_change_real_positions(name):
+    overrides, options = ARCHITECTURES[name]
+    model = tiny_model(model=overrides, **options).eval()
+    src, tgt = random_batch([7, 15]), target([5, 9])
+    both = model(src, tgt)
+    alone = model(src[:1, :7], tgt[:1, :6])
+    torch.testing.assert_close(both[:1, :6], alone, atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------- QANet
+
+
+def qanet_block(survival: float = 1.0, layers: int = 2) -> list[QANetBlock]:
+    cfg = from_dict(
+        ModelConfig,
+        {
+            "d_model": 16,
+            "heads": 2,
+            "ffn": 32,
+            "encoder_layers": layers,
+            "dropout": 0.0,
+            "encoder": {"block": "qanet", "convs": 3, "kernel": 5, "survival": survival},
+        },
+    )
+    return [QANetBlock(cfg, i) for i in range(layers)]
+
+
+def test_qanet_padding_contents_never_leak_through_the_convolutions():
+    torch.manual_seed(0)
+    block = qanet_block()[0].eval()
+    x = torch.randn(2, 10, 16)
+    keep = torch.ones(2, 10, 1, dtype=torch.bool)
+    keep[0, 6:] = False
+    bias = torch.zeros(2, 1, 1, 10).masked_fill(~keep.view(2, 1, 1, 10), -1e9)
+    other = x.clone()
+    other[0, 6:] = 100 * torch.randn(4, 16)  # new pad contents
+    a, b = block(x, bias, keep), block(other, bias, keep)
+    torch.testing.assert_close(a[0, :6], b[0, :6])
+    torch.testing.assert_close(a[1], b[1])
+
+
+def test_qanet_survival_decays_linearly_to_the_last_sub_layer():
+    blocks = qanet_block(survival=0.6, layers=2)  # 5 sub-layers each, 10 in all
+    probs = [p for b in blocks for p in b.survival]
+    expected = [1 - (i + 1) / 10 * 0.4 for i in range(10)]
+    assert probs == pytest.approx(expected) and probs[-1] == pytest.approx(0.6)
+
+
+def test_qanet_layer_dropout_is_random_in_training_only():
+    torch.manual_seed(0)
+    block = qanet_block(survival=0.3)[1]
+    x = torch.randn(1, 8, 16)
+    keep = torch.ones(1, 8, 1, dtype=torch.bool)
+    bias = torch.zeros(1, 1, 1, 8)
+    block.eval()
+    assert torch.equal(block(x, bias, keep), block(x, bias, keep))
+    block.train()
+    outs = {tuple(block(x, bias, keep).flatten()[:4].tolist()) for _ in range(20)}
+    assert len(outs) > 1
+    # all sub-layers dropped: the identity is among the outcomes
+    torch.manual_seed(1)
+    with torch.no_grad():
+        assert any(torch.equal(block(x, bias, keep), x) for _ in range(200))
+
+
+# ----------------------------------------------------------------- two-stream
+
+
+def fixed_order(rank: torch.Tensor):
+    """A stand-in for random_order that returns ``rank`` (B,T) for the content."""
+
+    def order(B, T, device):
+        after = torch.full((B, 1), T, dtype=rank.dtype)
+        return rank, torch.cat([rank[:, 1:], after], 1)
+
+    return order
+
+
+def test_two_stream_random_order_hides_the_predicted_token_and_later_ones(monkeypatch):
+    torch.manual_seed(0)
+    model = tiny_model(model=RANDOM_ORDER, fusion="bidaf").train()  # dropout is 0
+    T = 7
+    rank = torch.tensor([[-1, 4, 0, 5, 2, 3, 1]])  # content positions 0..6
+    monkeypatch.setattr(two_stream, "random_order", fixed_order(rank))
+    src, tgt = random_batch([6]), target([T - 1])
+    base = model(src, tgt)[0]  # (T,V)
+    qrank = torch.cat([rank[0, 1:], torch.tensor([T])])
+    for j in range(T):  # query j predicts position j + 1
+        for p in range(1, T):
+            changed = tgt.clone()
+            changed[0, p] = (tgt[0, p] - 4 + 1) % (VOCAB - 4) + 4
+            moved = not torch.allclose(model(src, changed)[0, j], base[j])
+            assert moved == bool(rank[0, p] < qrank[j]), (j, p)
+
+
+def test_two_stream_left_to_right_has_no_other_order_in_training():
+    torch.manual_seed(0)
+    model = tiny_model(model=TWO_STREAM).train()
+    src, tgt = random_batch([6, 4]), target([7, 7])
+    torch.testing.assert_close(model(src, tgt), model.eval()(src, tgt))
+
+
+def test_random_order_is_only_for_training():
+    torch.manual_seed(0)
+    model = tiny_model(model=RANDOM_ORDER)
+    ltr = tiny_model(model=TWO_STREAM)
+    ltr.load_state_dict(model.state_dict())
+    src, tgt = random_batch([6, 4]), target([7, 7])
+    torch.testing.assert_close(model.eval()(src, tgt), ltr.eval()(src, tgt))
+    assert not torch.allclose(model.train()(src, tgt), ltr.eval()(src, tgt))
+
+
+@pytest.mark.parametrize(
+    ("model", "key"),
+    [
+        ({"decoder": {"order": "random"}}, "model.decoder.order"),
+        ({"encoder": {"kernel": 4}}, "model.encoder.kernel"),
+        ({"encoder": {"survival": 0.0}}, "model.encoder.survival"),
+        (
+            {**RANDOM_ORDER, "attention": {"kind": "hard", "estimator": "reinforce"}},
+            "model.decoder.order",
+        ),
+    ],
+)
+def test_bad_architecture_options_name_the_key(model, key):
+    with pytest.raises(ConfigError) as e:
+        from_dict(ModelConfig, model, "model")
+    assert key in str(e.value)
