@@ -9,11 +9,17 @@ from nmt.attention import ATTENTION
 from nmt.data.vocab import BOS, EOS
 from nmt.decoding import beam_search, greedy, length_penalty
 from tests.helpers import random_batch, tiny_model
+from tests.model.test_architectures import ARCHITECTURES
 
 
 @pytest.mark.parametrize("kind", ATTENTION.names())
-def test_incremental_equals_full(kind):
-    model = tiny_model(kind).eval()
+@pytest.mark.parametrize("name", ["standard", *ARCHITECTURES])
+def test_incremental_equals_full(kind, name):
+    """For every attention variant, alone and under every other architecture option."""
+    overrides, options = ARCHITECTURES.get(name, ({}, {}))
+    window = {"window": 2} if kind.startswith("local") else {}
+    torch.manual_seed(0)
+    model = tiny_model(kind, model=overrides, **options, **window).eval()
     src = random_batch([9, 5, 12])
     tgt = torch.cat([torch.full((3, 1), BOS), random_batch([10, 10, 10])], 1)
     with torch.no_grad():
