@@ -42,5 +42,7 @@ def draw_attention(
         loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, [src_ids], [tgt_ids]
     )
     kind = loaded.cfg.model.attention.kind
+    if loaded.cfg.model.decoder.kind == "two_stream":
+        kind += " (two-stream decoder: the predicting query stream)"
     title = f"{kind} cross-attention, layer {layer}, head {head}"
     plot_heatmap(output, amap, layer, head, title)
