@@ -56,13 +56,17 @@ class TwoStreamDecoder(DecoderStack):
         g = embedding(self.query_init.expand(B, T, -1), offset=off + 1)  # (B,T,D) query
         # 1) the masks: True = may attend; None = plainly causal (fusion)
         content_see = query_see = fused_see = None
+        attn_content = attn_query = None
+        causal = False  # the fused kernel's own causal mask, for a square left-to-right pass
         if self.training and self.cfg.decoder.order == "random" and state.caches is None:
             rank, qrank = random_order(B, T, device)
             content_see = rank.unsqueeze(1) <= rank.unsqueeze(2)  # (B,T,T) [p, p']
             query_see = rank.unsqueeze(1) < qrank.unsqueeze(2)  # (B,T,T) [j, p]
             fused_see = qrank.unsqueeze(1) <= qrank.unsqueeze(2)  # (B,T,T) [j, j']
             attn_content, attn_query = content_see.unsqueeze(1), query_see.unsqueeze(1)
-        else:  # left to right: query j and content j both see content ≤ j
+        elif off == 0:  # left to right: query j and content j both see content ≤ j
+            causal = T > 1
+        else:  # the new positions after a cache of ``off``
             rows = torch.arange(off, off + T, device=device).unsqueeze(1)  # (T,1)
             attn_content = attn_query = torch.arange(off + T, device=device) <= rows  # (T,t)
         # 2) the layers
@@ -74,13 +78,13 @@ class TwoStreamDecoder(DecoderStack):
             if cache is not None:
                 k, v = extend_cache(cache, k, v)  # (B,H,t,Dh)
             q_g = layer.self_attn.query(layer.self_norm(g))  # (B,H,T,Dh)
-            g = g + layer.dropout(layer.self_attn.attend(q_g, k, v, attn_query))
+            g = g + layer.dropout(layer.self_attn.attend(q_g, k, v, attn_query, causal))
             g, attended = layer.cross(
                 g, memory, state.src_mask, positions, need_weights, fused_see, cache, "query_"
             )
             if need_weights:
                 state.attended.append(attended)
             if i < last:
-                h = h + layer.dropout(layer.self_attn.attend(q_h, k, v, attn_content))
+                h = h + layer.dropout(layer.self_attn.attend(q_h, k, v, attn_content, causal))
                 h, _ = layer.cross(h, memory, state.src_mask, positions, False, content_see, cache)
         return g
