@@ -137,9 +137,10 @@ class HardAttention(CrossAttention):
         if not self._log_prob:
             return None
         # Every recorded choice for position t shapes tokens t, t+1, … only: the
-        # same reward to go applies to each; their log-probs add up.
+        # same reward to go applies to each; their log-probs and entropy bonuses add up.
+        records = len(self._log_prob)
         log_prob = torch.stack(self._log_prob).sum(0)  # (B,H,T)
-        entropy = torch.stack(self._entropy).mean(0)  # (B,H,T)
+        entropy = torch.stack(self._entropy).sum(0)  # (B,H,T)
         self._log_prob, self._entropy = [], []
         m = tgt_mask.to(reward.dtype)  # (B,T)
         per_token = (reward * m).sum() / m.sum().clamp(min=1)
@@ -157,6 +158,8 @@ class HardAttention(CrossAttention):
         self.stats = {  # detached figures for the training log
             "reward": float(per_token),
             "baseline": float(self.baseline),
-            "entropy": float(entropy.detach() / (mh.sum() * log_prob.size(1)).clamp(min=1)),
+            "entropy": float(
+                entropy.detach() / (records * mh.sum() * log_prob.size(1)).clamp(min=1)
+            ),
         }
         return surrogate - self.cfg.entropy_weight * entropy
