@@ -15,6 +15,7 @@ from nmt.model import two_stream
 from nmt.model.decoder import DECODERS
 from nmt.model.layers import ENCODER_BLOCKS
 from nmt.model.qanet import QANetBlock
+from tests.attention.test_attention import build, inputs
 from tests.helpers import VOCAB, random_batch, tiny_model
 
 QANET = {"encoder": {"block": "qanet", "kernel": 3, "convs": 2}}
@@ -90,19 +91,12 @@ def test_trilinear_starts_as_the_scaled_dot_product():
 
 @pytest.mark.parametrize("kind", ATTENTION.names())
 def test_every_variant_takes_the_trilinear_score(kind):
-    attn = ATTENTION.get(kind)(
-        ATTENTION.get(kind).config_class(kind=kind, score="trilinear", **differentiable(kind)),
-        32,
-        4,
-        0.0,
-    ).eval()
-    query, memory = torch.randn(2, 6, 32), torch.randn(2, 9, 32)
-    src_mask = torch.ones(2, 1, 9, dtype=torch.bool)
-    src_mask[1, 0, 5:] = False
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, torch.arange(6), True)
-    assert (out.weights[1, :, :, 5:] == 0).all() and torch.isfinite(out.context).all()
+    attn = build(kind, score="trilinear", **differentiable(kind))
+    query, memory, src_mask, pos = inputs(lengths=(9, 4))
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos, True)
+    assert (out.weights[1, :, :, 4:] == 0).all() and torch.isfinite(out.context).all()
     attn.train()
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, torch.arange(6))
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
     out.context.square().sum().backward()
     assert attn.score.w_m.grad is not None and attn.score.w_m.grad.abs().sum() > 0
 
