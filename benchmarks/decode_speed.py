@@ -3,6 +3,7 @@ for the cached incremental decoder and for one that recomputes the whole prefix 
 every step (what a decoder without a key/value cache does).
 
     python benchmarks/decode_speed.py runs/multi30k-de-en --split test_2016_flickr
+    python benchmarks/decode_speed.py runs/multi30k-de-en --device cuda --no-recompute
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def main() -> None:
     p.add_argument("--data", default=None, help="override data.dir of the recipe")
     p.add_argument("--beams", default="1,5")
     p.add_argument("--no-recompute", action="store_true", help="skip the slow baseline")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     args = p.parse_args()
-    device = torch.device("cpu")
+    device = torch.device(args.device)
     loaded = load_model(args.run, device)
     data_cfg = loaded.cfg.data
     if args.data:
@@ -74,6 +76,8 @@ def main() -> None:
             start = time.perf_counter()
             with torch.inference_mode():
                 out = translate_lines(model, loaded.vocabs.src, loaded.vocabs.tgt, src, cfg, device)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
             seconds = time.perf_counter() - start
             score = bleu([h[0].text for h in out], refs)
             print(

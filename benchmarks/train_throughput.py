@@ -2,10 +2,12 @@
 
 Prints time per step, target tokens/s, the implied time per epoch, the padding
 fraction, peak RSS, and model FLOP/s against the machine's fp32 matmul rate
-(6 x parameters FLOPs per target token: forward + backward, as is customary).
+(6 x parameters FLOPs per target token: forward + backward, as is customary);
+on CUDA against the GPU's bf16 matmul rate, since training autocasts to bf16.
 
     python benchmarks/train_throughput.py --steps 200
     python benchmarks/train_throughput.py --set model.attention.kind=local_m
+    python benchmarks/train_throughput.py --device cuda --set train.compile=true
 """
 
 from __future__ import annotations
@@ -67,7 +69,11 @@ def main() -> None:
         params = sum(p.numel() for p in trainer.model.parameters())
         rate = tokens / seconds
         achieved = 6 * params * rate / 1e9
-        machine = matmul_gflops()
+        if trainer.device.type == "cuda":  # training runs its matmuls in bf16 (autocast)
+            machine = matmul_gflops(8192, 20, "cuda", torch.bfloat16)
+            rate_name, memory = "bf16 matmul rate", torch.cuda.max_memory_allocated() / 2**20
+        else:
+            machine, rate_name, memory = matmul_gflops(), "fp32 matmul rate", None
         print(f"recipe            {args.recipe} {' '.join(args.overrides)}")
         print(f"device            {trainer.device} ({torch.get_num_threads()} threads)")
         print(f"parameters        {params / 1e6:.2f} M")
@@ -76,8 +82,10 @@ def main() -> None:
         print(f"target tokens/s   {rate:.0f}")
         print(f"time per epoch    {seconds / args.steps * steps_per_epoch:.0f} s (estimated)")
         print(f"peak RSS          {peak_rss_mb():.0f} MB")
+        if memory is not None:
+            print(f"peak GPU memory   {memory:.0f} MB (allocated)")
         print(f"model FLOP/s      {achieved:.1f} GFLOP/s ({6 * params / 1e6:.0f} MFLOP/token)")
-        print(f"fp32 matmul rate  {machine:.1f} GFLOP/s -> {achieved / machine:.0%} of the machine")
+        print(f"{rate_name}  {machine:.1f} GFLOP/s -> {achieved / machine:.1%} of the machine")
 
 
 if __name__ == "__main__":

@@ -327,6 +327,7 @@ class TrainConfig:
     patience: int | None = None  # validations without improvement before stopping
     log_every: int = 50
     max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
+    compile: bool = False  # torch.compile the model's teacher-forced forward pass
     scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
 
     def __post_init__(self) -> None:

@@ -191,6 +191,11 @@ class Trainer:
             share_embeddings=self.vocabs.joint,
         ).to(self.device)
         t = cfg.train
+        if t.compile:
+            # In place, so parameter names and checkpoints are unchanged; shapes vary
+            # from batch to batch, hence dynamic. Only ``forward`` is compiled: the
+            # scheduled-sampling passes and incremental decoding call other methods.
+            self.model.compile(dynamic=True)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=t.lr,

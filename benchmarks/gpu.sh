@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The GPU checks and figures, for a machine with one CUDA device (the CPU-only
+# project never needs this). Results go to $OUT (default gpu-out/).
+#
+#   benchmarks/gpu.sh checks   DATA_DIR   # CUDA tests, throughput (bf16, +compile),
+#                                         # attention scaling, DDP over NCCL
+#   benchmarks/gpu.sh converge DATA_DIR   # reference recipes to convergence:
+#                                         # de-en, en-de, de-en with scheduled sampling
+#
+# DATA_DIR holds Multi30k (train/val/test_2016_flickr .de/.en, gzipped or not).
+set -uo pipefail
+mode=${1:?usage: benchmarks/gpu.sh checks|converge DATA_DIR}
+data=$(realpath "${2:?usage: benchmarks/gpu.sh checks|converge DATA_DIR}")
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+py=${PYTHON:-python3}
+step() { echo; echo "=== $*"; }
+
+checks() {
+    step "device"
+    nvidia-smi -L
+    $py -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
+    step "CUDA tests"
+    $py -m pytest -q -p no:cacheprovider tests/test_cuda.py 2>&1 | tail -n 15
+    for extra in "" "--set train.batch_tokens=8192" "--set train.compile=true" \
+        "--set train.compile=true --set train.batch_tokens=8192"; do
+        step "training throughput, bf16 autocast $extra"
+        # shellcheck disable=SC2086  # $extra is a list of options
+        $py benchmarks/train_throughput.py --device cuda --data "$data" --steps 300 \
+            --warmup-steps 30 $extra 2>&1 | grep -v Warning
+    done
+    step "attention scaling"
+    $py benchmarks/attention_scaling.py --device cuda 2>&1 | tail -n 30
+    step "DDP over NCCL (torchrun, one process per GPU)"
+    nproc=$($py -c "import torch; print(torch.cuda.device_count())")
+    rm -rf /tmp/nmt-ddp
+    torchrun --nproc_per_node="$nproc" -m nmt train recipes/multi30k-de-en.yaml \
+        --device cuda --set "data.dir=$data" --set run_dir=/tmp/nmt-ddp \
+        --set train.max_steps=300 --set train.valid_every=300 2>&1 | tail -n 12
+}
+
+converge() {
+    # Three runs share the GPU (each is bound by kernel launches, not by the GPU).
+    export OMP_NUM_THREADS=4
+    budget=${MINUTES:-7}
+    for recipe in multi30k-de-en multi30k-en-de multi30k-de-en-ss; do
+        rm -rf "/tmp/nmt-$recipe"
+        $py -m nmt train "recipes/$recipe.yaml" --device cuda --set "data.dir=$data" \
+            --set "run_dir=/tmp/nmt-$recipe" --set train.valid_every=500 \
+            --set "train.max_minutes=$budget" >"$out/$recipe.log" 2>&1 &
+    done
+    wait
+    $py -m nmt compare --runs /tmp/nmt-multi30k-de-en --runs /tmp/nmt-multi30k-de-en-ss \
+        --out /tmp/nmt-tf-vs-ss --device cuda >"$out/compare.log" 2>&1
+    tail -n 25 /tmp/nmt-tf-vs-ss/report.md
+    tar czf "$out/runs.tar.gz" -C /tmp --exclude='*.pt' nmt-multi30k-de-en nmt-multi30k-en-de \
+        nmt-multi30k-de-en-ss nmt-tf-vs-ss
+    for recipe in multi30k-de-en multi30k-en-de multi30k-de-en-ss; do
+        step "$recipe"
+        tail -n 6 "$out/$recipe.log"
+        cat "/tmp/nmt-$recipe/results.json"
+    done
+}
+
+"$mode"

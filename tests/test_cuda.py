@@ -1,0 +1,88 @@
+"""The CUDA path: every variant on the GPU, bf16 autocast, and a GPU-trained run
+that translates on the CPU. Skipped where no CUDA device is present (CI has none);
+run on a GPU machine with ``pytest tests/test_cuda.py``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nmt.attention import ATTENTION
+from nmt.data.vocab import BOS, PAD
+from nmt.model.load import load_model
+from nmt.training import Trainer
+from tests.helpers import VOCAB, random_batch, tiny_model
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+CUDA = torch.device("cuda")
+
+
+def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    src = random_batch([9, 5, 12]).to(CUDA)  # (B,S)
+    tgt = torch.cat([torch.full((3, 1), BOS), random_batch([10, 7, 10])], 1).to(CUDA)  # (B,T)
+    return src, tgt
+
+
+@pytest.mark.parametrize("kind", ATTENTION.names())
+@torch.no_grad()
+def test_incremental_equals_full_on_cuda(kind):
+    window = {"window": 2} if kind.startswith("local") else {}
+    model = tiny_model(kind, **window).to(CUDA).eval()
+    src, tgt = _inputs()
+    memory, src_mask = model.encode(src)
+    full = model.decode(tgt, model.start(memory, src_mask))
+    state = model.start(memory, src_mask, incremental=True)
+    steps = [model.decode(tgt[:, t : t + 1], state) for t in range(tgt.size(1))]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("kind", ATTENTION.names())
+def test_bf16_autocast_matches_fp32(kind):
+    """The training loss and its gradients under bf16 autocast stay close to fp32
+    (parameters and the loss stay fp32; only the matmuls run in bf16)."""
+    window = {"window": 2} if kind.startswith("local") else {}
+    # Relaxed hard attention: the argmax of eval mode can flip on bf16 rounding.
+    options = {"estimator": "gumbel"} if kind == "hard" else {}
+    model = tiny_model(kind, **window, **options).to(CUDA).train()
+    src, tgt = _inputs()
+    gold = random_batch([10, 7, 10]).to(CUDA)  # (B,T-1)
+    gold = torch.cat([gold, torch.full((3, 1), PAD, device=CUDA)], 1)  # (B,T)
+
+    def loss_and_grads(autocast: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        torch.manual_seed(0)
+        model.zero_grad()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            logits = model(src, tgt)  # (B,T,V)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), gold.flatten(), ignore_index=PAD)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    loss32, grads32 = loss_and_grads(False)
+    loss16, grads16 = loss_and_grads(True)
+    assert loss16.dtype == torch.float32 and torch.isfinite(loss16)
+    assert abs(float(loss16 - loss32)) <= 0.02 * float(loss32)
+    flat32, flat16 = (
+        torch.cat([g.flatten() for g in grads32]),
+        torch.cat([g.flatten() for g in grads16]),
+    )
+    assert float((flat16 - flat32).norm() / flat32.norm()) < 0.05
+
+
+def test_trained_on_cuda_translates_on_cpu(tiny_config):
+    """A run trained on the GPU (bf16 autocast) reloads on the CPU with the same
+    fp32 weights and the same logits."""
+    cfg = tiny_config(train={"max_steps": 4, "valid_every": 4})
+    Trainer(cfg, device="cuda").run()
+    on_gpu = load_model(cfg.run_dir, CUDA)
+    on_cpu = load_model(cfg.run_dir, torch.device("cpu"))
+    for p in on_cpu.model.parameters():
+        assert p.dtype == torch.float32
+    src = random_batch([6, 9])  # (B,S)
+    tgt = torch.cat([torch.full((2, 1), BOS), random_batch([5, 5])], 1)  # (B,T)
+    assert src.max() < VOCAB <= len(on_cpu.vocabs.src)
+    with torch.no_grad():
+        cpu = on_cpu.model(src, tgt)
+        gpu = on_gpu.model(src.to(CUDA), tgt.to(CUDA)).cpu()
+    torch.testing.assert_close(gpu, cpu, atol=1e-4, rtol=1e-3)
