@@ -1,0 +1,73 @@
+"""Where a training step's time goes: per-step times on batch shapes seen for the
+first time and again, then a torch.profiler table of the most expensive operators.
+
+    python benchmarks/profile_step.py --steps 40
+    python benchmarks/profile_step.py --device cuda --set train.batch_tokens=8192
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import torch
+from common import SHARED_MULTI30K
+from torch.profiler import ProfilerActivity, profile
+
+from nmt.config import load_recipe
+from nmt.training import TRAINERS
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", default="recipes/multi30k-de-en.yaml")
+    p.add_argument("--data", default=str(SHARED_MULTI30K))
+    p.add_argument("--steps", type=int, default=40, help="batches per pass and profiled steps")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--rows", type=int, default=20)
+    p.add_argument("--set", action="append", default=[], dest="overrides")
+    args = p.parse_args()
+
+    with tempfile.TemporaryDirectory() as run_dir:
+        cfg = load_recipe(
+            args.recipe,
+            [
+                f"data.dir={args.data}",
+                f"run_dir={run_dir}",
+                "train.max_steps=1000000",
+                *args.overrides,
+            ],
+        )
+        trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=args.device)
+        trainer.setup()
+        cuda = trainer.device.type == "cuda"
+        batches = [
+            trainer.data.collate(b)
+            for b in trainer.data.epoch_batches(cfg.train.batch_tokens, 0, 0)[: args.steps]
+        ]
+
+        def step(batch) -> float:
+            start = time.perf_counter()
+            trainer.train_step([batch])
+            if cuda:
+                torch.cuda.synchronize()
+            return time.perf_counter() - start
+
+        first = [step(b) for b in batches]  # every shape new
+        again = [step(b) for b in batches]  # the same shapes once more
+        print(f"median step, shapes new:  {statistics.median(first) * 1000:.1f} ms")
+        print(f"median step, shapes seen: {statistics.median(again) * 1000:.1f} ms")
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            for b in batches:
+                step(b)
+        table = prof.key_averages()
+        print(table.table(sort_by="self_cpu_time_total", row_limit=args.rows))
+        if cuda:
+            print(table.table(sort_by="self_cuda_time_total", row_limit=args.rows))
+
+
+if __name__ == "__main__":
+    main()
