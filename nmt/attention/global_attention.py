@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.attention.base import (
@@ -16,6 +15,7 @@ from nmt.attention.base import (
     key_bias,
     masked_softmax,
 )
+from nmt.attention.fused import fused_attention
 from nmt.config import AttentionConfig
 
 
@@ -49,7 +49,7 @@ class GlobalAttention(CrossAttention):
         if self.cfg.score == "dot" and not need_weights:
             # Fused kernel. A finite bias (not a boolean mask) keeps a fully masked
             # row NaN-free; multiplying by ``any`` then zeroes it, as masked_softmax does.
-            ctx = F.scaled_dot_product_attention(
+            ctx = fused_attention(
                 q,
                 memory.key,
                 memory.value,

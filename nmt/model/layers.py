@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention import ATTENTION, Attended, Memory
+from nmt.attention.fused import fused_attention
 from nmt.attention.fusion import BiDAFFusion
 from nmt.config import ModelConfig
 from nmt.registry import Registry
@@ -78,7 +79,7 @@ class SelfAttention(nn.Module):
     ) -> Tensor:
         """q (B,H,L,Dh) against k, v (B,H,t,Dh); ``mask`` an additive bias or boolean
         (True = attend) broadcastable to (B,H,L,t) -> (B,L,D)."""
-        ctx = F.scaled_dot_product_attention(
+        ctx = fused_attention(
             q,
             k,
             v,
