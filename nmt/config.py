@@ -310,6 +310,7 @@ class TrainConfig:
     trainer: str = "teacher_forcing"
     seed: int = 1
     batch_tokens: int = 4096  # padded source or target tokens per batch, whichever is larger
+    batching: Literal["bucketed", "random"] = "bucketed"  # batch composition (see batching.py)
     accumulate: int = 1  # gradient accumulation: batches per update
     lr: float = 7e-4  # peak learning rate, reached after warmup steps
     warmup: int = 1000

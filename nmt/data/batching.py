@@ -35,18 +35,10 @@ def pad(seqs: list[list[int]], prefix: list[int] = (), suffix: list[int] = ()) -
     return out
 
 
-def bucket(lengths: list[tuple[int, int]], batch_tokens: int,
-           generator: torch.Generator | None = None) -> list[list[int]]:
-    """Group pair indices into batches of similar length.
-
-    Pairs are sorted by (source, target) length — with random tie-breaking when a
-    ``generator`` is given, so batch composition varies between epochs — and cut
-    so that ``n * max(longest source, longest target) <= batch_tokens`` (a pair
-    longer than the budget gets a batch of its own). Every index appears once.
-    """
-    n = len(lengths)
-    noise = torch.rand(n, generator=generator).tolist() if generator else [0.0] * n
-    order = sorted(range(n), key=lambda i: (lengths[i][0], lengths[i][1], noise[i]))
+def cut(order: list[int], lengths: list[tuple[int, int]], batch_tokens: int) -> list[list[int]]:
+    """Cut pair indices, in ``order``, into consecutive batches with
+    ``n * max(longest source, longest target) <= batch_tokens`` (a pair longer than
+    the budget gets a batch of its own)."""
     batches, current, longest = [], [], 0
     for i in order:
         size = max(lengths[i])
@@ -60,6 +52,17 @@ def bucket(lengths: list[tuple[int, int]], batch_tokens: int,
     return batches
 
 
+def bucket(lengths: list[tuple[int, int]], batch_tokens: int,
+           generator: torch.Generator | None = None) -> list[list[int]]:
+    """Group pair indices into batches of similar length (``cut`` of the pairs sorted
+    by (source, target) length). With a ``generator``, ties break at random, so
+    batch composition varies between epochs. Every index appears once."""
+    n = len(lengths)
+    noise = torch.rand(n, generator=generator).tolist() if generator else [0.0] * n
+    order = sorted(range(n), key=lambda i: (lengths[i][0], lengths[i][1], noise[i]))
+    return cut(order, lengths, batch_tokens)
+
+
 class ParallelData:
     """Encoded sentence pairs and their per-epoch batch plans."""
 
@@ -71,9 +74,15 @@ class ParallelData:
     def __len__(self) -> int:
         return len(self.src)
 
-    def epoch_batches(self, batch_tokens: int, seed: int, epoch: int) -> list[list[int]]:
-        """The batch plan of ``epoch``: bucketed, then shuffled; a pure function of its args."""
+    def epoch_batches(
+        self, batch_tokens: int, seed: int, epoch: int, bucketed: bool = True
+    ) -> list[list[int]]:
+        """The batch plan of ``epoch``, a pure function of its arguments: bucketed by
+        length, then shuffled; or (``bucketed=False``) pairs shuffled, then cut in
+        that order, as toolkits without bucketing do (more padding, mixed lengths)."""
         g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+        if not bucketed:
+            return cut(torch.randperm(len(self), generator=g).tolist(), self.lengths, batch_tokens)
         batches = bucket(self.lengths, batch_tokens, g)
         return [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
 

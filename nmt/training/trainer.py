@@ -418,7 +418,7 @@ class Trainer:
         """The epoch's batches, cut to a multiple of the number of ranks so that every
         rank takes part in every update (at most world − 1 batches an epoch are left out)."""
         t = self.cfg.train
-        plan = self.data.epoch_batches(t.batch_tokens, t.seed, epoch)
+        plan = self.data.epoch_batches(t.batch_tokens, t.seed, epoch, t.batching == "bucketed")
         return plan[: len(plan) - len(plan) % self.dist.world]
 
     def _expected_steps(self, batches_per_epoch: int) -> int | None:

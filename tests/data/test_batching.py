@@ -18,9 +18,10 @@ def data() -> ParallelData:
     return ParallelData(src, tgt)
 
 
+@pytest.mark.parametrize("bucketed", [True, False])
 @pytest.mark.parametrize("budget", [64, 300, 4096])
-def test_no_pair_lost_and_budget_respected(data, budget):
-    batches = data.epoch_batches(budget, seed=1, epoch=0)
+def test_no_pair_lost_and_budget_respected(data, budget, bucketed):
+    batches = data.epoch_batches(budget, seed=1, epoch=0, bucketed=bucketed)
     flat = sorted(i for b in batches for i in b)
     assert flat == list(range(len(data)))
     for b in batches:
@@ -28,10 +29,26 @@ def test_no_pair_lost_and_budget_respected(data, budget):
         assert len(b) == 1 or len(b) * longest <= budget
 
 
-def test_epoch_plans_are_deterministic_and_vary(data):
-    a = data.epoch_batches(500, seed=1, epoch=0)
-    assert a == data.epoch_batches(500, seed=1, epoch=0)
-    assert a != data.epoch_batches(500, seed=1, epoch=1)
+@pytest.mark.parametrize("bucketed", [True, False])
+def test_epoch_plans_are_deterministic_and_vary(data, bucketed):
+    a = data.epoch_batches(500, seed=1, epoch=0, bucketed=bucketed)
+    assert a == data.epoch_batches(500, seed=1, epoch=0, bucketed=bucketed)
+    assert a != data.epoch_batches(500, seed=1, epoch=1, bucketed=bucketed)
+
+
+def test_random_batches_mix_lengths_and_follow_one_shuffle(data):
+    """Unbucketed batches are consecutive runs of one permutation of the pairs, each
+    as long as the budget allows: so their lengths vary as much as the corpus's."""
+    batches = data.epoch_batches(2000, seed=1, epoch=0, bucketed=False)
+    order = [i for b in batches for i in b]
+    for b, following in zip(batches, batches[1:]):
+        longest = max(max(data.lengths[i]) for i in [*b, following[0]])
+        assert (len(b) + 1) * longest > 2000  # the next pair would not have fitted
+    spread = [max(data.lengths[i][0] for i in b) - min(data.lengths[i][0] for i in b)
+              for b in batches]
+    assert sorted(order) == list(range(len(data))) and min(spread) > 20
+    bucketed = data.epoch_batches(2000, seed=1, epoch=0)
+    assert data.padding_fraction(batches) > 2 * data.padding_fraction(bucketed)
 
 
 def test_bucketing_keeps_padding_low(data):
