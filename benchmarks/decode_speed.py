@@ -26,8 +26,8 @@ from nmt.model.load import load_model
 class PrefixState(DecoderState):
     prefix: Tensor | None = None  # (N,t) every target id so far
 
-    def select(self, index: Tensor) -> PrefixState:
-        base = super().select(index)
+    def select(self, index: Tensor, same_source: bool = False) -> PrefixState:
+        base = super().select(index, same_source)
         prefix = None if self.prefix is None else self.prefix[index]
         return PrefixState(base.memories, base.src_mask, None, 0, prefix=prefix)
 

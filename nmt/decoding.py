@@ -94,9 +94,10 @@ def beam_search(
 ) -> list[list[Hypothesis]]:
     """Batched beam search; beams are ranked by length-normalised log-probability.
 
-    Finished hypotheses stay in the beam (continuing with PAD at no cost) so every
-    sentence always holds ``beam`` candidates; the search stops when all are
-    finished. Returns the ``n_best`` best hypotheses per sentence, best first.
+    A finished hypothesis stays in its beam (continuing with PAD at no cost), so
+    every sentence holds ``beam`` candidates until all of them are finished; then the
+    sentence leaves the batch and later steps no longer compute it. Returns the
+    ``n_best`` best hypotheses per sentence, best first.
     """
     memory, src_mask = model.encode(src)
     B, K, device = src.size(0), beam, src.device
@@ -108,32 +109,58 @@ def beam_search(
     scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     lengths = torch.zeros(B * K, device=device)
-    base = (torch.arange(B, device=device) * K).unsqueeze(1)  # (B,1)
+    alive = torch.arange(B, device=device)  # (n,) sentences still searched
+    results: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(limits.max())):
+        n = alive.numel()
         logp = _restrict(
             _step_log_probs(model, tokens[:, -1:], state), finished, t + 1 >= limits
-        )  # (B*K,V)
+        )  # (n*K,V)
         V = logp.size(-1)
-        cand = scores.view(-1, 1) + logp  # (B*K,V) raw log-probabilities
+        cand = scores.view(-1, 1) + logp  # (n*K,V) raw log-probabilities
         cand_len = torch.where(finished, lengths, torch.full_like(lengths, t + 1))
         ranked = cand / length_penalty(cand_len, alpha).unsqueeze(1)
-        top = ranked.view(B, K * V).topk(K, dim=1).indices  # (B,K)
-        pick = (base + top // V).view(-1)  # (B*K,) source rows
+        top = ranked.view(n, K * V).topk(K, dim=1).indices  # (n,K)
+        pick = (torch.arange(n, device=device).unsqueeze(1) * K + top // V).view(-1)  # (n*K,)
         token = (top % V).view(-1)
-        scores = cand.view(B, K * V).gather(1, top)
+        scores = cand.view(n, K * V).gather(1, top)
         lengths = cand_len[pick]
         tokens = torch.cat([tokens[pick], token.unsqueeze(1)], dim=1)
         finished = finished[pick] | (token == EOS)
-        state = state.select(pick)
-        if bool(finished.all()):
-            break
-    final = (scores.view(-1) / length_penalty(lengths, alpha)).view(B, K)
-    order = final.argsort(dim=1, descending=True)[:, :n_best]  # (B,n_best)
-    out_tokens = tokens[:, 1:].tolist()
-    return [
-        [Hypothesis(_strip(out_tokens[b * K + k]), float(final[b, k])) for k in order[b].tolist()]
-        for b in range(B)
-    ]
+        done = finished.view(n, K).all(dim=1)  # (n,)
+        if not bool(done.any()):
+            state = state.select(pick, same_source=True)  # pick stays within each sentence
+            continue
+        out = done.repeat_interleave(K)  # (n*K,) rows of finished sentences
+        _collect(results, alive[done], tokens[out], scores[done], lengths[out], alpha, n_best)
+        if bool(done.all()):
+            return results
+        kept = ~out
+        alive, scores = alive[~done], scores[~done]
+        tokens, finished, lengths, limits = (x[kept] for x in (tokens, finished, lengths, limits))
+        state = state.select(pick[kept])  # fewer sentences: memories shrink too
+    raise AssertionError("unreachable: every row emits EOS by its length limit")
+
+
+def _collect(
+    results: list[list[Hypothesis]],
+    sentences: Tensor,
+    tokens: Tensor,
+    scores: Tensor,
+    lengths: Tensor,
+    alpha: float,
+    n_best: int,
+) -> None:
+    """Store the ``n_best`` hypotheses of ``sentences`` (m,) into ``results``, from
+    their beams: tokens (m*K, t), raw scores (m, K), lengths (m*K,)."""
+    m, K = scores.shape
+    final = (scores.view(-1) / length_penalty(lengths, alpha)).view(m, K)
+    order = final.argsort(dim=1, descending=True)[:, :n_best]  # (m,n_best)
+    rows = tokens[:, 1:].tolist()
+    for j, b in enumerate(sentences.tolist()):
+        results[b] = [
+            Hypothesis(_strip(rows[j * K + k]), float(final[j, k])) for k in order[j].tolist()
+        ]
 
 
 def translate_ids(

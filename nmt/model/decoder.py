@@ -30,14 +30,21 @@ class DecoderState:
     offset: int = 0  # target positions already decoded (incremental mode)
     attended: list[Attended] = field(default_factory=list)  # last step, if weights asked
 
-    def select(self, index: Tensor) -> DecoderState:
-        """Keep batch rows ``index`` (B',) — for beam search and finished sentences."""
-        memories = [Memory(m.key[index], m.value[index], m.lengths[index]) for m in self.memories]
+    def select(self, index: Tensor, same_source: bool = False) -> DecoderState:
+        """Keep batch rows ``index`` (B',) — for beam search and finished sentences.
+
+        ``same_source``: every kept row reads the same source sentence as the row it
+        replaces (a beam reordered within its sentence), so the encoder memories and
+        source mask, identical over those rows, are kept as they are, not copied.
+        """
         caches = (
             None
             if self.caches is None
             else [{k: v[index] for k, v in c.items()} for c in self.caches]
         )
+        if same_source:
+            return DecoderState(self.memories, self.src_mask, caches, self.offset)
+        memories = [Memory(m.key[index], m.value[index], m.lengths[index]) for m in self.memories]
         return DecoderState(memories, self.src_mask[index], caches, self.offset)
 
 
