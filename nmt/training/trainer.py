@@ -202,6 +202,9 @@ class Trainer:
             betas=tuple(t.betas),
             eps=t.eps,
             weight_decay=t.weight_decay,
+            # One kernel per parameter instead of a dozen passes over it (CPU and CUDA):
+            # the unfused update took a fifth of a CPU step, half of a GPU step.
+            fused=True,
         )
         if d.enabled:
             # Each rank drops out differently; parameters stay identical (DDP syncs them).
