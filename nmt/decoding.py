@@ -64,28 +64,34 @@ def _strip(row: list[int]) -> list[int]:
 def greedy(model: Transformer, src: Tensor, limits: Tensor, alpha: float = 0.0) -> list[Hypothesis]:
     """Pick the most probable token at each step. src (B,S), limits (B,).
 
-    Scores are normalised by the length penalty like beam search's.
+    A sentence leaves the batch when it emits EOS. Scores are normalised by the
+    length penalty like beam search's.
     """
     memory, src_mask = model.encode(src)
     state = model.start(memory, src_mask, incremental=True)
-    B = src.size(0)
-    tokens = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
-    finished = torch.zeros(B, dtype=torch.bool, device=src.device)
-    total = torch.zeros(B, device=src.device)
-    lengths = torch.zeros(B, device=src.device)
+    B, device = src.size(0), src.device
+    tokens = torch.full((B, 1), BOS, dtype=torch.long, device=device)
+    total = torch.zeros(B, device=device)
+    alive = torch.arange(B, device=device)  # (n,) sentences still decoded
+    results: list[Hypothesis] = [Hypothesis([], 0.0)] * B
     for t in range(int(limits.max())):
-        logp = _restrict(_step_log_probs(model, tokens[:, -1:], state), finished, t + 1 >= limits)
-        score, nxt = logp.max(dim=-1)  # (B,)
+        running = torch.zeros(alive.numel(), dtype=torch.bool, device=device)
+        logp = _restrict(_step_log_probs(model, tokens[:, -1:], state), running, t + 1 >= limits)
+        score, nxt = logp.max(dim=-1)  # (n,)
         total += score
-        lengths = torch.where(finished, lengths, torch.full_like(lengths, t + 1))
         tokens = torch.cat([tokens, nxt.unsqueeze(1)], dim=1)
-        finished |= nxt == EOS
-        if bool(finished.all()):
-            break
-    scores = total / length_penalty(lengths, alpha)
-    return [
-        Hypothesis(_strip(row), float(s)) for row, s in zip(tokens[:, 1:].tolist(), scores.tolist())
-    ]
+        done = nxt == EOS  # (n,)
+        if not bool(done.any()):
+            continue
+        final = total[done] / length_penalty(torch.tensor(t + 1.0), alpha)
+        for b, row, s in zip(alive[done].tolist(), tokens[done, 1:].tolist(), final.tolist()):
+            results[b] = Hypothesis(_strip(row), s)
+        if bool(done.all()):
+            return results
+        kept = ~done
+        alive, tokens, total, limits = (x[kept] for x in (alive, tokens, total, limits))
+        state = state.select(kept.nonzero().squeeze(1))
+    raise AssertionError("unreachable: every sentence emits EOS by its length limit")
 
 
 @torch.no_grad()

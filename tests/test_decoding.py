@@ -7,7 +7,7 @@ import torch
 
 from nmt.attention import ATTENTION
 from nmt.data.vocab import BOS, EOS, PAD
-from nmt.decoding import beam_search, greedy, length_penalty
+from nmt.decoding import Hypothesis, beam_search, greedy, length_penalty
 from tests.helpers import random_batch, tiny_model
 from tests.model.test_architectures import ARCHITECTURES
 
@@ -62,20 +62,27 @@ def test_nbest_sorted_and_scores_match_the_model():
                 assert h.score == pytest.approx(float(expected), abs=1e-4)
 
 
+@pytest.mark.parametrize("beam", [1, 3])
 @pytest.mark.parametrize("kind", ATTENTION.names())
-def test_beam_search_of_a_batch_equals_each_sentence_alone(kind):
+def test_search_of_a_batch_equals_each_sentence_alone(kind, beam):
     """Sentences leave the batch as they finish, and beams reorder within their
     sentence: neither may change any sentence's n-best (lengths, limits and finishing
-    times differ across the batch on purpose)."""
+    times differ across the batch on purpose). Beam 1 is greedy search."""
     window = {"window": 2} if kind.startswith("local") else {}
     torch.manual_seed(3)
     model = tiny_model(kind, **window).eval()
     src = random_batch([6, 11, 3, 9, 14])
     limits = torch.tensor([4, 16, 9, 12, 20])
-    together = beam_search(model, src, limits, beam=3, alpha=0.6, n_best=3)
+
+    def search(src: torch.Tensor, limits: torch.Tensor) -> list[list[Hypothesis]]:
+        if beam == 1:
+            return [[h] for h in greedy(model, src, limits, alpha=0.6)]
+        return beam_search(model, src, limits, beam, alpha=0.6, n_best=beam)
+
+    together = search(src, limits)
     for b in range(src.size(0)):
         n = int((src[b] != PAD).sum())
-        alone = beam_search(model, src[b : b + 1, :n], limits[b : b + 1], 3, 0.6, 3)[0]
+        alone = search(src[b : b + 1, :n], limits[b : b + 1])[0]
         assert [h.tokens for h in together[b]] == [h.tokens for h in alone]
         for h, g in zip(together[b], alone):
             assert h.score == pytest.approx(g.score, abs=1e-4)
