@@ -45,7 +45,7 @@ def main() -> None:
         cuda = trainer.device.type == "cuda"
         batches = [
             trainer.data.collate(b)
-            for b in trainer.data.epoch_batches(cfg.train.batch_tokens, 0, 0)[: args.steps]
+            for b in trainer.epoch_plan(0)[: args.steps]
         ]
 
         def step(batch) -> float:

@@ -50,7 +50,7 @@ def main() -> None:
         trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=args.device)
         trainer.setup()
         t = cfg.train
-        plan = trainer.data.epoch_batches(t.batch_tokens, t.seed, 0)
+        plan = trainer.epoch_plan(0)
         steps_per_epoch = len(plan) / t.accumulate
         tokens = 0
         start = None
