@@ -7,6 +7,10 @@ from pathlib import Path
 
 import torch
 
+from nmt.config import load_recipe
+from nmt.training import TRAINERS
+from nmt.training.trainer import Trainer
+
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
 
@@ -24,3 +28,15 @@ def matmul_gflops(
         a @ b
     sync()
     return 2 * n**3 * repeats / (time.perf_counter() - start) / 1e9
+
+
+def recipe_trainer(
+    recipe: str, data: str, run_dir: str, device: str, overrides: list[str]
+) -> Trainer:
+    """The recipe's trainer, set up in ``run_dir`` on ``data``, with no step budget."""
+    cfg = load_recipe(
+        recipe, [f"data.dir={data}", f"run_dir={run_dir}", "train.max_steps=1000000", *overrides]
+    )
+    trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=device)
+    trainer.setup()
+    return trainer

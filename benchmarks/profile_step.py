@@ -13,11 +13,8 @@ import tempfile
 import time
 
 import torch
-from common import SHARED_MULTI30K
+from common import SHARED_MULTI30K, recipe_trainer
 from torch.profiler import ProfilerActivity, profile
-
-from nmt.config import load_recipe
-from nmt.training import TRAINERS
 
 
 def main() -> None:
@@ -31,22 +28,9 @@ def main() -> None:
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg = load_recipe(
-            args.recipe,
-            [
-                f"data.dir={args.data}",
-                f"run_dir={run_dir}",
-                "train.max_steps=1000000",
-                *args.overrides,
-            ],
-        )
-        trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=args.device)
-        trainer.setup()
+        trainer = recipe_trainer(args.recipe, args.data, run_dir, args.device, args.overrides)
         cuda = trainer.device.type == "cuda"
-        batches = [
-            trainer.data.collate(b)
-            for b in trainer.epoch_plan(0)[: args.steps]
-        ]
+        batches = [trainer.data.collate(b) for b in trainer.epoch_plan(0)[: args.steps]]
 
         def step(batch) -> float:
             start = time.perf_counter()

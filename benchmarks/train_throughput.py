@@ -17,10 +17,8 @@ import tempfile
 import time
 
 import torch
-from common import SHARED_MULTI30K, matmul_gflops
+from common import SHARED_MULTI30K, matmul_gflops, recipe_trainer
 
-from nmt.config import load_recipe
-from nmt.training import TRAINERS
 from nmt.training.trainer import peak_rss_mb
 
 
@@ -38,18 +36,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg = load_recipe(
-            args.recipe,
-            [
-                f"data.dir={args.data}",
-                f"run_dir={run_dir}",
-                "train.max_steps=1000000",
-                *args.overrides,
-            ],
-        )
-        trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=args.device)
-        trainer.setup()
-        t = cfg.train
+        trainer = recipe_trainer(args.recipe, args.data, run_dir, args.device, args.overrides)
+        t = trainer.cfg.train
         plan = trainer.epoch_plan(0)
         steps_per_epoch = len(plan) / t.accumulate
         tokens = 0
