@@ -43,13 +43,15 @@ def _step_log_probs(model: Transformer, last: Tensor, state) -> Tensor:
     return torch.log_softmax(logits.float(), dim=-1)
 
 
-def _restrict(logp: Tensor, finished: Tensor, at_limit: Tensor) -> Tensor:
-    """Finished rows may only continue with PAD at no cost; rows at their length
-    limit must emit EOS."""
+def _restrict(logp: Tensor, finished: Tensor | None, at_limit: Tensor) -> Tensor:
+    """Finished rows (None: there are none) may only continue with PAD at no cost;
+    rows at their length limit must emit EOS."""
     logp = logp.clone()
-    logp[finished] = float("-inf")
-    logp[finished, PAD] = 0.0
-    force = at_limit & ~finished
+    force = at_limit
+    if finished is not None:
+        logp[finished] = float("-inf")
+        logp[finished, PAD] = 0.0
+        force = at_limit & ~finished
     eos = logp[force, EOS]
     logp[force] = float("-inf")
     logp[force, EOS] = eos
@@ -75,8 +77,7 @@ def greedy(model: Transformer, src: Tensor, limits: Tensor, alpha: float = 0.0) 
     alive = torch.arange(B, device=device)  # (n,) sentences still decoded
     results: list[Hypothesis] = [Hypothesis([], 0.0)] * B
     for t in range(int(limits.max())):
-        running = torch.zeros(alive.numel(), dtype=torch.bool, device=device)
-        logp = _restrict(_step_log_probs(model, tokens[:, -1:], state), running, t + 1 >= limits)
+        logp = _restrict(_step_log_probs(model, tokens[:, -1:], state), None, t + 1 >= limits)
         score, nxt = logp.max(dim=-1)  # (n,)
         total += score
         tokens = torch.cat([tokens, nxt.unsqueeze(1)], dim=1)
