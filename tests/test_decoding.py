@@ -63,14 +63,20 @@ def test_nbest_sorted_and_scores_match_the_model():
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-@pytest.mark.parametrize("kind", ATTENTION.names())
-def test_search_of_a_batch_equals_each_sentence_alone(kind, beam):
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [(kind, "standard") for kind in ATTENTION.names()]
+    + [("global", name) for name in ARCHITECTURES],
+)
+def test_search_of_a_batch_equals_each_sentence_alone(kind, name, beam):
     """Sentences leave the batch as they finish, and beams reorder within their
     sentence: neither may change any sentence's n-best (lengths, limits and finishing
-    times differ across the batch on purpose). Beam 1 is greedy search."""
+    times differ across the batch on purpose), for every variant and for every
+    architecture option's decoder caches. Beam 1 is greedy search."""
+    overrides, options = ARCHITECTURES.get(name, ({}, {}))
     window = {"window": 2} if kind.startswith("local") else {}
     torch.manual_seed(3)
-    model = tiny_model(kind, **window).eval()
+    model = tiny_model(kind, model=overrides, **options, **window).eval()
     src = random_batch([6, 11, 3, 9, 14])
     limits = torch.tensor([4, 16, 9, 12, 20])
 
