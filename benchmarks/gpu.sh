@@ -3,7 +3,7 @@
 # project never needs this). Results go to $OUT (default gpu-out/).
 #
 #   benchmarks/gpu.sh checks   DATA_DIR   # CUDA tests, throughput (bf16, +compile),
-#                                         # attention scaling, DDP over NCCL
+#                                         # attention scaling, DDP over NCCL (>= 2 GPUs)
 #   benchmarks/gpu.sh converge DATA_DIR   # reference recipes for MINUTES (default 7):
 #                                         # de-en, en-de, de-en with scheduled sampling,
 #                                         # de-en with 4x the batch
@@ -35,6 +35,10 @@ checks() {
     $py benchmarks/attention_scaling.py --device cuda 2>&1 | tail -n 30
     step "DDP over NCCL (torchrun, one process per GPU)"
     nproc=$($py -c "import torch; print(torch.cuda.device_count())")
+    if ((nproc < 2)); then  # one process is not data-parallel; NCCL needs a GPU per rank
+        echo "skipped: $nproc GPU(s); DDP over NCCL needs at least 2"
+        return
+    fi
     rm -rf /tmp/nmt-ddp
     torchrun --nproc_per_node="$nproc" -m nmt train recipes/multi30k-de-en.yaml \
         --device cuda --set "data.dir=$data" --set run_dir=/tmp/nmt-ddp \
@@ -42,7 +46,7 @@ checks() {
 }
 
 converge() {
-    # Three runs share the GPU (each is bound by kernel launches, not by the GPU).
+    # Four runs share the GPU (each is bound by kernel launches, not by the GPU).
     export OMP_NUM_THREADS=4
     budget=${MINUTES:-7}
     runs=(multi30k-de-en multi30k-en-de multi30k-de-en-ss multi30k-de-en-b8k)
