@@ -6,18 +6,21 @@ real source positions around a centre p_t. The two variants differ in p_t.
 Two exact computations of the same result:
 
 - ``dense``: scores over all S positions, masked to the window — O(T·S).
-- ``windowed``: queries are cut into blocks of C = W = 2w+1; each block gathers
-  the band of keys its windows span (W + the spread of its centres) and scores
-  only that band — O(T·W) time and memory when centres move steadily, as they
-  do for local_m. ``path: auto`` takes the band whenever it is shorter than S
-  by a margin (see ``BAND_GAIN``).
+- ``windowed``: queries are grouped into blocks of at most C = W = 2w+1; each
+  block gathers the band of keys its windows span and scores only that band —
+  O(T·W) time and memory. local_m's centres move steadily, so runs of C
+  consecutive queries make narrow bands; local_p's predicted centres may come in
+  any order and cluster, so its queries are grouped by the tile of C source
+  positions their window starts in (bands of C + W − 1 keys, at most T/C blocks
+  plus one per occupied tile). ``path: auto`` takes the bands whenever their
+  work is a margin below the dense path's (see ``BAND_GAIN``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -32,8 +35,9 @@ from nmt.attention.base import (
 )
 from nmt.config import AttentionConfig, check
 
-# ``auto`` uses the windowed path when the band is at most S / BAND_GAIN keys;
-# below that the dense kernel's fewer, larger matmuls win (benchmarks/attention_scaling.py).
+# ``auto`` uses the windowed path when its block slots × band length are at most
+# T·S / BAND_GAIN; above that the dense kernel's fewer, larger matmuls win
+# (benchmarks/attention_scaling.py).
 BAND_GAIN = 4
 
 
@@ -67,10 +71,25 @@ class LocalPConfig(LocalConfig):
     per_head: bool = True  # one predicted centre per head, or one shared by all heads
 
 
+def rows(x: Tensor) -> Tensor:
+    """(B,H,L,Dh) heads of a (B,L,H·Dh) projection -> its (B·L·H, Dh) rows; row
+    (b·L + l)·H + h is head h at position l (a view, no copy, for a projection)."""
+    B, H, L, Dh = x.shape
+    return x.transpose(1, 2).reshape(B * L * H, Dh)
+
+
+class Blocks(NamedTuple):
+    """Where the windowed path puts each query, and the band of keys of each block."""
+
+    slot: Tensor  # (B,Hc,T) each query's place among the n·C block slots
+    start: Tensor  # (B,Hc,n) first source position of each block's band
+    length: int  # L: keys in every band
+
+
 class LocalAttention(CrossAttention):
     """Shared machinery; subclasses provide the centres p_t."""
 
-    monotone = False  # whether p_t never decreases along t (then no sorting is needed)
+    monotone = False  # whether p_t never decreases along t (then runs of queries block well)
 
     def __init__(self, cfg: LocalConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)
@@ -107,27 +126,15 @@ class LocalAttention(CrossAttention):
     def _try_windowed(
         self, q: Tensor, memory: Memory, p: Tensor, lo: Tensor, need_weights: bool
     ) -> tuple[Tensor | None, Tensor | None]:
-        """The windowed path, or (None, None) where the band would not pay off.
-
-        Predicted centres need not move monotonically, so the queries are first
-        sorted by centre: each block of C queries then has neighbouring windows
-        and a narrow band; the outputs are put back in query order afterwards.
-        """
-        B, H, T, Dh = q.shape
-        order = None if self.monotone else lo.argsort(-1)  # (B,Hc,T)
-        if order is not None:
-            p, lo = p.gather(-1, order), lo.gather(-1, order)
-            q = q.gather(2, order.unsqueeze(-1).expand(B, H, T, Dh))
-        band = self._band(lo, memory.key.size(2))
-        if band is None or (self.cfg.path == "auto" and band[1] * BAND_GAIN > memory.key.size(2)):
+        """The windowed path, or (None, None) where the bands would not pay off."""
+        T, S = q.size(2), memory.key.size(2)
+        blocks = self._consecutive_blocks(lo) if self.monotone else self._tiled_blocks(lo)
+        slots = blocks.start.size(-1) * self.width  # n·C
+        if blocks.length >= S or (
+            self.cfg.path == "auto" and slots * blocks.length * BAND_GAIN > T * S
+        ):
             return None, None
-        ctx, weights = self._windowed(q, memory, p, lo, *band, need_weights)
-        if order is not None:
-            back = order.argsort(-1).unsqueeze(-1)  # (B,Hc,T,1) inverse permutation
-            ctx = ctx.gather(2, back.expand(B, H, T, Dh))
-            if weights is not None:
-                weights = weights.gather(2, back.expand(B, H, T, weights.size(-1)))
-        return ctx, weights
+        return self._windowed(q, memory, p, lo, blocks, need_weights)
 
     # 1) the window mask and the Gaussian, for any layout of source positions
     def _weights(
@@ -155,16 +162,36 @@ class LocalAttention(CrossAttention):
         return self.dropout(weights) @ memory.value, weights  # (B,H,T,Dh), (B,H,T,S)
 
     # 2b) the windowed path: blocks of C queries against the band of keys they span
-    def _band(self, lo: Tensor, S: int) -> tuple[Tensor, int] | None:
-        """Block starts (B,Hc,n) and band length L; None if the band would cover S."""
-        C = self.width
-        T = lo.size(-1)
+    def _consecutive_blocks(self, lo: Tensor) -> Blocks:
+        """Runs of C consecutive queries: for centres that move steadily (local_m) each
+        band is W plus the block's spread of centres."""
+        C, T = self.width, lo.size(-1)
         n = math.ceil(T / C)
         padded = torch.cat([lo, lo[..., -1:].expand(*lo.shape[:-1], n * C - T)], -1)
-        blocks = padded.view(*lo.shape[:-1], n, C)  # (B,Hc,n,C)
-        start = blocks.min(-1).values  # (B,Hc,n)
-        L = int((blocks.max(-1).values - start).max()) + self.width
-        return (start, L) if L < S else None
+        per_block = padded.view(*lo.shape[:-1], n, C)  # (B,Hc,n,C)
+        start = per_block.min(-1).values  # (B,Hc,n)
+        length = int((per_block.max(-1).values - start).max()) + self.width
+        slot = torch.arange(T, device=lo.device).expand(lo.shape)  # (B,Hc,T)
+        return Blocks(slot, start, length)
+
+    def _tiled_blocks(self, lo: Tensor) -> Blocks:
+        """For centres in any order (local_p): cut the source into tiles of C positions
+        and group the queries whose window starts in the same tile, at most C to a
+        block. Every band is then C + W − 1 keys, however the centres cluster, and
+        there are at most T/C blocks plus one per occupied tile."""
+        C, T = self.width, lo.size(-1)
+        lo_sorted, order = lo.sort(-1)  # (B,Hc,T)
+        tile = torch.div(lo_sorted, C, rounding_mode="floor")
+        index = torch.arange(T, device=lo.device)
+        first = torch.ones_like(tile, dtype=torch.bool)  # first query of its tile
+        first[..., 1:] = tile[..., 1:] != tile[..., :-1]
+        rank = index - torch.where(first, index, 0).cummax(-1).values  # rank in its tile
+        block = (rank % C == 0).cumsum(-1) - 1  # (B,Hc,T)
+        n = int(block.max()) + 1
+        slot = torch.empty_like(order).scatter_(-1, order, block * C + rank % C)
+        start = torch.zeros(*lo.shape[:-1], n, dtype=lo.dtype, device=lo.device)
+        start.scatter_(-1, block, tile * C)  # (B,Hc,n); a block's queries share a tile
+        return Blocks(slot, start, C + self.width - 1)
 
     def _windowed(
         self,
@@ -172,28 +199,43 @@ class LocalAttention(CrossAttention):
         memory: Memory,
         p: Tensor,
         lo: Tensor,
-        start: Tensor,
-        L: int,
+        blocks: Blocks,
         need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         B, H, T, Dh = q.shape
-        S, C, n = memory.key.size(2), self.width, start.size(-1)
-        pad = n * C - T
-        qb = torch.nn.functional.pad(q, (0, 0, 0, pad)).view(B, H, n, C, Dh)  # (B,H,n,C,Dh)
-        p = torch.nn.functional.pad(p, (0, pad), value=0.0).view(*p.shape[:2], n, C)
-        lo = torch.nn.functional.pad(lo, (0, pad), value=0).view(*lo.shape[:2], n, C)
-        pos = start.unsqueeze(-1) + torch.arange(L, device=q.device)  # (B,Hc,n,L)
-        index = pos.clamp(0, S - 1).expand(B, H, n, L).reshape(B, H, n * L, 1)
-        kb = memory.key.gather(2, index.expand(-1, -1, -1, Dh)).view(B, H, n, L, Dh)
-        vb = memory.value.gather(2, index.expand(-1, -1, -1, Dh)).view(B, H, n, L, Dh)
-        weights = self._weights(self.score(qb, kb), pos.unsqueeze(-2), p, lo, memory.lengths)
-        ctx = (self.dropout(weights) @ vb).view(B, H, n * C, Dh)[:, :, :T]  # (B,H,T,Dh)
+        S, C, L = memory.key.size(2), self.width, blocks.length
+        n, Hc = blocks.start.size(-1), p.size(1)
+        b = torch.arange(B, device=q.device).view(B, 1, 1)
+        h = torch.arange(H, device=q.device).view(1, H, 1)
+        # each slot's query; an empty slot reads query 0 but gets no window (lo past S)
+        queries = torch.arange(T, device=q.device).expand(B, Hc, T)
+        query_of_slot = torch.zeros_like(queries[..., :1]).expand(B, Hc, n * C)
+        query_of_slot = query_of_slot.scatter(-1, blocks.slot, queries)  # (B,Hc,n·C)
+        qb = rows(q).index_select(0, ((b * T + query_of_slot) * H + h).view(-1))
+        pb = p.new_zeros(B, Hc, n * C).scatter(-1, blocks.slot, p).view(B, Hc, n, C)
+        lob = lo.new_full((B, Hc, n * C), S + C).scatter(-1, blocks.slot, lo)
+        # the band of keys and values of each block
+        pos = blocks.start.unsqueeze(-1) + torch.arange(L, device=q.device)  # (B,Hc,n,L)
+        band = ((b.unsqueeze(-1) * S + pos.clamp(0, S - 1)) * H + h.unsqueeze(-1)).view(-1)
+        kb = rows(memory.key).index_select(0, band).view(B, H, n, L, Dh)
+        vb = rows(memory.value).index_select(0, band).view(B, H, n, L, Dh)
+        weights = self._weights(
+            self.score(qb.view(B, H, n, C, Dh), kb),
+            pos.unsqueeze(-2),
+            pb,
+            lob.view(B, Hc, n, C),
+            memory.lengths,
+        )  # (B,H,n,C,L)
+        ctx = (self.dropout(weights) @ vb).view(B * H * n * C, Dh)  # slot rows
+        back = ((b * H + h) * (n * C) + blocks.slot).transpose(1, 2)  # (B,T,H)
+        ctx = ctx.index_select(0, back.reshape(-1)).view(B, T, H, Dh).transpose(1, 2)
         if not need_weights:
             return ctx, None
         full = torch.zeros(B, H, n * C, S, dtype=weights.dtype, device=q.device)
-        band_index = index.view(B, H, n, 1, L).expand(B, H, n, C, L).reshape(B, H, n * C, L)
+        band_index = pos.clamp(0, S - 1).unsqueeze(-2).expand(B, H, n, C, L)
+        band_index = band_index.reshape(B, H, n * C, L)
         full.scatter_add_(-1, band_index, weights.reshape(B, H, n * C, L))
-        return ctx, full[:, :, :T]  # (B,H,T,S)
+        return ctx, full.gather(2, blocks.slot.unsqueeze(-1).expand(B, H, T, S))  # (B,H,T,S)
 
 
 @ATTENTION.register("local_m")
@@ -244,4 +286,4 @@ class LocalPredictiveAttention(LocalAttention):
         return memory.lengths.to(query.dtype).view(-1, 1, 1) * torch.sigmoid(logits)
 
     def gaussian(self, distance: Tensor) -> Tensor:
-        return -(distance**2) / (2 * self.sigma**2)
+        return distance.square() * (-0.5 / self.sigma**2)
