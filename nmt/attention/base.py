@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from nmt.config import AttentionConfig
+from nmt.dropout import Dropout
 from nmt.registry import Registry
 
 ATTENTION: Registry[type[CrossAttention]] = Registry("attention kind")
@@ -163,7 +164,7 @@ class CrossAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.score = SCORES.get(getattr(cfg, "score", "dot"))(heads, self.head_dim)
 
     def split(self, x: Tensor) -> Tensor:

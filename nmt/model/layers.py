@@ -12,6 +12,7 @@ from nmt.attention import ATTENTION, Attended, Memory
 from nmt.attention.fused import fused_attention
 from nmt.attention.fusion import BiDAFFusion
 from nmt.config import ModelConfig
+from nmt.dropout import Dropout
 from nmt.registry import Registry
 
 ENCODER_BLOCKS: Registry[type[nn.Module]] = Registry("encoder block")
@@ -43,7 +44,7 @@ class Embedding(nn.Module):
             self.tokens.weight[pad].zero_()
         self.scale = math.sqrt(d_model)
         self.register_buffer("positions", sinusoids(max_positions, d_model), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, embeds: Tensor, offset: int = 0) -> Tensor:
         """embeds (B,L,D) raw token embeddings (``self.tokens(ids)`` or a mix of them)."""
@@ -117,7 +118,7 @@ def extend_cache(cache: dict[str, Tensor], k: Tensor, v: Tensor) -> tuple[Tensor
 class FeedForward(nn.Sequential):
     def __init__(self, d_model: int, ffn: int, dropout: float) -> None:
         super().__init__(
-            nn.Linear(d_model, ffn), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn, d_model)
+            nn.Linear(d_model, ffn), nn.ReLU(), Dropout(dropout), nn.Linear(ffn, d_model)
         )
 
 
@@ -131,7 +132,7 @@ class EncoderLayer(nn.Module):
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, bias: Tensor, keep: Tensor) -> Tensor:
         """x (B,S,D), bias (B,1,1,S) additive key mask, keep (B,S,1) True = real."""
@@ -154,7 +155,7 @@ class DecoderLayer(nn.Module):
         self.fusion = BiDAFFusion(cfg.d_model) if cfg.attention.fusion == "bidaf" else None
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
 
     def forward(
         self,

@@ -33,6 +33,7 @@ from nmt.metrics import bleu
 from nmt.model import Transformer
 from nmt.progress import console, progress_bar
 from nmt.registry import Registry
+from nmt.training.loss import smoothed_nll
 from nmt.training.schedule import inverse_sqrt
 
 TRAINERS: Registry[type[Trainer]] = Registry("trainer")
@@ -259,12 +260,9 @@ class Trainer:
         2016: (1 − ε)·NLL + ε·mean over the vocabulary of −log p), and the detached
         log-likelihood of every target token (B,T), 0 at padding — hard attention's
         reward."""
-        logp = torch.log_softmax(logits.float(), dim=-1)  # (B,T,V)
-        mask = batch.tgt_out != PAD  # (B,T)
-        nll = -logp.gather(-1, batch.tgt_out.unsqueeze(-1)).squeeze(-1)  # (B,T)
         eps = self.cfg.train.label_smoothing
-        loss = (1 - eps) * nll - eps * logp.mean(-1) if eps > 0 else nll
-        return loss.masked_fill(~mask, 0.0).sum(), -(nll.detach() * mask)
+        loss, nll = smoothed_nll(logits.float(), batch.tgt_out, eps, PAD)  # (B,T) each
+        return loss.sum(), -(nll * (batch.tgt_out != PAD))
 
     def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Summed training objective of one batch, and statistics to log (with
