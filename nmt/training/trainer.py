@@ -33,6 +33,7 @@ from nmt.metrics import bleu
 from nmt.model import Transformer
 from nmt.progress import console, progress_bar
 from nmt.registry import Registry
+from nmt.training.allocator import keep_freed_memory
 from nmt.training.loss import smoothed_nll
 from nmt.training.schedule import inverse_sqrt
 
@@ -170,6 +171,8 @@ class Trainer:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
+        if self.device.type == "cpu":
+            keep_freed_memory()
         torch.manual_seed(cfg.train.seed)
         if not d.main:
             d.barrier()  # rank 0 trains and stores the vocabulary first
