@@ -40,28 +40,35 @@ def main() -> None:
         t = trainer.cfg.train
         plan = trainer.epoch_plan(0)
         steps_per_epoch = len(plan) / t.accumulate
+        cuda = trainer.device.type == "cuda"
+
+        def machine_rate() -> float:  # training runs its CUDA matmuls in bf16 (autocast)
+            return matmul_gflops(8192, 20, "cuda", torch.bfloat16) if cuda else matmul_gflops()
+
         tokens = 0
         start = None
         for step in range(args.warmup_steps + args.steps):
             if step == args.warmup_steps:
-                if trainer.device.type == "cuda":
+                # the machine's rate before and after the timed steps: a shared host's
+                # speed drifts (2 cores here: 170-207 GFLOP/s within an hour)
+                before = machine_rate()
+                if cuda:
                     torch.cuda.synchronize()
                 start, tokens = time.perf_counter(), 0
             i = step * t.accumulate % len(plan)
             batches = [trainer.data.collate(b) for b in plan[i : i + t.accumulate]]
             trainer.train_step(batches)
             tokens += sum(b.tgt_tokens for b in batches)
-        if trainer.device.type == "cuda":
+        if cuda:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
+        after = machine_rate()
+        machine = (before + after) / 2
         params = sum(p.numel() for p in trainer.model.parameters())
         rate = tokens / seconds
         achieved = 6 * params * rate / 1e9
-        if trainer.device.type == "cuda":  # training runs its matmuls in bf16 (autocast)
-            machine = matmul_gflops(8192, 20, "cuda", torch.bfloat16)
-            rate_name, memory = "bf16 matmul rate", torch.cuda.max_memory_allocated() / 2**20
-        else:
-            machine, rate_name, memory = matmul_gflops(), "fp32 matmul rate", None
+        rate_name = "bf16 matmul rate" if cuda else "fp32 matmul rate"
+        memory = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
         print(f"recipe            {args.recipe} {' '.join(args.overrides)}")
         print(f"device            {trainer.device} ({torch.get_num_threads()} threads)")
         print(f"parameters        {params / 1e6:.2f} M")
@@ -73,7 +80,10 @@ def main() -> None:
         if memory is not None:
             print(f"peak GPU memory   {memory:.0f} MB (allocated)")
         print(f"model FLOP/s      {achieved:.1f} GFLOP/s ({6 * params / 1e6:.0f} MFLOP/token)")
-        print(f"{rate_name}  {machine:.1f} GFLOP/s -> {achieved / machine:.1%} of the machine")
+        print(
+            f"{rate_name}  {machine:.1f} GFLOP/s (before {before:.1f}, after {after:.1f})"
+            f" -> {achieved / machine:.1%} of the machine"
+        )
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ fresh ``mmap`` pages and returns them to the system on ``free``. A training
 step allocates and frees the same large tensors every time (the logits of a
 2,000-token batch over 8,000 pieces are 65 MB), so every step pays to fault in
 and zero those pages again. With mmap off and trimming raised, freed blocks are
-reused: on 2 cores the reference recipe's step took 891 ms against 946 (100
-steps each, ``benchmarks/train_throughput.py``), at a peak RSS of 1,236 MB
-against 1,132. PyTorch's CPU tuning guide makes the same point with jemalloc or
+reused: on 2 cores a step of the reference recipe took 6% less time (three
+interleaved pairs of 60-step runs: 1,120-1,144 ms against 1,166-1,253), at a
+peak RSS of 1,236 MB against 1,132 (``benchmarks/train_throughput.py``). PyTorch's CPU tuning guide makes the same point with jemalloc or
 tcmalloc; this needs no extra library.
 """
 
