@@ -7,8 +7,9 @@ step allocates and frees the same large tensors every time (the logits of a
 and zero those pages again. With mmap off and trimming raised, freed blocks are
 reused: on 2 cores a step of the reference recipe took 6% less time (three
 interleaved pairs of 60-step runs: 1,120-1,144 ms against 1,166-1,253), at a
-peak RSS of 1,236 MB against 1,132 (``benchmarks/train_throughput.py``). PyTorch's CPU tuning guide makes the same point with jemalloc or
-tcmalloc; this needs no extra library.
+peak RSS of 1,236 MB against 1,132 (``benchmarks/train_throughput.py``).
+PyTorch's CPU tuning guide makes the same point with jemalloc or tcmalloc;
+this needs no extra library.
 """
 
 from __future__ import annotations
