@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from nmt.attention.base import masked_softmax
 from nmt.dropout import dropout
 
 BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
@@ -52,16 +53,16 @@ def written_out(
     is_causal: bool,
     dropout_p: float,
 ) -> Tensor:
-    """What :func:`fused_attention` computes, as explicit (B,H,L,t) weights."""
+    """What :func:`fused_attention` computes, as explicit (B,H,L,t) weights; a row
+    that a boolean or causal mask leaves empty gets no weight, as in SDPA."""
     L, t = q.size(-2), k.size(-2)
     scores = (q * q.size(-1) ** -0.5) @ k.transpose(-1, -2)  # (B,H,L,t)
-    lowest = torch.finfo(scores.dtype).min
+    see = torch.ones(L, t, dtype=torch.bool, device=q.device)  # (L,t)
     if is_causal:  # query i sees keys 0..i, as SDPA's is_causal
-        scores = scores.masked_fill(
-            ~torch.ones(L, t, dtype=torch.bool, device=q.device).tril(), lowest
-        )
+        see = see.tril()
     if attn_mask is not None and attn_mask.dtype == torch.bool:
-        scores = scores.masked_fill(~attn_mask, lowest)
+        see = see & attn_mask
     elif attn_mask is not None:
         scores = scores + attn_mask
-    return dropout(torch.softmax(scores, dim=-1), dropout_p, training=True) @ v
+    weights = masked_softmax(scores, see.expand_as(scores))
+    return dropout(weights, dropout_p, training=True) @ v
