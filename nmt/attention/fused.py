@@ -10,8 +10,8 @@ reference (math) kernels need no per-shape plan.
 
 On the CPU, dropout on the attention weights sends PyTorch to its math kernel,
 which draws one Bernoulli variate per weight; the same computation written out
-with :mod:`nmt.dropout`'s masks took 7.4–7.8 ms against 10.5–10.9 ms
-(forward + backward, 70 sentences of 30 tokens, 4 heads).
+with :mod:`nmt.dropout`'s masks took 12.3–13.2 ms against 15.3–15.7 ms
+(forward + backward, 70 sentences of 30 tokens, 4 heads, 2 CPU cores).
 """
 
 from __future__ import annotations

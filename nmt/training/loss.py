@@ -7,7 +7,7 @@ logits is softmax − (1 − ε)·onehot(y) − ε/V. Autograd through log_softm
 gather and the mean makes five passes over the (B,T,V) logits in the backward
 (zeros, scatter, expand-divide, add, softmax backward); the closed form makes two
 (exp, scale), which on 2 CPU cores cut 43 of 107 ms from the loss of a
-2,000-token batch over 8,000 pieces.
+1,920-token batch over 8,000 pieces (forward + backward).
 """
 
 from __future__ import annotations
