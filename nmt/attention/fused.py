@@ -64,5 +64,5 @@ def written_out(
         see = see & attn_mask
     elif attn_mask is not None:
         scores = scores + attn_mask
-    weights = masked_softmax(scores, see.expand_as(scores))
+    weights = masked_softmax(scores, see)  # (B,H,L,t); see broadcasts
     return dropout(weights, dropout_p, training=True) @ v
