@@ -34,6 +34,7 @@ from nmt.attention.base import (
     ScoreName,
     masked_softmax,
 )
+from nmt.attention.gaussian import gaussian_window
 from nmt.config import AttentionConfig, check
 
 # ``auto`` uses the windowed path when its block slots × band length are at most
@@ -101,9 +102,10 @@ class LocalAttention(CrossAttention):
         """Real-valued p_t, (B,H,T) or (B,1,T) when shared by all heads."""
         raise NotImplementedError
 
-    def gaussian(self, distance: Tensor) -> Tensor | None:
-        """Log-domain Gaussian term for (s − p_t), or None (local_m has none)."""
-        return None
+    def window_softmax(self, scores: Tensor, mask: Tensor, pos: Tensor, p: Tensor) -> Tensor:
+        """The weights over each query's window: ``mask`` (B,Hc,…,Q,K) True inside it;
+        local_m: the softmax over the window (eq. 7)."""
+        return masked_softmax(scores, mask)
 
     def forward(
         self,
@@ -137,23 +139,17 @@ class LocalAttention(CrossAttention):
             return None, None
         return self._windowed(q, memory, p, lo, blocks, need_weights)
 
-    # 1) the window mask and the Gaussian, for any layout of source positions
+    # 1) the window mask (and local_p's Gaussian), for any layout of source positions
     def _weights(
         self, scores: Tensor, pos: Tensor, p: Tensor, lo: Tensor, lengths: Tensor
     ) -> Tensor:
         """scores (B,H,…,Q,K); pos (…,K) or broadcastable source positions;
         p, lo (B,Hc,…,Q); lengths (B,) -> attention weights (B,H,…,Q,K)."""
-        offset = pos - lo.unsqueeze(-1)  # (B,Hc,…,Q,K)
-        extra = (1,) * (offset.dim() - 1)
+        extra = (1,) * (scores.dim() - 1)
         real = (pos >= 0) & (pos < lengths.view(-1, *extra))
-        mask = (offset >= 0) & (offset < self.width) & real
-        g = self.gaussian(pos.to(p.dtype) - p.unsqueeze(-1))  # (B,Hc,…,Q,K) or None
-        if g is not None and self.cfg.gaussian == "bias":
-            scores = scores + g  # Yang et al. 2018, eq. 4: renormalised by the softmax
-        weights = masked_softmax(scores, mask)
-        if g is not None and self.cfg.gaussian == "multiply":
-            weights = weights * torch.exp(g)  # Luong et al. 2015, eq. 10: no renormalisation
-        return weights
+        lo = lo.unsqueeze(-1)  # (B,Hc,…,Q,1)
+        mask = (pos >= lo) & (pos < lo + self.width) & real  # (B,Hc,…,Q,K)
+        return self.window_softmax(scores, mask, pos, p)
 
     # 2a) the dense path: every source position, masked to the window
     def _dense(self, q: Tensor, memory: Memory, p: Tensor, lo: Tensor) -> tuple[Tensor, Tensor]:
@@ -289,5 +285,5 @@ class LocalPredictiveAttention(LocalAttention):
         logits = F.linear(hidden, self.center_v).transpose(1, 2)  # (B,Hc,T)
         return memory.lengths.to(query.dtype).view(-1, 1, 1) * torch.sigmoid(logits)
 
-    def gaussian(self, distance: Tensor) -> Tensor:
-        return distance.square() * (-0.5 / self.sigma**2)
+    def window_softmax(self, scores: Tensor, mask: Tensor, pos: Tensor, p: Tensor) -> Tensor:
+        return gaussian_window(scores, p, pos, mask, self.sigma, self.cfg.gaussian == "multiply")
