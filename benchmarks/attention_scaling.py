@@ -1,10 +1,12 @@
 """Forward+backward time and peak memory of one cross-attention layer as S = T grows.
 
 Each (variant, S) runs in a fresh subprocess so its peak RSS (CPU) or peak CUDA
-allocation is its own. B=1, D=256, H=4, window 10 by default.
+allocation is its own. B=1, D=256, H=4, window 10 by default. On a shared host whose
+speed drifts, ``--rounds R`` runs the variants R times in turn and reports medians,
+and the range of each speed ratio over the rounds.
 
     python benchmarks/attention_scaling.py
-    python benchmarks/attention_scaling.py --sizes 64,256,1024,4096 --variants local_m,global
+    python benchmarks/attention_scaling.py --sizes 4096 --variants global,local_p --rounds 5
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -86,6 +89,7 @@ def main() -> None:
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=1, help="sweeps of the variants, in turn")
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--one", nargs=2, metavar=("VARIANT", "S"), help=argparse.SUPPRESS)
@@ -96,27 +100,22 @@ def main() -> None:
         )
         print(json.dumps(result))
         return
+    variants = args.variants.split(",")
     rows = []
     for size in map(int, args.sizes.split(",")):
-        for variant in args.variants.split(","):
-            cmd = [
-                sys.executable,
-                __file__,
-                "--one",
-                variant,
-                str(size),
-                "--device",
-                args.device,
-                "--repeats",
-                str(args.repeats),
-                "--d-model",
-                str(args.d_model),
-                "--heads",
-                str(args.heads),
-            ]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            r = rows[-1]
+        runs: dict[str, list[dict]] = {v: [] for v in variants}
+        for _ in range(args.rounds):
+            for variant in variants:
+                runs[variant].append(measure(args, variant, size))
+        for variant in variants:
+            r = {
+                "variant": variant,
+                "S": size,
+                "ms": statistics.median(x["ms"] for x in runs[variant]),
+                "peak_mb": statistics.median(x["peak_mb"] for x in runs[variant]),
+                "rounds": runs[variant],
+            }
+            rows.append(r)
             print(
                 f"S=T={size:5d}  {variant:15s} {r['ms']:9.1f} ms  peak +{r['peak_mb']:8.1f} MB",
                 flush=True,
@@ -131,7 +130,25 @@ def main() -> None:
             if r["S"] == largest:
                 speed = ref["ms"] / r["ms"]
                 memory = ref["peak_mb"] / max(r["peak_mb"], 0.1)
-                print(f"  {r['variant']:15s} {speed:6.1f}x faster  {memory:6.1f}x less memory")
+                per_round = [a["ms"] / b["ms"] for a, b in zip(ref["rounds"], r["rounds"])]
+                spread = (
+                    f"  (rounds: {min(per_round):.1f}-{max(per_round):.1f}x)"
+                    if args.rounds > 1
+                    else ""
+                )
+                print(
+                    f"  {r['variant']:15s} {speed:6.1f}x faster  {memory:6.1f}x less memory"
+                    + spread
+                )
+
+
+def measure(args: argparse.Namespace, variant: str, size: int) -> dict:
+    """One (variant, S) in a fresh interpreter."""
+    cmd = [sys.executable, __file__, "--one", variant, str(size), "--device", args.device]
+    for flag in ("repeats", "d_model", "heads"):
+        cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
