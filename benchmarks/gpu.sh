@@ -27,12 +27,17 @@ checks() {
     for extra in "" "--set train.batch_tokens=8192" "--set train.compile=true" \
         "--set train.compile=true --set train.batch_tokens=8192"; do
         step "training throughput, bf16 autocast $extra"
+        # compiling starts from empty caches, so the wall time includes all of it
+        start=$SECONDS
         # shellcheck disable=SC2086  # $extra is a list of options
-        $py benchmarks/train_throughput.py --device cuda --data "$data" --steps 300 \
+        TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) \
+            $py benchmarks/train_throughput.py --device cuda --data "$data" --steps 300 \
             --warmup-steps 30 $extra 2>&1 | grep -v Warning
+        echo "wall time, setup and compiling included: $((SECONDS - start)) s"
     done
     step "attention scaling"
-    $py benchmarks/attention_scaling.py --device cuda 2>&1 | tail -n 30
+    $py benchmarks/attention_scaling.py --device cuda 2>&1 | tail -n 50
+    $py benchmarks/attention_scaling.py --device cuda --sizes 4096 --rounds 3 2>&1 | tail -n 20
     step "DDP over NCCL (torchrun, one process per GPU)"
     nproc=$($py -c "import torch; print(torch.cuda.device_count())")
     if ((nproc < 2)); then  # one process is not data-parallel; NCCL needs a GPU per rank
