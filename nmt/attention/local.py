@@ -83,7 +83,7 @@ def rows(x: Tensor) -> Tensor:
 class Blocks(NamedTuple):
     """Where the windowed path puts each query, and the band of keys of each block."""
 
-    slot: Tensor  # (B,Hc,T) each query's place among the n·C block slots
+    slot: Tensor | None  # (B,Hc,T) each query's place among the n·C slots; None: its index
     start: Tensor  # (B,Hc,n) first source position of each block's band
     length: int  # L: keys in every band
 
@@ -168,8 +168,7 @@ class LocalAttention(CrossAttention):
         per_block = padded.view(*lo.shape[:-1], n, C)  # (B,Hc,n,C)
         start = per_block.min(-1).values  # (B,Hc,n)
         length = int((per_block.max(-1).values - start).max()) + self.width
-        slot = torch.arange(T, device=lo.device).expand(lo.shape)  # (B,Hc,T)
-        return Blocks(slot, start, length)
+        return Blocks(None, start, length)  # query t sits in slot t: no gathers
 
     def _tiled_blocks(self, lo: Tensor) -> Blocks:
         """For centres in any order (local_p): cut the source into tiles of C positions
@@ -204,35 +203,46 @@ class LocalAttention(CrossAttention):
         n, Hc = blocks.start.size(-1), p.size(1)
         b = torch.arange(B, device=q.device).view(B, 1, 1)
         h = torch.arange(H, device=q.device).view(1, H, 1)
-        # each slot's query; an empty slot reads query 0 but gets no window (lo past S)
-        queries = torch.arange(T, device=q.device).expand(B, Hc, T)
-        query_of_slot = torch.zeros_like(queries[..., :1]).expand(B, Hc, n * C)
-        query_of_slot = query_of_slot.scatter(-1, blocks.slot, queries)  # (B,Hc,n·C)
-        qb = rows(q).index_select(0, ((b * T + query_of_slot) * H + h).view(-1))
-        pb = p.new_zeros(B, Hc, n * C).scatter(-1, blocks.slot, p).view(B, Hc, n, C)
-        lob = lo.new_full((B, Hc, n * C), S + C).scatter(-1, blocks.slot, lo)
+        # each slot's query, centre and window; an empty slot gets no window (lo past S)
+        pb = self._to_slots(p, blocks.slot, n * C, 0.0).view(B, Hc, n, C)
+        lob = self._to_slots(lo, blocks.slot, n * C, S + C).view(B, Hc, n, C)
+        if blocks.slot is None:  # consecutive blocks: slot t holds query t
+            qb = F.pad(q, (0, 0, 0, n * C - T))  # (B,H,n·C,Dh)
+        else:  # an empty slot reads query 0
+            queries = torch.arange(T, device=q.device).expand(B, Hc, T)
+            query_of_slot = self._to_slots(queries, blocks.slot, n * C, 0)  # (B,Hc,n·C)
+            qb = rows(q).index_select(0, ((b * T + query_of_slot) * H + h).view(-1))
         # the band of keys and values of each block
         pos = blocks.start.unsqueeze(-1) + torch.arange(L, device=q.device)  # (B,Hc,n,L)
         band = ((b.unsqueeze(-1) * S + pos.clamp(0, S - 1)) * H + h.unsqueeze(-1)).view(-1)
         kb = rows(memory.key).index_select(0, band).view(B, H, n, L, Dh)
         vb = rows(memory.value).index_select(0, band).view(B, H, n, L, Dh)
         weights = self._weights(
-            self.score(qb.view(B, H, n, C, Dh), kb),
-            pos.unsqueeze(-2),
-            pb,
-            lob.view(B, Hc, n, C),
-            memory.lengths,
+            self.score(qb.view(B, H, n, C, Dh), kb), pos.unsqueeze(-2), pb, lob, memory.lengths
         )  # (B,H,n,C,L)
-        ctx = (self.dropout(weights) @ vb).view(B * H * n * C, Dh)  # slot rows
-        back = ((b * H + h) * (n * C) + blocks.slot).transpose(1, 2)  # (B,T,H)
-        ctx = ctx.index_select(0, back.reshape(-1)).view(B, T, H, Dh).transpose(1, 2)
+        ctx = self.dropout(weights) @ vb  # (B,H,n,C,Dh)
+        if blocks.slot is None:
+            ctx = ctx.view(B, H, n * C, Dh)[:, :, :T]
+        else:
+            back = ((b * H + h) * (n * C) + blocks.slot).transpose(1, 2)  # (B,T,H)
+            ctx = ctx.view(-1, Dh).index_select(0, back.reshape(-1))
+            ctx = ctx.view(B, T, H, Dh).transpose(1, 2)  # (B,H,T,Dh)
         if not need_weights:
             return ctx, None
         full = torch.zeros(B, H, n * C, S, dtype=weights.dtype, device=q.device)
         band_index = pos.clamp(0, S - 1).unsqueeze(-2).expand(B, H, n, C, L)
         band_index = band_index.reshape(B, H, n * C, L)
         full.scatter_add_(-1, band_index, weights.reshape(B, H, n * C, L))
+        if blocks.slot is None:
+            return ctx, full[:, :, :T]
         return ctx, full.gather(2, blocks.slot.unsqueeze(-1).expand(B, H, T, S))  # (B,H,T,S)
+
+    @staticmethod
+    def _to_slots(x: Tensor, slot: Tensor | None, slots: int, fill: float) -> Tensor:
+        """Per-query values (B,Hc,T) -> per-slot values (B,Hc,slots), ``fill`` where empty."""
+        if slot is None:
+            return F.pad(x, (0, slots - x.size(-1)), value=fill)
+        return x.new_full((*x.shape[:-1], slots), fill).scatter(-1, slot, x)
 
 
 @ATTENTION.register("local_m")
