@@ -75,6 +75,8 @@ class Score(nn.Module):
         self.scale = 1.0 / math.sqrt(head_dim)
 
     def forward(self, q: Tensor, k: Tensor) -> Tensor:
+        if k.size(-2) < q.size(-1):  # fewer keys than features (local bands, sentences):
+            return (q @ k.transpose(-1, -2)).mul_(self.scale)  # scale the smaller scores
         return (q * self.scale) @ k.transpose(-1, -2)
 
 
