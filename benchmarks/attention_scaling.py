@@ -1,9 +1,15 @@
 """Forward+backward time and peak memory of one cross-attention layer as S = T grows.
 
-Each (variant, S) runs in a fresh subprocess so its peak RSS (CPU) or peak CUDA
-allocation is its own. B=1, D=256, H=4, window 10 by default. On a shared host whose
-speed drifts, ``--rounds R`` runs the variants R times in turn and reports medians,
-and the range of each speed ratio over the rounds.
+Each (variant, S) runs in a fresh subprocess. Peak memory is the most tensor memory
+the step holds at once, what it found (parameters, inputs, their gradients) included:
+``torch.cuda.max_memory_allocated`` on CUDA and, on the CPU, the same sum taken from
+the allocator's events (``torch.profiler`` with ``profile_memory``) in one extra step.
+The process's peak RSS growth is printed beside it: it adds what the first step
+loads (thread pools, kernel libraries: ~12 MB even at S = 64) and what glibc keeps
+after frees, and it varies by ±10 MB between runs of the same code.
+B=1, D=256, H=4, window 10 by default. On a shared host whose speed drifts,
+``--rounds R`` runs the variants R times in turn and reports medians, and the range
+of each speed ratio over the rounds.
 
     python benchmarks/attention_scaling.py
     python benchmarks/attention_scaling.py --sizes 4096 --variants global,local_p --rounds 5
@@ -18,8 +24,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from nmt.attention import ATTENTION
 from nmt.config import AttentionConfig
@@ -39,6 +47,20 @@ VARIANTS = {  # name: recipe options
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_peak_mb(step: Callable[[], None], held: list[torch.Tensor]) -> float:
+    """The most tensor memory alive at once during ``step``: the bytes of ``held``
+    (alive before it) plus the peak of the allocations and frees it makes."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = prof.profiler.kineto_results.events()
+    changes = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+    live = peak = 0
+    for _, nbytes in changes:  # allocations are positive, frees negative
+        live += nbytes
+        peak = max(peak, live)
+    return (peak + sum(t.untyped_storage().nbytes() for t in held)) / 2**20
 
 
 NEED_WEIGHTS = {"global-explicit"}
@@ -61,7 +83,7 @@ def one(variant: str, size: int, device: str, repeats: int, d_model: int, heads:
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    before = rss_mb()  # inputs and parameters exist; the peak above this is the step's
+    before = rss_mb()  # inputs and parameters exist; the growth above this is the step's
     step()  # warm-up
     times = []
     for _ in range(repeats):
@@ -70,16 +92,19 @@ def one(variant: str, size: int, device: str, repeats: int, d_model: int, heads:
         if device == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-    peak = (
-        torch.cuda.max_memory_allocated() / 2**20
-        if device == "cuda"
-        else max(rss_mb() - before, 0.0)
-    )
+    rss = rss_mb() - before
+    if device == "cuda":
+        peak = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        held = [query, memory, src_mask, positions, *layer.parameters()]
+        held += [t.grad for t in held if t.grad is not None]
+        peak = cpu_peak_mb(step, held)
     return {
         "variant": variant,
         "S": size,
         "ms": 1000 * sorted(times)[len(times) // 2],
         "peak_mb": peak,
+        "rss_mb": max(rss, 0.0),
     }
 
 
@@ -113,11 +138,13 @@ def main() -> None:
                 "S": size,
                 "ms": statistics.median(x["ms"] for x in runs[variant]),
                 "peak_mb": statistics.median(x["peak_mb"] for x in runs[variant]),
+                "rss_mb": statistics.median(x["rss_mb"] for x in runs[variant]),
                 "rounds": runs[variant],
             }
             rows.append(r)
             print(
-                f"S=T={size:5d}  {variant:15s} {r['ms']:9.1f} ms  peak +{r['peak_mb']:8.1f} MB",
+                f"S=T={size:5d}  {variant:15s} {r['ms']:9.1f} ms  peak {r['peak_mb']:8.1f} MB"
+                f"  (RSS +{r['rss_mb']:.1f} MB)",
                 flush=True,
             )
     largest = max(r["S"] for r in rows)
