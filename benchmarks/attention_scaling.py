@@ -75,10 +75,15 @@ def one(variant: str, size: int, device: str, repeats: int, d_model: int, heads:
     src_mask = torch.ones(1, 1, size, dtype=torch.bool, device=device)
     positions = torch.arange(size, device=device)
 
+    reward = torch.zeros(1, size, device=device)  # (B,T), for hard attention's REINFORCE
+    tgt_mask = torch.ones(1, size, dtype=torch.bool, device=device)
+
     def step() -> None:
         need = variant in NEED_WEIGHTS
         out = layer(query, layer.project_memory(memory, src_mask), src_mask, positions, need)
-        out.context.sum().backward()
+        loss = out.context.sum()
+        extra = layer.extra_loss(reward, tgt_mask)  # as the trainer does every step
+        (loss if extra is None else loss + extra).backward()
 
     if device == "cuda":
         torch.cuda.synchronize()
@@ -96,7 +101,7 @@ def one(variant: str, size: int, device: str, repeats: int, d_model: int, heads:
     if device == "cuda":
         peak = torch.cuda.max_memory_allocated() / 2**20
     else:
-        held = [query, memory, src_mask, positions, *layer.parameters()]
+        held = [query, memory, src_mask, positions, reward, tgt_mask, *layer.parameters()]
         held += [t.grad for t in held if t.grad is not None]
         peak = cpu_peak_mb(step, held)
     return {
