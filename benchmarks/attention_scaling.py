@@ -6,7 +6,8 @@ the step holds at once, what it found (parameters, inputs, their gradients) incl
 the allocator's events (``torch.profiler`` with ``profile_memory``) in one extra step.
 The process's peak RSS growth is printed beside it: it adds what the first step
 loads (thread pools, kernel libraries: ~12 MB even at S = 64) and what glibc keeps
-after frees, and it varies by ±10 MB between runs of the same code.
+after frees, and it varies between runs of the same code (108–132 MB for local_m at
+S = 4096 in four runs).
 B=1, D=256, H=4, window 10 by default. On a shared host whose speed drifts,
 ``--rounds R`` runs the variants R times in turn and reports medians, and the range
 of each speed ratio over the rounds.

@@ -1,0 +1,36 @@
+"""The attention benchmark's CPU memory figure counts what a step holds at once."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_scaling.py"
+spec = importlib.util.spec_from_file_location("attention_scaling", SCRIPT)
+attention_scaling = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(attention_scaling)
+
+MB = 2**20
+
+
+def test_peak_is_what_is_alive_together_plus_what_was_held():
+    held = torch.zeros(MB // 4)  # 1 MB alive before the step
+
+    def step() -> None:
+        a = torch.ones(2 * MB // 4)  # 2 MB
+        b = torch.ones(3 * MB // 4)  # 3 MB, alive with a: 5 MB at once
+        del a, b
+        c = torch.ones(4 * MB // 4)  # 4 MB alone
+        del c
+
+    peak = attention_scaling.cpu_peak_mb(step, [held])
+    assert 6.0 <= peak < 6.1
+
+
+def test_a_variant_at_a_small_size_reports_time_and_memory():
+    result = attention_scaling.one("local_p", 64, "cpu", repeats=1, d_model=32, heads=2)
+    # inputs (2 x 64 x 32 floats), their gradients and the parameters at least
+    assert result["peak_mb"] > 4 * 64 * 32 * 4 / MB
+    assert result["ms"] > 0
