@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
 import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_scaling.py"
@@ -29,8 +30,9 @@ def test_peak_is_what_is_alive_together_plus_what_was_held():
     assert 6.0 <= peak < 6.1
 
 
-def test_a_variant_at_a_small_size_reports_time_and_memory():
-    result = attention_scaling.one("local_p", 64, "cpu", repeats=1, d_model=32, heads=2)
-    # inputs (2 x 64 x 32 floats), their gradients and the parameters at least
-    assert result["peak_mb"] > 4 * 64 * 32 * 4 / MB
-    assert result["ms"] > 0
+@pytest.mark.parametrize("variant", list(attention_scaling.VARIANTS))
+def test_every_variant_runs_through_the_benchmark(variant):
+    """Each variant's step, hard attention's REINFORCE loss included, at a small size."""
+    result = attention_scaling.one(variant, 48, "cpu", repeats=2, d_model=32, heads=2)
+    held = 4 * 48 * 32 * 4 / MB  # the two inputs and their gradients at least
+    assert result["peak_mb"] > held and result["ms"] > 0
