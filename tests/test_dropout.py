@@ -12,10 +12,10 @@ from nmt.dropout import Dropout, dropout, keep_mask
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
 def test_each_lane_keeps_with_probability_one_minus_p(p):
     torch.manual_seed(0)
-    keep, kept = keep_mask(torch.Size([400_000]), p)
+    keep, kept = keep_mask(torch.Size([400_000]), p, torch.float32)
     assert kept == pytest.approx(1 - p, abs=2**-16)
     # four lanes come from one 64-bit draw: each must be unbiased on its own
-    rate = keep.view(-1, 4).float().mean(0)  # (4,)
+    rate = keep.view(-1, 4).mean(0)  # (4,)
     sd = (kept * (1 - kept) / 100_000) ** 0.5
     assert ((rate - kept).abs() < 5 * sd).all(), rate
 
