@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
 
@@ -15,26 +14,35 @@ from nmt.training.trainer import Trainer
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
 
-def matmul_gflops(
-    n: int = 2048, repeats: int = 10, device: str = "cpu", dtype: torch.dtype = torch.float32
-) -> float:
-    """The machine's matmul rate in GFLOP/s (n x n @ n x n) on ``device``: the median of
-    ``repeats`` timings into a preallocated output, so neither page faults on a fresh
-    output nor one slow repeat move it (on 2 CPU cores: 207 GFLOP/s, where timing
-    ``a @ b`` gave anything from 168 to 228)."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    out = torch.empty(n, n, device=device, dtype=dtype)
-    sync = torch.cuda.synchronize if a.is_cuda else (lambda: None)
-    torch.mm(a, b, out=out)  # warm-up
-    times = []
-    for _ in range(repeats):
-        sync()
+class MatmulProbe:
+    """The machine's matmul rate: times single n x n @ n x n products into a
+    preallocated output, so page faults on a fresh output do not count (on 2 CPU
+    cores, timing ``a @ b`` gave anything from 168 to 228 GFLOP/s where this gave
+    207), and keeps the running totals."""
+
+    def __init__(self, n: int, device: str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+        self.a = torch.randn(n, n, device=device, dtype=dtype)
+        self.b = torch.randn(n, n, device=device, dtype=dtype)
+        self.out = torch.empty(n, n, device=device, dtype=dtype)
+        self.sync = torch.cuda.synchronize if self.a.is_cuda else (lambda: None)
+        self.flops = 2 * n**3
+        self.total_flops, self.total_seconds = 0, 0.0
+        torch.mm(self.a, self.b, out=self.out)  # warm-up
+
+    def time_one(self) -> float:
+        """Seconds for one product, added to the totals."""
+        self.sync()
         start = time.perf_counter()
-        torch.mm(a, b, out=out)
-        sync()
-        times.append(time.perf_counter() - start)
-    return 2 * n**3 / statistics.median(times) / 1e9
+        torch.mm(self.a, self.b, out=self.out)
+        self.sync()
+        seconds = time.perf_counter() - start
+        self.total_flops += self.flops
+        self.total_seconds += seconds
+        return seconds
+
+    def gflops(self) -> float:
+        """The rate over every product timed so far."""
+        return self.total_flops / self.total_seconds / 1e9
 
 
 def recipe_trainer(

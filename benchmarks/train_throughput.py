@@ -4,6 +4,10 @@ Prints time per step, target tokens/s, the implied time per epoch, the padding
 fraction, peak RSS, and model FLOP/s against the machine's fp32 matmul rate
 (6 x parameters FLOPs per target token: forward + backward, as is customary);
 on CUDA against the GPU's bf16 matmul rate, since training autocasts to bf16.
+A shared host's speed drifts, within a run too (2 cores here: 178-234 GFLOP/s
+between one run's start and end), so the machine's rate is sampled all through
+the timed steps: one timed matmul after every window of --probe-every steps,
+kept out of the training time. Each window's fraction is printed as a range.
 
     python benchmarks/train_throughput.py --steps 200
     python benchmarks/train_throughput.py --set model.attention.kind=local_m
@@ -13,11 +17,12 @@ on CUDA against the GPU's bf16 matmul rate, since training autocasts to bf16.
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 
 import torch
-from common import SHARED_MULTI30K, matmul_gflops, recipe_trainer
+from common import SHARED_MULTI30K, MatmulProbe, recipe_trainer
 
 from nmt.training.trainer import peak_rss_mb
 
@@ -28,6 +33,7 @@ def main() -> None:
     p.add_argument("--data", default=str(SHARED_MULTI30K))
     p.add_argument("--steps", type=int, default=200, help="timed steps")
     p.add_argument("--warmup-steps", type=int, default=10, help="untimed steps first")
+    p.add_argument("--probe-every", type=int, default=5, help="steps between matmul probes")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--set", action="append", default=[], dest="overrides")
@@ -42,29 +48,31 @@ def main() -> None:
         steps_per_epoch = len(plan) / t.accumulate
         cuda = trainer.device.type == "cuda"
 
-        def machine_rate() -> float:  # training runs its CUDA matmuls in bf16 (autocast)
-            return matmul_gflops(8192, 20, "cuda", torch.bfloat16) if cuda else matmul_gflops()
-
-        tokens = 0
-        start = None
-        for step in range(args.warmup_steps + args.steps):
-            if step == args.warmup_steps:
-                # the machine's rate before and after the timed steps: a shared host's
-                # speed drifts (2 cores here: 170-207 GFLOP/s within an hour)
-                before = machine_rate()
-                if cuda:
-                    torch.cuda.synchronize()
-                start, tokens = time.perf_counter(), 0
-            i = step * t.accumulate % len(plan)
-            batches = [trainer.data.collate(b) for b in plan[i : i + t.accumulate]]
-            trainer.train_step(batches)
-            tokens += sum(b.tgt_tokens for b in batches)
-        if cuda:
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        after = machine_rate()
-        machine = (before + after) / 2
+        # training runs its CUDA matmuls in bf16 (autocast)
+        probe = MatmulProbe(8192, "cuda", torch.bfloat16) if cuda else MatmulProbe(2048)
         params = sum(p.numel() for p in trainer.model.parameters())
+        sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+        def run(steps: range) -> tuple[int, float]:
+            """Train on the plan's batches ``steps``: (target tokens, seconds)."""
+            tokens = 0
+            sync()
+            start = time.perf_counter()
+            for step in steps:
+                i = step * t.accumulate % len(plan)
+                batches = [trainer.data.collate(b) for b in plan[i : i + t.accumulate]]
+                trainer.train_step(batches)
+                tokens += sum(b.tgt_tokens for b in batches)
+            sync()
+            return tokens, time.perf_counter() - start
+
+        run(range(args.warmup_steps))
+        tokens, seconds, fractions = 0, 0.0, []  # fractions: one per window
+        for lo in range(args.warmup_steps, args.warmup_steps + args.steps, args.probe_every):
+            n, s = run(range(lo, min(lo + args.probe_every, args.warmup_steps + args.steps)))
+            tokens, seconds = tokens + n, seconds + s
+            fractions.append(6 * params * n / s / (probe.flops / probe.time_one()))
+        machine = probe.gflops()
         rate = tokens / seconds
         achieved = 6 * params * rate / 1e9
         rate_name = "bf16 matmul rate" if cuda else "fp32 matmul rate"
@@ -76,13 +84,17 @@ def main() -> None:
         print(f"time per step     {seconds / args.steps * 1000:.0f} ms over {args.steps} steps")
         print(f"target tokens/s   {rate:.0f}")
         print(f"time per epoch    {seconds / args.steps * steps_per_epoch:.0f} s (estimated)")
-        print(f"peak RSS          {peak_rss_mb():.0f} MB")
+        print(f"peak RSS          {peak_rss_mb():.0f} MB (the probe's matrices included)")
         if memory is not None:
             print(f"peak GPU memory   {memory:.0f} MB (allocated)")
         print(f"model FLOP/s      {achieved:.1f} GFLOP/s ({6 * params / 1e6:.0f} MFLOP/token)")
         print(
-            f"{rate_name}  {machine:.1f} GFLOP/s (before {before:.1f}, after {after:.1f})"
-            f" -> {achieved / machine:.1%} of the machine"
+            f"{rate_name}  {machine:.1f} GFLOP/s (one {probe.a.size(0)}² product after every"
+            f" {args.probe_every} steps: {len(fractions)} samples)"
+        )
+        print(
+            f"efficiency        {achieved / machine:.1%} of the machine (per window: median"
+            f" {statistics.median(fractions):.1%}, {min(fractions):.1%}-{max(fractions):.1%})"
         )
 
 
