@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -12,6 +13,12 @@ from nmt.training import TRAINERS
 from nmt.training.trainer import Trainer
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
+
+
+def synchronizer(device: str | torch.device) -> Callable[[], None]:
+    """What waits for ``device``'s queued work before a clock is read: CUDA runs
+    asynchronously, the CPU does not."""
+    return torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
 
 
 class MatmulProbe:
@@ -24,7 +31,7 @@ class MatmulProbe:
         self.a = torch.randn(n, n, device=device, dtype=dtype)
         self.b = torch.randn(n, n, device=device, dtype=dtype)
         self.out = torch.empty(n, n, device=device, dtype=dtype)
-        self.sync = torch.cuda.synchronize if self.a.is_cuda else (lambda: None)
+        self.sync = synchronizer(device)
         self.flops = 2 * n**3
         self.total_flops, self.total_seconds = 0, 0.0
         torch.mm(self.a, self.b, out=self.out)  # warm-up

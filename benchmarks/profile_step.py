@@ -12,8 +12,7 @@ import statistics
 import tempfile
 import time
 
-import torch
-from common import SHARED_MULTI30K, recipe_trainer
+from common import SHARED_MULTI30K, recipe_trainer, synchronizer
 from torch.profiler import ProfilerActivity, profile
 
 
@@ -30,13 +29,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = recipe_trainer(args.recipe, args.data, run_dir, args.device, args.overrides)
         cuda = trainer.device.type == "cuda"
+        sync = synchronizer(trainer.device)
         batches = [trainer.data.collate(b) for b in trainer.epoch_plan(0)[: args.steps]]
 
         def step(batch) -> float:
             start = time.perf_counter()
             trainer.train_step([batch])
-            if cuda:
-                torch.cuda.synchronize()
+            sync()
             return time.perf_counter() - start
 
         first = [step(b) for b in batches]  # every shape new

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 import torch
-from common import SHARED_MULTI30K, MatmulProbe, recipe_trainer
+from common import SHARED_MULTI30K, MatmulProbe, recipe_trainer, synchronizer
 
 from nmt.training.trainer import peak_rss_mb
 
@@ -51,7 +51,7 @@ def main() -> None:
         # training runs its CUDA matmuls in bf16 (autocast)
         probe = MatmulProbe(8192, "cuda", torch.bfloat16) if cuda else MatmulProbe(2048)
         params = sum(p.numel() for p in trainer.model.parameters())
-        sync = torch.cuda.synchronize if cuda else (lambda: None)
+        sync = synchronizer(trainer.device)
 
         def run(steps: range) -> tuple[int, float]:
             """Train on the plan's batches ``steps``: (target tokens, seconds)."""
