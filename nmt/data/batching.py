@@ -22,8 +22,12 @@ class Batch:
         return int((self.tgt_out != PAD).sum())
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(*(t.to(device, non_blocking=True) for t in
-                       (self.src, self.tgt_in, self.tgt_out, self.index)))
+        return Batch(
+            *(
+                t.to(device, non_blocking=True)
+                for t in (self.src, self.tgt_in, self.tgt_out, self.index)
+            )
+        )
 
 
 def pad(seqs: list[list[int]], prefix: list[int] = (), suffix: list[int] = ()) -> Tensor:
@@ -52,8 +56,9 @@ def cut(order: list[int], lengths: list[tuple[int, int]], batch_tokens: int) -> 
     return batches
 
 
-def bucket(lengths: list[tuple[int, int]], batch_tokens: int,
-           generator: torch.Generator | None = None) -> list[list[int]]:
+def bucket(
+    lengths: list[tuple[int, int]], batch_tokens: int, generator: torch.Generator | None = None
+) -> list[list[int]]:
     """Group pair indices into batches of similar length (``cut`` of the pairs sorted
     by (source, target) length). With a ``generator``, ties break at random, so
     batch composition varies between epochs. Every index appears once."""
@@ -89,8 +94,12 @@ class ParallelData:
     def collate(self, indices: list[int]) -> Batch:
         src = [self.src[i] for i in indices]
         tgt = [self.tgt[i] for i in indices]
-        return Batch(pad(src, suffix=[EOS]), pad(tgt, prefix=[BOS]), pad(tgt, suffix=[EOS]),
-                     torch.tensor(indices, dtype=torch.long))
+        return Batch(
+            pad(src, suffix=[EOS]),
+            pad(tgt, prefix=[BOS]),
+            pad(tgt, suffix=[EOS]),
+            torch.tensor(indices, dtype=torch.long),
+        )
 
     def padding_fraction(self, batches: list[list[int]]) -> float:
         """Share of padded slots over source and target tensors of these batches."""

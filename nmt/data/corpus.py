@@ -48,8 +48,10 @@ def decode_lines(raw: bytes, name: str) -> list[str]:
         try:
             out.append(line.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as e:
-            raise NmtError(f"{name}:{number}: not UTF-8 text (byte 0x{line[e.start]:02x} "
-                           f"at column {e.start + 1})") from None
+            raise NmtError(
+                f"{name}:{number}: not UTF-8 text (byte 0x{line[e.start]:02x} "
+                f"at column {e.start + 1})"
+            ) from None
     return out
 
 

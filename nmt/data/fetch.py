@@ -51,12 +51,19 @@ def verify(name: str, data: bytes, expected: str) -> None:
         raise NmtError(f"{name}: broken or truncated download ({e}); nothing written") from None
     actual = hashlib.sha256(text).hexdigest()
     if actual != expected:
-        raise NmtError(f"{name}: SHA-256 mismatch (expected {expected[:16]}…, got "
-                       f"{actual[:16]}…); nothing written")
+        raise NmtError(
+            f"{name}: SHA-256 mismatch (expected {expected[:16]}…, got "
+            f"{actual[:16]}…); nothing written"
+        )
 
 
-def fetch(corpus: str, out_dir: Path, pairs: list[str], mirror: str | None = None,
-          log: Callable[[str], None] = print) -> list[Path]:
+def fetch(
+    corpus: str,
+    out_dir: Path,
+    pairs: list[str],
+    mirror: str | None = None,
+    log: Callable[[str], None] = print,
+) -> list[Path]:
     """Download every split of ``corpus`` for the languages in ``pairs`` (e.g. ``de-en``),
     verify all of them, and only then write them to ``out_dir``."""
     if corpus not in CORPORA:
@@ -66,8 +73,10 @@ def fetch(corpus: str, out_dir: Path, pairs: list[str], mirror: str | None = Non
     available = sorted({name.split(".")[-2] for name in checksums})
     missing = [lang for lang in langs if lang not in available]
     if missing or not langs:
-        raise NmtError(f"--pairs: no verified {corpus} files for {', '.join(missing) or '(none)'};"
-                       f" available languages: {', '.join(available)}")
+        raise NmtError(
+            f"--pairs: no verified {corpus} files for {', '.join(missing) or '(none)'};"
+            f" available languages: {', '.join(available)}"
+        )
     names = [n for n in checksums if n.split(".")[-2] in langs]
     blobs = {}
     for name in names:

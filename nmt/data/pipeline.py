@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from nmt.checkpoint import atomic_write
 from nmt.config import DataConfig
@@ -37,8 +37,9 @@ def check_files(cfg: DataConfig) -> None:
         split_files(cfg, split)
 
 
-def build_vocabs(cfg: DataConfig, src: list[str], tgt: list[str], run_dir: Path,
-                 log: Callable[[str], None]) -> Vocabs:
+def build_vocabs(
+    cfg: DataConfig, src: list[str], tgt: list[str], run_dir: Path, log: Callable[[str], None]
+) -> Vocabs:
     """Load the recipe's SentencePiece models, reuse the run's, or train and store new ones."""
     v = cfg.vocab
     if v.joint:
@@ -67,8 +68,14 @@ def build_vocabs(cfg: DataConfig, src: list[str], tgt: list[str], run_dir: Path,
     return Vocabs(*vocabs)
 
 
-def encode_pairs(src: list[str], tgt: list[str], vocabs: Vocabs, max_len: int,
-                 what: str, log: Callable[[str], None]) -> ParallelData:
+def encode_pairs(
+    src: list[str],
+    tgt: list[str],
+    vocabs: Vocabs,
+    max_len: int,
+    what: str,
+    log: Callable[[str], None],
+) -> ParallelData:
     """Encode pairs, dropping empty ones and those longer than ``max_len`` pieces."""
     src_ids, tgt_ids = vocabs.src.encode(src), vocabs.tgt.encode(tgt)
     keep = [i for i, (s, t) in enumerate(zip(src_ids, tgt_ids)) if s and t]
@@ -76,13 +83,16 @@ def encode_pairs(src: list[str], tgt: list[str], vocabs: Vocabs, max_len: int,
     short = [i for i in keep if len(src_ids[i]) <= max_len and len(tgt_ids[i]) <= max_len]
     long = len(keep) - len(short)
     if empty or long:
-        log(f"{what}: dropped {empty} empty and {long} over-long (> {max_len} pieces) pairs "
-            f"of {len(src_ids)}")
+        log(
+            f"{what}: dropped {empty} empty and {long} over-long (> {max_len} pieces) pairs "
+            f"of {len(src_ids)}"
+        )
     return ParallelData([src_ids[i] for i in short], [tgt_ids[i] for i in short])
 
 
-def load_training(cfg: DataConfig, run_dir: Path,
-                  log: Callable[[str], None]) -> tuple[Vocabs, ParallelData]:
+def load_training(
+    cfg: DataConfig, run_dir: Path, log: Callable[[str], None]
+) -> tuple[Vocabs, ParallelData]:
     """Read and check the training split, get vocabularies, encode and filter."""
     src_path, tgt_path = split_files(cfg, cfg.train)
     src, tgt = read_parallel(src_path, tgt_path)
@@ -91,8 +101,10 @@ def load_training(cfg: DataConfig, run_dir: Path,
     vocabs = build_vocabs(cfg, src, tgt, run_dir, log)
     data = encode_pairs(src, tgt, vocabs, cfg.max_len, "train", log)
     if len(data) == 0:
-        raise NmtError(f"{src_path}: empty training set after dropping pairs longer than "
-                       f"data.max_len={cfg.max_len}")
+        raise NmtError(
+            f"{src_path}: empty training set after dropping pairs longer than "
+            f"data.max_len={cfg.max_len}"
+        )
     return vocabs, data
 
 

@@ -37,8 +37,11 @@ class Phrase:
     def __add__(self, other: Phrase) -> Phrase:
         """Concatenate both sides in the same order (monotone)."""
         ns, nt = len(self.src), len(self.tgt)
-        return Phrase(self.src + other.src, self.tgt + other.tgt,
-                      self.align + [(i + ns, j + nt) for i, j in other.align])
+        return Phrase(
+            self.src + other.src,
+            self.tgt + other.tgt,
+            self.align + [(i + ns, j + nt) for i, j in other.align],
+        )
 
 
 def word(src: str | None, tgt: list[str]) -> Phrase:
@@ -51,13 +54,16 @@ def word(src: str | None, tgt: list[str]) -> Phrase:
 def swap(first: Phrase, second: Phrase) -> Phrase:
     """Source order first+second, target order second+first (a reordering)."""
     ns, nt = len(first.src), len(second.tgt)
-    return Phrase(first.src + second.src, second.tgt + first.tgt,
-                  [(i, j + nt) for i, j in first.align]
-                  + [(i + ns, j) for i, j in second.align])
+    return Phrase(
+        first.src + second.src,
+        second.tgt + first.tgt,
+        [(i, j + nt) for i, j in first.align] + [(i + ns, j) for i, j in second.align],
+    )
 
 
-def _words(rng: random.Random, onsets: str, vowels: str, codas: str, n: int,
-           taken: set[str]) -> list[str]:
+def _words(
+    rng: random.Random, onsets: str, vowels: str, codas: str, n: int, taken: set[str]
+) -> list[str]:
     out = []
     while len(out) < n:
         syllables = rng.choice((2, 2, 3))
@@ -102,8 +108,11 @@ class Grammar:
         r = self.rng
         det = word(*self._one(self.pick(self.lex.determiners)))
         src_n, tgt_n = self.pick(self.lex.nouns)
-        noun = (word(src_n + "i", [tgt_n, "ni"]) if r.random() < 0.3  # plural: one-to-two
-                else word(src_n, [tgt_n]))
+        noun = (
+            word(src_n + "i", [tgt_n, "ni"])
+            if r.random() < 0.3  # plural: one-to-two
+            else word(src_n, [tgt_n])
+        )
         np = det + (swap(noun, self._adjective()) if r.random() < 0.4 else noun)
         if depth > 0 and r.random() < 0.25:
             np = np + self.prepositional(depth - 1)
@@ -148,7 +157,9 @@ class Grammar:
         return out
 
 
-def generate(n: int, seed: int, min_len: int, max_len: int, clauses: tuple[int, int]) -> list[Phrase]:
+def generate(
+    n: int, seed: int, min_len: int, max_len: int, clauses: tuple[int, int]
+) -> list[Phrase]:
     """``n`` sentence pairs whose source length lies in [min_len, max_len]."""
     rng = random.Random(seed)
     grammar = Grammar(rng)

@@ -24,8 +24,10 @@ class Vocab:
         except (RuntimeError, OSError) as e:
             raise NmtError(f"{name}: not a SentencePiece model ({e})") from None
         if (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id()) != (PAD, BOS, EOS):
-            raise NmtError(f"{name}: SentencePiece model must use pad_id={PAD}, "
-                           f"bos_id={BOS}, eos_id={EOS} (unk_id={UNK})")
+            raise NmtError(
+                f"{name}: SentencePiece model must use pad_id={PAD}, "
+                f"bos_id={BOS}, eos_id={EOS} (unk_id={UNK})"
+            )
 
     @classmethod
     def load(cls, path: str | Path) -> Vocab:
@@ -39,10 +41,21 @@ class Vocab:
         """Train on ``sentences``; ``size`` is a soft limit so small corpora still work."""
         out = io.BytesIO()
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=out, vocab_size=size,
-            model_type=model_type, character_coverage=1.0, hard_vocab_limit=False,
-            unk_id=UNK, pad_id=PAD, bos_id=BOS, eos_id=EOS, minloglevel=2,
-            input_sentence_size=2_000_000, shuffle_input_sentence=True, num_threads=2)
+            sentence_iterator=iter(sentences),
+            model_writer=out,
+            vocab_size=size,
+            model_type=model_type,
+            character_coverage=1.0,
+            hard_vocab_limit=False,
+            unk_id=UNK,
+            pad_id=PAD,
+            bos_id=BOS,
+            eos_id=EOS,
+            minloglevel=2,
+            input_sentence_size=2_000_000,
+            shuffle_input_sentence=True,
+            num_threads=2,
+        )
         return cls(out.getvalue())
 
     def __len__(self) -> int:

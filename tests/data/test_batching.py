@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -13,8 +14,7 @@ def data() -> ParallelData:
     rng = random.Random(0)
     # Target lengths follow source lengths, as in real parallel text.
     src = [[rng.randrange(4, 50) for _ in range(rng.randint(1, 60))] for _ in range(500)]
-    tgt = [[rng.randrange(4, 50) for _ in range(max(1, len(s) + rng.randint(-3, 3)))]
-           for s in src]
+    tgt = [[rng.randrange(4, 50) for _ in range(max(1, len(s) + rng.randint(-3, 3)))] for s in src]
     return ParallelData(src, tgt)
 
 
@@ -41,11 +41,12 @@ def test_random_batches_mix_lengths_and_follow_one_shuffle(data):
     as long as the budget allows: so their lengths vary as much as the corpus's."""
     batches = data.epoch_batches(2000, seed=1, epoch=0, bucketed=False)
     order = [i for b in batches for i in b]
-    for b, following in zip(batches, batches[1:]):
+    for b, following in itertools.pairwise(batches):
         longest = max(max(data.lengths[i]) for i in [*b, following[0]])
         assert (len(b) + 1) * longest > 2000  # the next pair would not have fitted
-    spread = [max(data.lengths[i][0] for i in b) - min(data.lengths[i][0] for i in b)
-              for b in batches]
+    spread = [
+        max(data.lengths[i][0] for i in b) - min(data.lengths[i][0] for i in b) for b in batches
+    ]
     assert sorted(order) == list(range(len(data))) and min(spread) > 20
     bucketed = data.epoch_batches(2000, seed=1, epoch=0)
     assert data.padding_fraction(batches) > 2 * data.padding_fraction(bucketed)
@@ -57,7 +58,7 @@ def test_bucketing_keeps_padding_low(data):
     order = list(range(len(data)))
     rng.shuffle(order)
     size = round(len(order) / len(bucketed))
-    unsorted = [order[i:i + size] for i in range(0, len(order), size)]
+    unsorted = [order[i : i + size] for i in range(0, len(order), size)]
     assert data.padding_fraction(bucketed) < 0.5 * data.padding_fraction(unsorted)
 
 
@@ -68,7 +69,7 @@ def test_collate_shapes_and_specials(data):
     for row, i in enumerate([0, 1, 2]):
         n = len(data.tgt[i])
         assert batch.tgt_out[row, n] == EOS and batch.src[row, len(data.src[i])] == EOS
-        assert (batch.tgt_out[row, n + 1:] == PAD).all()
+        assert (batch.tgt_out[row, n + 1 :] == PAD).all()
         assert batch.tgt_tokens >= n + 1
 
 

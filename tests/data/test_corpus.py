@@ -11,7 +11,7 @@ from nmt.errors import NmtError
 def test_plain_gz_and_crlf(tmp_path):
     (tmp_path / "a.txt").write_bytes(b"one\r\ntwo\n\nfour")
     with gzip.open(tmp_path / "b.txt.gz", "wb") as f:
-        f.write("eins\nzwei\n\nvier\n".encode())
+        f.write(b"eins\nzwei\n\nvier\n")
     assert read_lines(tmp_path / "a.txt") == ["one", "two", "", "four"]
     assert read_lines(tmp_path / "b.txt.gz") == ["eins", "zwei", "", "vier"]
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 from nmt.data.corpus import read_lines
 from nmt.data.toy import LONG_MIN_LEN, TRAIN_MAX_LEN, generate, write_corpus
 
@@ -32,9 +34,11 @@ def test_grammar_has_reorderings_and_one_to_many():
             src_of.setdefault(i, []).append(j)
         one_to_many += any(len(js) > 1 for js in src_of.values())
         ordered = sorted(p.align)
-        crossing += any(a[1] > b[1] for a, b in zip(ordered, ordered[1:]))
-        long_distance += any(abs(i - j) >= 4 and abs((j - i) - (ordered[-1][1] - ordered[-1][0])) > 3
-                             for i, j in p.align)
+        crossing += any(a[1] > b[1] for a, b in itertools.pairwise(ordered))
+        long_distance += any(
+            abs(i - j) >= 4 and abs((j - i) - (ordered[-1][1] - ordered[-1][0])) > 3
+            for i, j in p.align
+        )
     assert crossing > 100 and one_to_many > 100 and long_distance > 10
 
 
