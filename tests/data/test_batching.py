@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from nmt.data.batching import ParallelData, bucket
+from nmt.data.batching import ParallelData, bucket, cut
 from nmt.data.vocab import BOS, EOS, PAD
 
 
@@ -75,3 +75,17 @@ def test_collate_shapes_and_specials(data):
 
 def test_oversize_pair_gets_its_own_batch():
     assert bucket([(10, 10), (3, 3), (3, 3)], batch_tokens=6) == [[1, 2], [0]]
+
+
+def test_buckets_follow_the_longer_side_then_the_target(data):
+    """Pairs are cut in order of (longer side, target, source) length, so a batch's
+    targets, which carry most of a step's work, are nearly of one length."""
+    order = [i for b in bucket(data.lengths, 2000) for i in b]
+    keys = [(max(data.lengths[i]), data.lengths[i][1], data.lengths[i][0]) for i in order]
+    assert keys == sorted(keys)
+    by_source = cut(sorted(range(len(data)), key=lambda i: data.lengths[i]), data.lengths, 2000)
+
+    def padded_targets(batches: list[list[int]]) -> int:
+        return sum(len(b) * max(data.lengths[i][1] for i in b) for b in batches)
+
+    assert padded_targets(bucket(data.lengths, 2000)) < padded_targets(by_source)
