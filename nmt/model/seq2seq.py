@@ -96,8 +96,13 @@ class Transformer(nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V)."""
+        return self.generator(self.teacher_forced_states(src, tgt_in))
+
+    def teacher_forced_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """As :meth:`forward`, but the final decoder states (B,T,D) before the output
+        projection (training fuses that projection with its loss)."""
         memory, src_mask = self.encode(src)
-        return self.decode(tgt_in, self.start(memory, src_mask))
+        return self.decode_states(tgt_in, self.start(memory, src_mask))
 
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """Sum of the cross-attention layers' auxiliary losses (hard attention).

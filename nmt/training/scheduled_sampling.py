@@ -90,7 +90,6 @@ class ScheduledSamplingTrainer(Trainer):
                 pred = prediction_embeddings(model.generator(rows), table, cfg)  # (N,D)
             x = gold.masked_scatter(replaced.unsqueeze(-1), pred.to(gold.dtype))  # (B,T,D)
         self.extra_seconds += time.perf_counter() - start
-        logits = model.decode(None, state, embeds=x)
-        loss, stats = self.model_loss(logits, batch)
+        loss, stats = self.model_loss(model.decode_states(None, state, embeds=x), batch)
         fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
         return loss, {**stats, "ss_gold_prob": eps, "ss_replaced": fraction}

@@ -34,7 +34,7 @@ from nmt.model import Transformer
 from nmt.progress import console, progress_bar
 from nmt.registry import Registry
 from nmt.training.allocator import keep_freed_memory
-from nmt.training.loss import smoothed_nll
+from nmt.training.loss import projected_smoothed_nll
 from nmt.training.schedule import inverse_sqrt
 
 TRAINERS: Registry[type[Trainer]] = Registry("trainer")
@@ -258,26 +258,28 @@ class Trainer:
 
     # ------------------------------------------------------------------- loss
 
-    def token_loss(self, logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Summed label-smoothed cross-entropy over real target tokens (Szegedy et al.
-        2016: (1 − ε)·NLL + ε·mean over the vocabulary of −log p), and the detached
+    def token_loss(self, states: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Final decoder states (B,T,D) through the output layer -> the summed
+        label-smoothed cross-entropy over real target tokens (Szegedy et al. 2016:
+        (1 − ε)·NLL + ε·mean over the vocabulary of −log p), and the detached
         log-likelihood of every target token (B,T), 0 at padding — hard attention's
         reward."""
         eps = self.cfg.train.label_smoothing
-        loss, nll = smoothed_nll(logits.float(), batch.tgt_out, eps, PAD)  # (B,T) each
-        return loss.sum(), -(nll * (batch.tgt_out != PAD))
+        weight = self.model.generator.weight
+        loss, nll = projected_smoothed_nll(states, weight, batch.tgt_out, eps, PAD)  # (B,T)
+        return loss.sum(), -nll
 
     def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Summed training objective of one batch, and statistics to log (with
         ``token_loss``, the summed label-smoothed cross-entropy)."""
-        logits = self.model(batch.src, batch.tgt_in)
-        return self.model_loss(logits, batch)
+        return self.model_loss(self.model.teacher_forced_states(batch.src, batch.tgt_in), batch)
 
     def model_loss(
-        self, logits: torch.Tensor, batch: Batch
+        self, states: torch.Tensor, batch: Batch
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Token loss plus the cross-attention's auxiliary loss (hard attention)."""
-        loss, log_likelihood = self.token_loss(logits, batch)
+        """Token loss of the final decoder states (B,T,D) plus the cross-attention's
+        auxiliary loss (hard attention)."""
+        loss, log_likelihood = self.token_loss(states, batch)
         stats = {"token_loss": float(loss.detach())}
         extra = self.model.extra_loss(log_likelihood, batch.tgt_out != PAD)
         if extra is not None:
