@@ -12,7 +12,7 @@ from nmt.attention import ATTENTION, Attended, Memory
 from nmt.attention.fused import fused_attention
 from nmt.attention.fusion import BiDAFFusion
 from nmt.config import ModelConfig
-from nmt.dropout import Dropout
+from nmt.dropout import Dropout, relu_dropout
 from nmt.registry import Registry
 
 ENCODER_BLOCKS: Registry[type[nn.Module]] = Registry("encoder block")
@@ -116,10 +116,21 @@ def extend_cache(cache: dict[str, Tensor], k: Tensor, v: Tensor) -> tuple[Tensor
 
 
 class FeedForward(nn.Sequential):
+    """Position-wise feed-forward network (Vaswani et al. 2017, eq. 2) with dropout on
+    its hidden layer. The modules say what it computes and keep the checkpoint's
+    parameter names (0 and 3); ``forward`` fuses the ReLU with the dropout and
+    folds the dropout's scale into the second layer's weights (:func:`relu_dropout`)."""
+
     def __init__(self, d_model: int, ffn: int, dropout: float) -> None:
         super().__init__(
             nn.Linear(d_model, ffn), nn.ReLU(), Dropout(dropout), nn.Linear(ffn, d_model)
         )
+
+    def forward(self, x: Tensor) -> Tensor:
+        inner, _, drop, outer = self
+        h, scale = relu_dropout(inner(x), drop.p, drop.training)  # (B,L,F)
+        weight = outer.weight if scale == 1.0 else outer.weight * scale  # (D,F)
+        return F.linear(h, weight, outer.bias)  # (B,L,D)
 
 
 @ENCODER_BLOCKS.register("transformer")
