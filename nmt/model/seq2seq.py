@@ -94,15 +94,15 @@ class Transformer(nn.Module):
             state.offset += embeds.size(1)
         return self.decoder_norm(x)  # (B,T,D)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V)."""
-        return self.generator(self.teacher_forced_states(src, tgt_in))
-
-    def teacher_forced_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """As :meth:`forward`, but the final decoder states (B,T,D) before the output
-        projection (training fuses that projection with its loss)."""
+    def forward(self, src: Tensor, tgt_in: Tensor, project: bool = True) -> Tensor:
+        """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V); with
+        ``project=False`` the final decoder states (B,T,D) before the output
+        projection (training fuses that projection with its loss). A flag, not a
+        second method, so that ``train.compile`` (which compiles ``forward``)
+        covers training too."""
         memory, src_mask = self.encode(src)
-        return self.decode_states(tgt_in, self.start(memory, src_mask))
+        states = self.decode_states(tgt_in, self.start(memory, src_mask))
+        return self.generator(states) if project else states
 
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """Sum of the cross-attention layers' auxiliary losses (hard attention).

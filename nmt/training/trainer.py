@@ -272,7 +272,7 @@ class Trainer:
     def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Summed training objective of one batch, and statistics to log (with
         ``token_loss``, the summed label-smoothed cross-entropy)."""
-        return self.model_loss(self.model.teacher_forced_states(batch.src, batch.tgt_in), batch)
+        return self.model_loss(self.model(batch.src, batch.tgt_in, project=False), batch)
 
     def model_loss(
         self, states: torch.Tensor, batch: Batch

@@ -87,11 +87,19 @@ def test_compiled_training_matches_eager(tiny_config):
     compiled.model.load_state_dict(eager.model.state_dict())
     for t in (eager, compiled):  # SGD, for the reason given in the test above
         t.optimizer = torch.optim.SGD(t.model.parameters(), lr=1.0)
+    traced, decode_states = [], compiled.model.decode_states
+
+    def spy(*args, **kwargs):  # runs while dynamo traces, not when the graph runs
+        traced.append(torch.compiler.is_compiling())
+        return decode_states(*args, **kwargs)
+
+    compiled.model.decode_states = spy
     for batch in eager.data.epoch_batches(512, 0, 0)[:3]:
         a = eager.train_step([eager.data.collate(batch)])
         b = compiled.train_step([compiled.data.collate(batch)])
         assert a is not None and b is not None
         assert b[0] == pytest.approx(a[0], rel=1e-4)
+    assert traced and all(traced)  # training went through the compiled forward
     for (name, p), q in zip(eager.model.named_parameters(), compiled.model.parameters()):
         torch.testing.assert_close(q, p, atol=1e-5, rtol=1e-4, msg=name)
     names = compiled.checkpoint_payload(full=False)["model"].keys()
