@@ -45,7 +45,8 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
         logits = x @ weight.t()  # (N,V); bf16 under CUDA autocast
         probs = logits.to(torch.promote_types(logits.dtype, torch.float32))  # (N,V)
         N, V = probs.shape
-        block = N if probs.device.type != "cpu" else max(1, CPU_BLOCK_BYTES // (4 * V))
+        row_bytes = V * probs.element_size()
+        block = N if probs.device.type != "cpu" else max(1, CPU_BLOCK_BYTES // row_bytes)
         nll, smooth = probs.new_empty(N, 1), probs.new_empty(N)
         for lo in range(0, N, block):
             part = probs[lo : lo + block]  # (b,V) logits, then probabilities
