@@ -1,9 +1,10 @@
 """Training throughput of a recipe (default: the Multi30k de->en reference setup).
 
 Prints time per step, target tokens/s, the implied time per epoch, the padding
-fraction, peak RSS, and model FLOP/s against the machine's fp32 matmul rate
-(6 x parameters FLOPs per target token: forward + backward, as is customary);
-on CUDA against the GPU's bf16 matmul rate, since training autocasts to bf16.
+fraction, peak RSS, page faults per step, and model FLOP/s against the
+machine's fp32 matmul rate (6 x parameters FLOPs per target token: forward +
+backward, as is customary); on CUDA against the GPU's bf16 matmul rate, since
+training autocasts to bf16.
 A shared host's speed drifts, within a run too (2 cores here: 178-234 GFLOP/s
 between one run's start and end), so the machine's rate is sampled all through
 the timed steps: one timed matmul after every window of --probe-every steps,
@@ -17,6 +18,7 @@ kept out of the training time. Each window's fraction is printed as a range.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import tempfile
 import time
@@ -67,11 +69,13 @@ def main() -> None:
             return tokens, time.perf_counter() - start
 
         run(range(args.warmup_steps))
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         tokens, seconds, fractions = 0, 0.0, []  # fractions: one per window
         for lo in range(args.warmup_steps, args.warmup_steps + args.steps, args.probe_every):
             n, s = run(range(lo, min(lo + args.probe_every, args.warmup_steps + args.steps)))
             tokens, seconds = tokens + n, seconds + s
             fractions.append(6 * params * n / s / (probe.flops / probe.time_one()))
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         machine = probe.gflops()
         rate = tokens / seconds
         achieved = 6 * params * rate / 1e9
@@ -85,6 +89,7 @@ def main() -> None:
         print(f"target tokens/s   {rate:.0f}")
         print(f"time per epoch    {seconds / args.steps * steps_per_epoch:.0f} s (estimated)")
         print(f"peak RSS          {peak_rss_mb():.0f} MB (the probe's matrices included)")
+        print(f"page faults       {faults / args.steps:.0f} a step (fresh pages, minor faults)")
         if memory is not None:
             print(f"peak GPU memory   {memory:.0f} MB (allocated)")
         print(f"model FLOP/s      {achieved:.1f} GFLOP/s ({6 * params / 1e6:.0f} MFLOP/token)")

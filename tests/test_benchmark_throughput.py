@@ -33,6 +33,7 @@ def test_efficiency_comes_from_one_probe_per_window():
         check=True,
     ).stdout
     assert re.search(r"time per step\s+\d+ ms over 5 steps", out), out
+    assert re.search(r"page faults\s+\d+ a step", out), out
     assert "after every 2 steps: 3 samples" in out, out  # windows of 2, 2 and 1 steps
     low, high = re.search(r"per window: median [\d.]+%, ([\d.]+)%-([\d.]+)%", out).groups()
     assert 0 < float(low) <= float(high)

@@ -2,12 +2,14 @@
 
 glibc's malloc serves large blocks (over 32 MB at most, often far less) with
 fresh ``mmap`` pages and returns them to the system on ``free``. A training
-step allocates and frees the same large tensors every time (the logits of a
-2,000-token batch over 8,000 pieces are 65 MB), so every step pays to fault in
-and zero those pages again. With mmap off and trimming raised, freed blocks are
-reused: on 2 cores a step of the reference recipe took 6% less time (three
-interleaved pairs of 60-step runs: 1,120-1,144 ms against 1,166-1,253), at a
-peak RSS of 1,236 MB against 1,132 (``benchmarks/train_throughput.py``).
+step allocates and frees the same large tensors every time, so every step pays
+to fault in and zero those pages again. With mmap off and trimming raised,
+freed blocks are reused. On 2 cores, the reference recipe, two interleaved
+pairs of 180-step runs: 2-13 page faults a step against 10,567-16,532, and
+754-816 ms a step against 788-842 (-3.5%); resident memory stayed flat at
+965-1,060 MB over 300 steps and two validations, against 775-916 MB
+(``benchmarks/train_throughput.py`` prints both figures). The heap can still
+fragment, as glibc's default heap does for blocks under its mmap threshold.
 PyTorch's CPU tuning guide makes the same point with jemalloc or tcmalloc;
 this needs no extra library.
 """

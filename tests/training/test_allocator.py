@@ -1,5 +1,8 @@
-"""After keep_freed_memory, large freed tensors are reused without faulting in
-fresh pages."""
+"""After keep_freed_memory, a large tensor comes from the heap and its memory stays
+in the process once freed, so the next step reuses it instead of faulting in
+fresh pages. glibc's own counters (mallinfo2) tell where the block lives; page
+fault counts depend on the heap's layout and are left to the benchmark
+(``benchmarks/train_throughput.py`` prints faults per step)."""
 
 from __future__ import annotations
 
@@ -11,22 +14,31 @@ import pytest
 
 # Run in a fresh interpreter: the test process's heap depends on every earlier test.
 PROBE = """
-import json, resource, sys, torch
+import ctypes, json, sys, torch
 from nmt.training.allocator import keep_freed_memory
 
+class MallInfo2(ctypes.Structure):  # glibc >= 2.33, malloc.h
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd",
+        "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+if not hasattr(libc, "mallinfo2"):
+    print(json.dumps(None))
+    sys.exit()
+libc.mallinfo2.restype = MallInfo2
 kept = keep_freed_memory() if sys.argv[1] == "keep" else None
-x = torch.ones(50 * 2**18)  # 50 MB, touched: a step's large tensor
+x = torch.ones(50 * 2**18)  # 50 MB: a step's large tensor
+live = libc.mallinfo2()
 del x
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(8):  # the next steps allocate and free it again
-    x = torch.ones(50 * 2**18)
-    del x
-faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-print(json.dumps({"kept": kept, "faults": faults}))
+freed = libc.mallinfo2()
+print(json.dumps({"kept": kept, "mapped_while_live": live.hblkhd,
+                  "free_in_heap": freed.fordblks}))
 """
+BLOCK = 50 * 2**20
 
 
-def probe(mode: str) -> dict:
+def probe(mode: str) -> dict | None:
     out = subprocess.run(
         [sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True
     )
@@ -34,11 +46,12 @@ def probe(mode: str) -> dict:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
-def test_freed_blocks_are_reused_without_page_faults():
+def test_freed_blocks_stay_in_the_heap():
     kept = probe("keep")
-    if not kept["kept"]:
-        pytest.skip("the C library is not glibc")
+    if kept is None or not kept["kept"]:
+        pytest.skip("the C library is not glibc 2.33 or newer")
     default = probe("default")
-    pages = 50 * 2**20 // 4096  # one fresh 50 MB block
-    assert default["faults"] > 6 * pages  # glibc maps and faults in each of 8 blocks anew
-    assert kept["faults"] < 3 * pages  # kept: fresh pages twice at most (measured: twice)
+    assert default["mapped_while_live"] >= BLOCK  # glibc's default: its own mmap...
+    assert default["free_in_heap"] < BLOCK  # ...returned to the system on free
+    assert kept["mapped_while_live"] < BLOCK  # kept: served from the heap...
+    assert kept["free_in_heap"] >= BLOCK  # ...and still there, free, for the next step
