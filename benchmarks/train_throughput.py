@@ -2,9 +2,9 @@
 
 Prints time per step, target tokens/s, the implied time per epoch, the padding
 fraction, peak RSS, page faults per step, and model FLOP/s against the
-machine's fp32 matmul rate (6 x parameters FLOPs per target token: forward +
-backward, as is customary); on CUDA against the GPU's bf16 matmul rate, since
-training autocasts to bf16.
+machine's matmul rate in the precision training runs at (6 x parameters FLOPs
+per target token: forward + backward, as is customary): fp32 on the CPU, bf16
+on CUDA or with ``--set train.precision=bf16``.
 A shared host's speed drifts, within a run too (2 cores here: 178-234 GFLOP/s
 between one run's start and end), so the machine's rate is sampled all through
 the timed steps: one timed matmul after every window of --probe-every steps,
@@ -13,6 +13,7 @@ kept out of the training time. Each window's fraction is printed as a range.
     python benchmarks/train_throughput.py --steps 200
     python benchmarks/train_throughput.py --set model.attention.kind=local_m
     python benchmarks/train_throughput.py --device cuda --set train.compile=true
+    python benchmarks/train_throughput.py --set train.precision=bf16
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def main() -> None:
         steps_per_epoch = len(plan) / t.accumulate
         cuda = trainer.device.type == "cuda"
 
-        # training runs its CUDA matmuls in bf16 (autocast)
-        probe = MatmulProbe(8192, "cuda", torch.bfloat16) if cuda else MatmulProbe(2048)
+        # against the rate of the matmuls training runs: bf16 under autocast (train.precision)
+        dtype = torch.bfloat16 if trainer.bf16 else torch.float32
+        probe = MatmulProbe(8192 if cuda else 2048, trainer.device.type, dtype)
         params = sum(p.numel() for p in trainer.model.parameters())
         sync = synchronizer(trainer.device)
 
@@ -79,7 +81,7 @@ def main() -> None:
         machine = probe.gflops()
         rate = tokens / seconds
         achieved = 6 * params * rate / 1e9
-        rate_name = "bf16 matmul rate" if cuda else "fp32 matmul rate"
+        rate_name = "bf16 matmul rate" if trainer.bf16 else "fp32 matmul rate"
         memory = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
         print(f"recipe            {args.recipe} {' '.join(args.overrides)}")
         print(f"device            {trainer.device} ({torch.get_num_threads()} threads)")

@@ -59,7 +59,9 @@ def train(
     recipe: Path = typer.Argument(..., help="YAML recipe (see docs/recipes.md)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from RUN_DIR/last.pt."),
-    device: str = typer.Option("auto", help="auto, cpu or cuda (bf16 autocast on CUDA)."),
+    device: str = typer.Option(
+        "auto", help="auto, cpu or cuda (bf16 autocast on CUDA; see train.precision)."
+    ),
     nproc: int = typer.Option(1, help="Processes for data-parallel training (runs torchrun)."),
 ) -> None:
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""

@@ -329,6 +329,9 @@ class TrainConfig:
     log_every: int = 50
     max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
     compile: bool = False  # torch.compile the model's teacher-forced forward pass
+    # matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; bf16 on the CPU pays
+    # where it has bf16 matrix units (AMX, AVX512-BF16), parameters and optimiser stay fp32
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
 
     def __post_init__(self) -> None:

@@ -227,6 +227,7 @@ class Trainer:
             f"{len(self.data)} training pairs in {len(plan)} batches of <= {t.batch_tokens} "
             f"tokens; padding {self.data.padding_fraction(plan):.1%}; "
             f"{params / 1e6:.2f}M parameters; device {self.device}"
+            + (" (bf16 autocast)" if self.bf16 else "")
         )
 
     def _restore(self, ckpt: dict[str, Any]) -> None:
@@ -288,10 +289,14 @@ class Trainer:
 
     # ------------------------------------------------------------------- step
 
+    @property
+    def bf16(self) -> bool:
+        """Whether the matmuls run under bf16 autocast (``train.precision``)."""
+        precision = self.cfg.train.precision
+        return precision == "bf16" or (precision == "auto" and self.device.type == "cuda")
+
     def _autocast(self) -> Any:
-        return torch.autocast(
-            self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda"
-        )
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def train_step(self, batches: list[Batch]) -> tuple[float, dict[str, float]] | None:
         """One update over ``batches`` (gradient accumulation); None if it was skipped

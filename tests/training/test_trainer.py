@@ -104,3 +104,33 @@ def test_compiled_training_matches_eager(tiny_config):
         torch.testing.assert_close(q, p, atol=1e-5, rtol=1e-4, msg=name)
     names = compiled.checkpoint_payload(full=False)["model"].keys()
     assert names == eager.model.state_dict().keys()
+
+
+@pytest.mark.parametrize(
+    "precision, dtype",
+    [("auto", torch.float32), ("fp32", torch.float32), ("bf16", torch.bfloat16)],
+)
+def test_precision_sets_the_dtype_of_the_matmuls_only(tiny_config, precision, dtype):
+    """``train.precision`` on the CPU: auto and fp32 train in fp32; bf16 autocasts the
+    linear layers, while parameters, gradients and Adam's moments stay fp32 and the
+    loss stays that of fp32 training to bf16's precision (8 bits of mantissa)."""
+    reference, trainer = (
+        Trainer(tiny_config(model={"dropout": 0.0}, train={"precision": p}), device="cpu")
+        for p in ("fp32", precision)
+    )
+    reference.setup()
+    trainer.setup()
+    trainer.model.load_state_dict(reference.model.state_dict())
+    seen: list[torch.dtype] = []
+    for module in trainer.model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_hook(lambda m, args, out: seen.append(out.dtype))
+    batch = trainer.data.epoch_batches(512, 0, 0)[0]
+    expected = reference.train_step([reference.data.collate(batch)])
+    got = trainer.train_step([trainer.data.collate(batch)])
+    assert expected is not None and got is not None
+    assert seen and set(seen) == {dtype}
+    assert got[0] == pytest.approx(expected[0], rel=1e-2 if dtype == torch.bfloat16 else 1e-6)
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
+    moments = [s["exp_avg"] for s in trainer.optimizer.state.values()]
+    assert moments and {m.dtype for m in moments} == {torch.float32}
