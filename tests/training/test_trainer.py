@@ -112,8 +112,8 @@ def test_compiled_training_matches_eager(tiny_config):
 )
 def test_precision_sets_the_dtype_of_the_matmuls_only(tiny_config, precision, dtype):
     """``train.precision`` on the CPU: auto and fp32 train in fp32; bf16 autocasts the
-    linear layers, while parameters, gradients and Adam's moments stay fp32 and the
-    loss stays that of fp32 training to bf16's precision (8 bits of mantissa)."""
+    linear layers, while parameters and Adam's moments stay fp32 and the loss stays
+    that of fp32 training to bf16's precision (8 bits of mantissa)."""
     reference, trainer = (
         Trainer(tiny_config(model={"dropout": 0.0}, train={"precision": p}), device="cpu")
         for p in ("fp32", precision)
