@@ -6,7 +6,7 @@ step allocates and frees the same large tensors every time, so every step pays
 to fault in and zero those pages again. With mmap off and trimming raised,
 freed blocks are reused. On 2 cores, the reference recipe, two interleaved
 pairs of 180-step runs: 2-13 page faults a step against 10,567-16,532, and
-754-816 ms a step against 788-842 (-3.5%); resident memory stayed flat at
+754-816 ms a step against 788-842 (-3.7%); resident memory stayed flat at
 965-1,060 MB over 300 steps and two validations, against 775-916 MB
 (``benchmarks/train_throughput.py`` prints both figures). The heap can still
 fragment, as glibc's default heap does for blocks under its mmap threshold.
