@@ -56,11 +56,18 @@ class DecoderStack(nn.ModuleList):
         self.cfg = cfg
 
     def forward(
-        self, embeds: Tensor, embedding: Embedding, state: DecoderState, need_weights: bool
+        self,
+        embeds: Tensor,
+        embedding: Embedding,
+        state: DecoderState,
+        need_weights: bool,
+        tgt_mask: Tensor | None = None,
     ) -> Tensor:
         """Raw token embeddings (B,T,D) of the target inputs -> states (B,T,D) before
         the final norm; appends each layer's cross-attention to ``state.attended``
-        when ``need_weights``. Does not advance ``state.offset``."""
+        when ``need_weights``. ``tgt_mask`` (B,T) marks real target inputs (None: all
+        real); the causal mask already keeps a left-to-right stream off later padding.
+        Does not advance ``state.offset``."""
         raise NotImplementedError
 
 
@@ -69,7 +76,12 @@ class StandardDecoder(DecoderStack):
     """One causal stream: position t reads target inputs ≤ t (Vaswani et al. 2017)."""
 
     def forward(
-        self, embeds: Tensor, embedding: Embedding, state: DecoderState, need_weights: bool
+        self,
+        embeds: Tensor,
+        embedding: Embedding,
+        state: DecoderState,
+        need_weights: bool,
+        tgt_mask: Tensor | None = None,
     ) -> Tensor:
         T = embeds.size(1)
         positions = torch.arange(state.offset, state.offset + T, device=embeds.device)  # (T,)

@@ -83,13 +83,16 @@ class Transformer(nn.Module):
         state: DecoderState,
         embeds: Tensor | None = None,
         need_weights: bool = False,
+        tgt_mask: Tensor | None = None,
     ) -> Tensor:
         """As :meth:`decode`, but the final decoder states (B,T,D) before the output
-        projection, for callers that need logits at a few positions only."""
+        projection, for callers that need logits at a few positions only. ``tgt_mask``
+        (B,T) marks the real target inputs when ``embeds`` replace ``tgt_in``."""
         if embeds is None:
             embeds = self.tgt_embed.tokens(tgt_in)  # (B,T,D)
+            tgt_mask = tgt_in != self.pad  # (B,T)
         state.attended = []
-        x = self.decoder(embeds, self.tgt_embed, state, need_weights)  # (B,T,D)
+        x = self.decoder(embeds, self.tgt_embed, state, need_weights, tgt_mask)  # (B,T,D)
         if state.caches is not None:
             state.offset += embeds.size(1)
         return self.decoder_norm(x)  # (B,T,D)

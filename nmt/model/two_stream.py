@@ -13,8 +13,11 @@ Two streams share every weight of every layer:
 
 ``order: left_to_right`` is the usual order, and then both masks are causal.
 ``order: random`` draws a factorisation order per sentence at every training
-step (BOS always first; the end-of-sentence position, which has no content
-slot, always last); validation and decoding stay left to right. The content
+step: BOS first, the sentence's real slots in a random order, then its padding
+slots, which are also masked as keys in both streams, so a sentence's outputs
+do not depend on how much padding its batch gives it; the query that predicts
+end-of-sentence (it has no content slot of its own) comes after every real
+slot. Validation and decoding stay left to right. The content
 stream's last layer is not computed: no query reads it (its keys and values,
 from that layer's input, are).
 """
@@ -29,12 +32,18 @@ from nmt.model.decoder import DECODERS, DecoderStack, DecoderState
 from nmt.model.layers import Embedding, extend_cache
 
 
-def random_order(B: int, T: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Ranks in a random factorisation order: content positions (B,T) and queries
-    (B,T), where query j predicts position j + 1 (rank T: after every content slot)."""
-    rank = torch.rand(B, T, device=device).argsort(-1).argsort(-1)  # (B,T) a permutation
-    rank[:, 0] = -1  # BOS first
-    after = torch.full((B, 1), T, dtype=rank.dtype, device=device)
+def random_order(real: Tensor) -> tuple[Tensor, Tensor]:
+    """Ranks in a random factorisation order of target inputs whose real slots are
+    ``real`` (B,T): content positions (B,T) and queries (B,T), where query j predicts
+    position j + 1. BOS ranks first, padding after every real slot in position order,
+    so the query of a sentence's last real slot (it predicts EOS) takes the rank of
+    its first padding slot (or T): after every real slot."""
+    B, T = real.shape
+    key = torch.rand(B, T, device=real.device)  # (B,T) a random order of the real slots
+    key = torch.where(real, key, 1.0 + torch.arange(T, device=real.device))  # padding last
+    key[:, 0] = -1.0  # BOS first
+    rank = key.argsort(-1).argsort(-1)  # (B,T) a permutation
+    after = torch.full((B, 1), T, dtype=rank.dtype, device=real.device)
     return rank, torch.cat([rank[:, 1:], after], 1)
 
 
@@ -47,7 +56,12 @@ class TwoStreamDecoder(DecoderStack):
         self.query_init = nn.Parameter(torch.randn(cfg.d_model) * cfg.d_model**-0.5)  # w
 
     def forward(
-        self, embeds: Tensor, embedding: Embedding, state: DecoderState, need_weights: bool
+        self,
+        embeds: Tensor,
+        embedding: Embedding,
+        state: DecoderState,
+        need_weights: bool,
+        tgt_mask: Tensor | None = None,
     ) -> Tensor:
         B, T, _ = embeds.shape
         off, device = state.offset, embeds.device
@@ -59,10 +73,13 @@ class TwoStreamDecoder(DecoderStack):
         attn_content = attn_query = None
         causal = False  # the fused kernel's own causal mask, for a square left-to-right pass
         if self.training and self.cfg.decoder.order == "random" and state.caches is None:
-            rank, qrank = random_order(B, T, device)
-            content_see = rank.unsqueeze(1) <= rank.unsqueeze(2)  # (B,T,T) [p, p']
-            query_see = rank.unsqueeze(1) < qrank.unsqueeze(2)  # (B,T,T) [j, p]
-            fused_see = qrank.unsqueeze(1) <= qrank.unsqueeze(2)  # (B,T,T) [j, j']
+            real = torch.ones(B, T, dtype=torch.bool, device=device)
+            real = real if tgt_mask is None else tgt_mask  # (B,T) query j is real iff slot j is
+            rank, qrank = random_order(real)
+            keys = real.unsqueeze(1)  # (B,1,T) padding is never a key
+            content_see = (rank.unsqueeze(1) <= rank.unsqueeze(2)) & keys  # (B,T,T) [p, p']
+            query_see = (rank.unsqueeze(1) < qrank.unsqueeze(2)) & keys  # (B,T,T) [j, p]
+            fused_see = (qrank.unsqueeze(1) <= qrank.unsqueeze(2)) & keys  # (B,T,T) [j, j']
             attn_content, attn_query = content_see.unsqueeze(1), query_see.unsqueeze(1)
         elif off == 0:  # left to right: query j and content j both see content ≤ j
             causal = T > 1

@@ -76,7 +76,8 @@ class ScheduledSamplingTrainer(Trainer):
         table = model.tgt_embed.tokens.weight  # (V,D)
         gold = F.embedding(batch.tgt_in, table)  # (B,T,D)
         # Position t >= 1 may be replaced by the prediction made at t - 1.
-        mixable = batch.tgt_in != PAD
+        real = batch.tgt_in != PAD  # (B,T)
+        mixable = real.clone()
         mixable[:, 0] = False
         x, replaced = gold, torch.zeros_like(mixable)
         start = time.perf_counter()
@@ -85,11 +86,12 @@ class ScheduledSamplingTrainer(Trainer):
             # the output projection (V wide, the costliest layer) runs on those rows only.
             replaced = mixable & (torch.rand(mixable.shape, device=x.device) >= eps)  # (B,T)
             with torch.set_grad_enabled(cfg.first_pass_grad and torch.is_grad_enabled()):
-                states = model.decode_states(None, state, embeds=x)  # (B,T,D)
+                states = model.decode_states(None, state, x, tgt_mask=real)  # (B,T,D)
                 rows = states[:, :-1][replaced[:, 1:]]  # (N,D): output t-1 predicts input t
                 pred = prediction_embeddings(model.generator(rows), table, cfg)  # (N,D)
             x = gold.masked_scatter(replaced.unsqueeze(-1), pred.to(gold.dtype))  # (B,T,D)
         self.extra_seconds += time.perf_counter() - start
-        loss, stats = self.model_loss(model.decode_states(None, state, embeds=x), batch)
+        states = model.decode_states(None, state, x, tgt_mask=real)  # (B,T,D)
+        loss, stats = self.model_loss(states, batch)
         fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
         return loss, {**stats, "ss_gold_prob": eps, "ss_replaced": fraction}

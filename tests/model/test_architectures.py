@@ -10,7 +10,7 @@ import torch
 from nmt.attention import ATTENTION
 from nmt.attention.base import SCORES, DotScore, TrilinearScore
 from nmt.config import ConfigError, DecoderConfig, EncoderConfig, ModelConfig, from_dict
-from nmt.data.vocab import BOS
+from nmt.data.vocab import BOS, PAD
 from nmt.model import two_stream
 from nmt.model.decoder import DECODERS
 from nmt.model.layers import ENCODER_BLOCKS
@@ -190,11 +190,38 @@ def test_qanet_layer_dropout_is_random_in_training_only():
 def fixed_order(rank: torch.Tensor):
     """A stand-in for random_order that returns ``rank`` (B,T) for the content."""
 
-    def order(B, T, device):
+    def order(real):
+        B, T = real.shape
         after = torch.full((B, 1), T, dtype=rank.dtype)
         return rank, torch.cat([rank[:, 1:], after], 1)
 
     return order
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_order_outputs_do_not_depend_on_padding(seed):
+    """One sentence alone and with two padding slots, under the same random order of
+    its real slots (one sentence draws the same first n keys either way): every
+    real query's output is the same, the EOS query's included."""
+    torch.manual_seed(0)
+    model = tiny_model(model=RANDOM_ORDER, fusion="bidaf").train()  # dropout is 0
+    src, tgt = random_batch([6]), target([5])  # (1,6): BOS + 5 tokens
+    padded = torch.cat([tgt, torch.full((1, 2), PAD)], 1)  # (1,8)
+    torch.manual_seed(seed)
+    alone = model(src, tgt)[0]  # (6,V)
+    torch.manual_seed(seed)
+    with_padding = model(src, padded)[0, :6]
+    torch.testing.assert_close(with_padding, alone, atol=1e-5, rtol=1e-5)
+
+
+def test_random_order_puts_padding_after_every_real_slot():
+    real = torch.tensor([[True] * 4 + [False] * 3, [True] * 7])
+    for _ in range(20):
+        rank, qrank = two_stream.random_order(real)
+        assert rank[0, 0] == rank.min()  # BOS first
+        assert rank[0, :4].max() < rank[0, 4:].min()  # padding after the real slots
+        assert qrank[0, 3] > rank[0, :4].max()  # the EOS query after every real slot
+        assert sorted(rank[1].tolist()) == list(range(7))
 
 
 def test_two_stream_random_order_hides_the_predicted_token_and_later_ones(monkeypatch):

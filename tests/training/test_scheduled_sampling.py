@@ -63,8 +63,8 @@ def spy_decode(trainer):
     calls = []
     original = trainer.model.decode_states
 
-    def decode_states(tgt_in, state, embeds=None, need_weights=False):
-        states = original(tgt_in, state, embeds=embeds, need_weights=need_weights)
+    def decode_states(tgt_in, state, embeds=None, need_weights=False, tgt_mask=None):
+        states = original(tgt_in, state, embeds, need_weights, tgt_mask)
         calls.append((embeds, trainer.model.generator(states)))
         return states
 
