@@ -195,6 +195,10 @@ class CrossAttention(nn.Module):
     ) -> Attended:
         raise NotImplementedError
 
+    def start_update(self, step: int) -> None:
+        """Called by the trainer before optimiser update ``step`` (0-based), for
+        variants whose training follows a schedule (hard attention's Gumbel τ)."""
+
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """An auxiliary training loss for the last forward, summed, else None.
 

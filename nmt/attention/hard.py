@@ -72,12 +72,18 @@ class HardAttention(CrossAttention):
     def __init__(self, cfg: HardConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)
         self.register_buffer("baseline", torch.zeros(()))  # per-token reward average
-        self.register_buffer("updates", torch.zeros((), dtype=torch.long))
+        self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # for Gumbel's τ
         # REINFORCE bookkeeping, one entry per forward with gradients since the last
         # extra_loss (a two-stream decoder calls each layer twice): log α(ŝ), H(α)
         self._log_prob: list[Tensor] = []  # (B,H,T) each
         self._entropy: list[Tensor] = []  # (B,H,T) each
         self.stats: dict[str, float] = {}
+
+    def start_update(self, step: int) -> None:
+        """Gumbel's temperature follows the optimiser update, not the forward call:
+        scheduled sampling's passes, accumulated micro-batches and the two-stream
+        decoder's second call each run a forward within one update."""
+        self.updates.fill_(step)
 
     def temperature(self) -> float:
         c = self.cfg
@@ -100,8 +106,9 @@ class HardAttention(CrossAttention):
         if not self.training:
             weights = F.one_hot(scores.argmax(-1), scores.size(-1)).to(q.dtype) * has_key
         elif self.cfg.estimator == "gumbel":
-            weights = F.gumbel_softmax(scores, tau=self.temperature(), dim=-1) * has_key
-            self.updates += 1
+            # A row without a real key gets finite scores: finfo.min / τ is −inf for τ < 1.
+            finite = scores.masked_fill(~has_key, 0.0)
+            weights = F.gumbel_softmax(finite, tau=self.temperature(), dim=-1) * has_key
         else:
             probs = alpha.detach() + ~has_key  # a fully masked row samples uniformly
             sample = torch.multinomial(probs.flatten(0, 2), 1).view(alpha.shape[:-1])  # (B,H,T)

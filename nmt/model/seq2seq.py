@@ -107,6 +107,11 @@ class Transformer(nn.Module):
         states = self.decode_states(tgt_in, self.start(memory, src_mask))
         return self.generator(states) if project else states
 
+    def start_update(self, step: int) -> None:
+        """Tell every cross-attention layer that optimiser update ``step`` begins."""
+        for layer in self.decoder:
+            layer.cross_attn.start_update(step)
+
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """Sum of the cross-attention layers' auxiliary losses (hard attention).
 

@@ -302,6 +302,7 @@ class Trainer:
         """One update over ``batches`` (gradient accumulation); None if it was skipped
         because the loss or gradient was not finite."""
         self.model.train()
+        self.model.start_update(self.state.step)
         d = self.dist
         # Normalise by the tokens of the whole update, over all ranks; DDP averages the
         # gradients over ranks, hence the factor world.

@@ -104,3 +104,27 @@ def test_reinforce_matches_the_exact_gradient(T):
     estimate = attn.q_proj.weight.grad
     error = (estimate - exact).norm() / exact.norm()
     assert error < 0.06, f"relative error {error:.3f}"
+
+
+@pytest.mark.parametrize("estimator", ["reinforce", "straight_through", "gumbel"])
+def test_training_on_a_row_without_source_gives_zeros_at_low_temperature(estimator):
+    """Every estimator, in training, with Gumbel's τ annealed far below 1: a sentence
+    with no real source position gets a zero context (out_proj's bias), not NaN."""
+    attn = build("hard", estimator=estimator, tau=1.0, tau_min=0.05, anneal=1.0).train()
+    attn.start_update(100)
+    assert attn.temperature() == pytest.approx(0.05)
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    src_mask[1] = False
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    assert torch.isfinite(out.context).all()
+    torch.testing.assert_close(out.context[1], attn.out_proj.bias.expand(5, D))
+
+
+def test_gumbel_temperature_anneals_by_update_not_by_forward():
+    attn = build("hard", estimator="gumbel", tau=1.0, tau_min=0.01, anneal=0.1).train()
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    mem = attn.project_memory(memory, src_mask)
+    attn.start_update(3)
+    for _ in range(4):  # e.g. scheduled sampling's passes or accumulated micro-batches
+        attn(query, mem, src_mask, pos)
+    assert attn.temperature() == pytest.approx(torch.exp(torch.tensor(-0.3)).item())

@@ -144,3 +144,24 @@ def test_works_with_every_attention_variant(tiny_config, model):
     )
     summary = TRAINERS.get("scheduled_sampling")(cfg, device="cpu").run()
     assert summary["steps"] == 3
+
+
+def test_gumbel_temperature_follows_updates_through_passes_and_accumulation(tiny_config):
+    """Three updates of two accumulated batches, two passes each: every layer's
+    Gumbel temperature stands at update 2's value (one anneal step per update)."""
+    cfg = tiny_config(
+        model={"decoder_layers": 2, "attention": {"kind": "hard", "estimator": "gumbel"}},
+        train={
+            "trainer": "scheduled_sampling",
+            "accumulate": 2,
+            "scheduled_sampling": {"schedule": "constant", "k": 0.5},
+        },
+    )
+    trainer = TRAINERS.get("scheduled_sampling")(cfg, device="cpu")
+    trainer.setup()
+    plan = trainer.epoch_plan(0)
+    for step in range(3):
+        trainer.state.step = step
+        trainer.train_step([trainer.data.collate(b) for b in plan[2 * step : 2 * step + 2]])
+    for layer in trainer.model.decoder:
+        assert int(layer.cross_attn.updates) == 2
