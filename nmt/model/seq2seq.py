@@ -40,11 +40,17 @@ class Transformer(nn.Module):
         self.decoder = DECODERS.get(cfg.decoder.kind)(cfg)
         self.decoder_norm = nn.LayerNorm(d)
         self.generator = nn.Linear(d, tgt_vocab, bias=False)
-        for name, p in self.named_parameters():
-            if p.dim() == 2 and "embed" not in name and "score" not in name:
-                nn.init.xavier_uniform_(p)
+        self.apply(self._init_weights)
         if cfg.tie_embeddings:
             self.generator.weight = self.tgt_embed.tokens.weight
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        """Xavier-uniform linear weights (Glorot & Bengio 2010), as the reference
+        Transformer implementations; every other parameter keeps the initialisation
+        its own module gives it (embeddings, scores, local_p's centre predictor)."""
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """src (B,S) -> memory (B,S,D), src_mask (B,1,S) (True = real token)."""
