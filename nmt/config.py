@@ -3,7 +3,9 @@
 Every section is a frozen dataclass. ``from_dict`` is strict: an unknown key,
 a wrong type or an impossible value raises :class:`ConfigError` naming the
 dotted key (with a close-match suggestion for misspelt keys). Cross-field
-checks live in each class's ``__post_init__``.
+checks live in each class's ``__post_init__``. A section whose other values
+make a key useless says so in ``inert_keys()``; giving such a key a value other
+than its default is an error, so that no setting is silently ignored.
 """
 
 from __future__ import annotations
@@ -53,9 +55,20 @@ def from_dict(cls: type, data: Any, path: str = "") -> Any:
             raise ConfigError(_join(path, name), "required key is missing")
     kwargs = {k: _convert(hints[k], v, _join(path, k)) for k, v in data.items()}
     try:
-        return cls(**kwargs)
+        built = cls(**kwargs)
     except ConfigError as e:
         raise e.under(path) from None
+    inert = getattr(built, "inert_keys", dict)()
+    for key, why in inert.items():
+        if key in data and getattr(built, key) != _default(known[key]):
+            raise ConfigError(_join(path, key), f"has no effect: {why}; remove it")
+    return built
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def _convert(tp: Any, value: Any, path: str) -> Any:
@@ -145,6 +158,12 @@ class VocabConfig:
                 "give both src_model and tgt_model, or neither",
             )
 
+    def inert_keys(self) -> dict[str, str]:
+        if self.model is None and self.src_model is None:
+            return {}
+        why = "a given SentencePiece model fixes the vocabulary"
+        return {"size": why, "type": why}
+
 
 @dataclass(frozen=True)
 class DataConfig:
@@ -187,7 +206,20 @@ class AttentionConfig:
             close = difflib.get_close_matches(str(kind), ATTENTION.names(), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(_join(path, "kind"), f"unknown kind {kind!r}{hint}; valid: {valid}")
-        return from_dict(ATTENTION.get(kind).config_class, data, path)
+        cls_ = ATTENTION.get(kind).config_class
+        own = {f.name for f in fields(cls_)}
+        for key in data:
+            owners = [n for n in ATTENTION.names() if key in _field_names(ATTENTION.get(n))]
+            if key not in own and owners:
+                raise ConfigError(
+                    _join(path, str(key)),
+                    f"an option of kind {' and '.join(owners)}, not of kind {kind!r}",
+                )
+        return from_dict(cls_, data, path)
+
+
+def _field_names(variant: Any) -> set[str]:
+    return {f.name for f in fields(variant.config_class)}
 
 
 def _default_attention() -> AttentionConfig:
@@ -210,6 +242,12 @@ class EncoderConfig:
         check(self.convs >= 0, "convs", "must be non-negative")
         check(self.kernel >= 1 and self.kernel % 2 == 1, "kernel", "must be odd and positive")
         check(0 < self.survival <= 1, "survival", "must be in (0, 1]")
+
+    def inert_keys(self) -> dict[str, str]:
+        if self.block == "qanet":
+            return {}
+        why = f"only block qanet uses it (block is {self.block!r})"
+        return {"convs": why, "kernel": why, "survival": why}
 
 
 @dataclass(frozen=True)
@@ -275,9 +313,9 @@ class ScheduledSamplingConfig:
     Duckworth et al. 2019's parallel scheduled sampling."""
 
     schedule: Literal["linear", "exponential", "inverse_sigmoid", "constant"] = "inverse_sigmoid"
-    k: float = (
-        2000.0  # linear: start; exponential: base (< 1); inverse_sigmoid: k >= 1; constant: ε
-    )
+    # linear: start (<= 1); exponential: base (< 1); inverse_sigmoid: k >= 1; constant: ε.
+    # null: the schedule's default (DEFAULT_K), one that decays; constant needs a value.
+    k: float | None = None
     c: float = 1e-4  # linear: decrease per step
     eps_min: float = 0.0  # linear: floor
     warmup_steps: int = 0  # pure teacher forcing first
@@ -289,18 +327,46 @@ class ScheduledSamplingConfig:
 
     def __post_init__(self) -> None:
         s = self.schedule
+        check(self.k is not None or s != "constant", "k", "constant schedule needs k (ε, 0..1)")
+        if self.k is None:
+            object.__setattr__(self, "k", DEFAULT_K[s])
         if s == "exponential":
             check(0 < self.k < 1, "k", "exponential schedule needs 0 < k < 1")
         elif s == "inverse_sigmoid":
             check(self.k >= 1, "k", "inverse_sigmoid schedule needs k >= 1")
-        elif s in ("constant", "linear"):
-            check(0 <= self.k <= 1 or s == "linear", "k", "constant schedule needs 0 <= k <= 1")
+        elif s == "constant":
+            check(0 <= self.k <= 1, "k", "constant schedule needs 0 <= k <= 1")
+        else:  # linear: max(eps_min, k − c·i) must fall below 1
+            check(
+                0 <= self.k <= 1,
+                "k",
+                "linear schedule starts at 0 <= k <= 1 (delay it with warmup_steps)",
+            )
+            check(self.c > 0, "c", "linear schedule needs c > 0, else ε stays k")
+            check(self.eps_min < 1, "eps_min", "linear schedule needs eps_min < 1, else ε stays 1")
         check(self.c >= 0, "c", "must be non-negative")
         check(0 <= self.eps_min <= 1, "eps_min", "must be in [0, 1]")
         check(self.warmup_steps >= 0, "warmup_steps", "must be non-negative")
         check(self.topk >= 1, "topk", "must be at least 1")
         check(self.temperature > 0, "temperature", "must be positive")
         check(self.passes >= 2, "passes", "must be at least 2")
+
+    def inert_keys(self) -> dict[str, str]:
+        inert = {}
+        if self.schedule != "linear":
+            why = f"only schedule linear uses it (schedule is {self.schedule!r})"
+            inert.update(c=why, eps_min=why)
+        if self.mix != "topk":
+            inert["topk"] = f"only mix topk uses it (mix is {self.mix!r})"
+        if self.mix not in ("softmax", "gumbel"):
+            inert["temperature"] = f"only mix softmax and gumbel use it (mix is {self.mix!r})"
+        return inert
+
+
+# ε_i = 1 − o(1) at the start, falling over a few thousand updates: linear reaches 0.9
+# after 1,000 updates (c = 1e-4), exponential after ~1,050, inverse sigmoid (Bengio et
+# al. 2015's curve) after ~10,800.
+DEFAULT_K = {"linear": 1.0, "exponential": 0.9999, "inverse_sigmoid": 2000.0}
 
 
 @dataclass(frozen=True)
@@ -369,6 +435,11 @@ class TrainConfig:
             "max_epochs",
             "set a budget: train.max_epochs, train.max_steps or train.max_minutes",
         )
+
+    def inert_keys(self) -> dict[str, str]:
+        if self.trainer == "scheduled_sampling":
+            return {}
+        return {"scheduled_sampling": f"train.trainer is {self.trainer!r}, not scheduled_sampling"}
 
 
 @dataclass(frozen=True)

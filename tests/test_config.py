@@ -125,3 +125,42 @@ RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"
 def test_shipped_recipes_load(recipe):
     cfg = load_recipe(recipe)
     assert cfg.data.test and cfg.train.max_epochs
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "key"),
+    [
+        ("train", {"scheduled_sampling": {"mix": "argmax"}}, "train.scheduled_sampling"),
+        (
+            "train",
+            {"trainer": "scheduled_sampling", "scheduled_sampling": {"topk": 3}},
+            "train.scheduled_sampling.topk",
+        ),
+        (
+            "train",
+            {"trainer": "scheduled_sampling", "scheduled_sampling": {"c": 0.1}},
+            "train.scheduled_sampling.c",
+        ),
+        ("model", {"encoder": {"convs": 4}}, "model.encoder.convs"),
+        ("model", {"attention": {"kind": "global", "window": 3}}, "model.attention.window"),
+        ("model", {"attention": {"kind": "hard", "tau": 0.5}}, "model.attention.tau"),
+        (
+            "model",
+            {"attention": {"kind": "hard", "estimator": "gumbel", "entropy_weight": 0.1}},
+            "model.attention.entropy_weight",
+        ),
+        ("model", {"attention": {"kind": "local_m", "ratio": 1.1}}, "model.attention.ratio"),
+    ],
+)
+def test_keys_that_would_do_nothing_are_refused(base, tmp_path, section, values, key):
+    base[section] = {**base[section], **values}
+    message = recipe_error(tmp_path, base)
+    assert f"{key}:" in message and "\n" not in message
+
+
+def test_inert_keys_at_their_default_are_accepted(base, tmp_path):
+    """A resolved recipe (every key written out) loads again: inert keys hold defaults."""
+    base["model"]["encoder"] = {"convs": 2, "kernel": 7, "survival": 1.0}
+    base["model"]["attention"] = {"kind": "hard", "estimator": "reinforce", "tau": 1.0}
+    cfg = load_recipe(write(tmp_path, base))
+    assert config_from_dict(yaml.safe_load(dump_recipe(cfg))) == cfg

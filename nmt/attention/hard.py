@@ -61,6 +61,17 @@ class HardConfig(AttentionConfig):
         check(0 < self.tau_min <= self.tau, "tau_min", "must be positive and at most tau")
         check(self.anneal >= 0, "anneal", "must be non-negative")
 
+    def inert_keys(self) -> dict[str, str]:
+        est = self.estimator
+        inert = {}
+        if est != "reinforce":
+            why = f"only estimator reinforce uses it (estimator is {est!r})"
+            inert.update(entropy_weight=why, baseline_decay=why, expected_prob=why)
+        if est != "gumbel":
+            why = f"only estimator gumbel uses it (estimator is {est!r})"
+            inert.update(tau=why, tau_min=why, anneal=why)
+        return inert
+
 
 @ATTENTION.register("hard")
 class HardAttention(CrossAttention):

@@ -65,6 +65,11 @@ class LocalMConfig(LocalConfig):
         super().__post_init__()
         check(self.ratio is None or self.ratio > 0, "ratio", "must be positive")
 
+    def inert_keys(self) -> dict[str, str]:
+        if self.center == "length_ratio":
+            return {}
+        return {"ratio": f"only center length_ratio uses it (center is {self.center!r})"}
+
 
 @dataclass(frozen=True)
 class LocalPConfig(LocalConfig):

@@ -110,9 +110,10 @@ def test_reinforce_matches_the_exact_gradient(T):
 def test_training_on_a_row_without_source_gives_zeros_at_low_temperature(estimator):
     """Every estimator, in training, with Gumbel's τ annealed far below 1: a sentence
     with no real source position gets a zero context (out_proj's bias), not NaN."""
-    attn = build("hard", estimator=estimator, tau=1.0, tau_min=0.05, anneal=1.0).train()
+    cold = {"tau": 1.0, "tau_min": 0.05, "anneal": 1.0} if estimator == "gumbel" else {}
+    attn = build("hard", estimator=estimator, **cold).train()
     attn.start_update(100)
-    assert attn.temperature() == pytest.approx(0.05)
+    assert estimator != "gumbel" or attn.temperature() == pytest.approx(0.05)
     query, memory, src_mask, pos = inputs((9, 4), 5)
     src_mask[1] = False
     out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)

@@ -14,6 +14,14 @@ from nmt.training import TRAINERS, Trainer
 from nmt.training.sampling_schedule import gold_probability
 
 
+@pytest.mark.parametrize("schedule", ["linear", "exponential", "inverse_sigmoid"])
+def test_every_schedule_decays_with_its_default_k(schedule):
+    """Without k, ε starts at (almost) 1 and has fallen below 0.9 by update 20,000."""
+    cfg = ScheduledSamplingConfig(schedule=schedule)
+    assert gold_probability(cfg, 0) > 0.99
+    assert gold_probability(cfg, 20_000) < 0.9
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
@@ -34,6 +42,10 @@ def test_schedule_values(options, expected):
     [
         {"schedule": "exponential", "k": 1.5},
         {"schedule": "inverse_sigmoid", "k": 0.5},
+        {"schedule": "constant"},  # no default ε
+        {"schedule": "linear", "k": 2000.0},  # ε = 1 for 20M updates
+        {"schedule": "linear", "c": 0.0},
+        {"schedule": "linear", "eps_min": 1.0},
         {"passes": 1},
         {"mix": "nearest"},
     ],
