@@ -202,7 +202,8 @@ class CrossAttention(nn.Module):
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """An auxiliary training loss for the last forward, summed, else None.
 
-        reward (B,T): detached log-likelihood of each target token (0 at padding);
+        reward (B,T): detached reward of each target token, minus its label-smoothed
+        training loss (0 at padding);
         tgt_mask (B,T).
         """
         return None

@@ -9,9 +9,12 @@ estimator (``estimator``):
   eq. 12): loss −A_t·log α_t(ŝ_t) − λ_e·H(α_t). The decoder is causal, so the
   choice made for target position t can only change the likelihood of tokens
   t, t+1, ...; its advantage is therefore the reward to go,
-  A_t = Σ_{t' ≥ t} (log p(y_t') − b), with b a moving-average baseline per
-  token. Dropping the earlier tokens' rewards keeps the estimator unbiased and
-  removes their noise (the "causality" form of the policy gradient).
+  A_t = Σ_{t' ≥ t} (r_t' − b), with b a moving-average baseline per token.
+  The reward r_t is minus token t's training loss, the label-smoothed
+  cross-entropy, so that this term and the pathwise gradient of the same loss
+  are together the gradient of one objective, the expected training loss.
+  Dropping the earlier tokens' rewards keeps the estimator unbiased and removes
+  their noise (the "causality" form of the policy gradient).
   With ``expected_prob`` p, each context is the expected (soft) context with
   probability p instead of a sample (Xu et al.'s variance trick).
 - ``straight_through``: one-hot sample forward, softmax gradient backward
@@ -149,7 +152,8 @@ class HardAttention(CrossAttention):
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """REINFORCE surrogate for the training forwards since the last call.
 
-        reward (B,T): detached log-likelihood of each target token (0 at padding);
+        reward (B,T): detached reward of each target token, minus its label-smoothed
+        training loss (0 at padding);
         tgt_mask (B,T): real target positions. Returns a summed loss.
         """
         if not self._log_prob:

@@ -121,7 +121,8 @@ class Transformer(nn.Module):
     def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
         """Sum of the cross-attention layers' auxiliary losses (hard attention).
 
-        reward (B,T): detached log-likelihood of each target token; tgt_mask (B,T).
+        reward (B,T): detached reward of each target token (minus its training loss);
+        tgt_mask (B,T).
         """
         losses = [
             loss

@@ -37,7 +37,7 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
     @torch.amp.custom_fwd(device_type="cuda")
     def forward(
         ctx, states: Tensor, weight: Tensor, target: Tensor, eps: float, pad: int
-    ) -> tuple[Tensor, Tensor]:
+    ) -> Tensor:
         B, T, D = states.shape
         rows = (target != pad).flatten().nonzero().squeeze(1)  # (N,) real target tokens
         x = states.reshape(B * T, D).index_select(0, rows)  # (N,D)
@@ -58,17 +58,11 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
         loss = (1 - eps) * nll - eps * smooth if eps > 0 else nll
         ctx.save_for_backward(x, weight, y, rows, probs)
         ctx.eps, ctx.shape = eps, (B, T, D)
-        scatter = probs.new_zeros(B * T)
-        token_loss = scatter.index_copy(0, rows, loss).view(B, T)
-        token_nll = scatter.index_copy_(0, rows, nll).view(B, T)
-        ctx.mark_non_differentiable(token_nll)
-        return token_loss, token_nll
+        return probs.new_zeros(B * T).index_copy_(0, rows, loss).view(B, T)
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
-    def backward(
-        ctx, grad: Tensor, _: Tensor
-    ) -> tuple[Tensor | None, Tensor | None, None, None, None]:
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None, None, None]:
         x, weight, y, rows, probs = ctx.saved_tensors
         eps, (B, T, D), V = ctx.eps, ctx.shape, weight.size(0)
         g = grad.reshape(-1).index_select(0, rows).unsqueeze(1).to(x.dtype)  # (N,1)
@@ -90,8 +84,7 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
 
 def projected_smoothed_nll(
     states: Tensor, weight: Tensor, target: Tensor, eps: float, pad: int
-) -> tuple[Tensor, Tensor]:
+) -> Tensor:
     """Decoder states (B,T,D) through the output layer ``weight`` (V,D) (no bias) ->
-    the label-smoothed loss of each target token (B,T), and each token's negative
-    log-likelihood (B,T), not differentiable; both 0 where ``target`` is ``pad``."""
+    the label-smoothed loss of each target token (B,T), 0 where ``target`` is ``pad``."""
     return _ProjectedSmoothedNLL.apply(states, weight, target, eps, pad)

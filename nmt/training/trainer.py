@@ -262,13 +262,14 @@ class Trainer:
     def token_loss(self, states: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Final decoder states (B,T,D) through the output layer -> the summed
         label-smoothed cross-entropy over real target tokens (Szegedy et al. 2016:
-        (1 − ε)·NLL + ε·mean over the vocabulary of −log p), and the detached
-        log-likelihood of every target token (B,T), 0 at padding — hard attention's
-        reward."""
+        (1 − ε)·NLL + ε·mean over the vocabulary of −log p), and its detached
+        negation per target token (B,T), 0 at padding: hard attention's reward. One
+        objective for both, so REINFORCE's score-function term and the pathwise
+        gradient add up to the gradient of the expected smoothed loss."""
         eps = self.cfg.train.label_smoothing
         weight = self.model.generator.weight
-        loss, nll = projected_smoothed_nll(states, weight, batch.tgt_out, eps, PAD)  # (B,T)
-        return loss.sum(), -nll
+        loss = projected_smoothed_nll(states, weight, batch.tgt_out, eps, PAD)  # (B,T)
+        return loss.sum(), -loss.detach()
 
     def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Summed training objective of one batch, and statistics to log (with
@@ -280,9 +281,9 @@ class Trainer:
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Token loss of the final decoder states (B,T,D) plus the cross-attention's
         auxiliary loss (hard attention)."""
-        loss, log_likelihood = self.token_loss(states, batch)
+        loss, reward = self.token_loss(states, batch)
         stats = {"token_loss": float(loss.detach())}
-        extra = self.model.extra_loss(log_likelihood, batch.tgt_out != PAD)
+        extra = self.model.extra_loss(reward, batch.tgt_out != PAD)
         if extra is not None:
             loss = loss + extra
         return loss, {**stats, **self.model.attention_stats()}

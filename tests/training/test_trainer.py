@@ -134,3 +134,30 @@ def test_precision_sets_the_dtype_of_the_matmuls_only(tiny_config, precision, dt
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
     moments = [s["exp_avg"] for s in trainer.optimizer.state.values()]
     assert moments and {m.dtype for m in moments} == {torch.float32}
+
+
+def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
+    """Hard attention's reward is the same per-token objective the pathwise gradient
+    comes from: minus the label-smoothed cross-entropy, 0 at padding."""
+    import torch.nn.functional as F
+
+    from nmt.data.vocab import PAD
+
+    cfg = tiny_config(model={"dropout": 0.0, "attention": {"kind": "hard"}})
+    trainer = Trainer(cfg, device="cpu")
+    trainer.setup()
+    batch = trainer.data.collate(trainer.data.epoch_batches(512, 0, 0)[0])
+    seen = []
+    trainer.model.extra_loss = lambda reward, mask: seen.append(reward)
+    trainer.model.eval()  # argmax attention: the same logits in both computations
+    with torch.no_grad():
+        trainer.compute_loss(batch)
+        logits = trainer.model(batch.src, batch.tgt_in)  # (B,T,V)
+    want = F.cross_entropy(
+        logits.transpose(1, 2),
+        batch.tgt_out,
+        ignore_index=PAD,
+        label_smoothing=0.1,
+        reduction="none",
+    )  # (B,T)
+    torch.testing.assert_close(seen[0], -want, atol=1e-5, rtol=1e-5)
