@@ -11,7 +11,9 @@ summary over all of them would read the future. Here it is causal: at target
 position t, c̃_t = Σ_{t' ≤ t} b_{t,t'} h_t' with b_{t,·} = softmax over t' ≤ t
 (or over what the factorisation order lets t see, for the two-stream decoder)
 of m_t' = max_s score(h_t', k_s), the layer's own cross-attention score maxed
-over real source positions, per head. A linear layer maps the 4·D fusion back
+over real source positions, per head, with every term of the score (the
+trilinear score's w_qᵀq, constant over source positions, differs between
+target positions). A linear layer maps the 4·D fusion back
 to D. Cost: one extra T × S score matrix per layer (whatever the variant
 attends to) and a T × T softmax.
 """
@@ -48,7 +50,7 @@ class BiDAFFusion(nn.Module):
         ``cache`` keeps m and h of earlier positions for incremental decoding."""
         # 1) m_t = max over real source positions of the score, per head
         q = attn.split(attn.q_proj(h))  # (B,H,T,Dh)
-        scores = attn.score(q, memory.key)  # (B,H,T,S)
+        scores = attn.score.full(q, memory.key)  # (B,H,T,S)
         mask = src_mask.unsqueeze(1)  # (B,1,1,S)
         m = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).amax(-1)  # (B,H,T)
         states = attn.split(h)  # (B,H,T,Dh)

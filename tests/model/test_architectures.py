@@ -84,6 +84,37 @@ def test_trilinear_is_bidaf_similarity_up_to_a_per_query_constant():
         torch.testing.assert_close(ours.softmax(-1), full.softmax(-1), atol=1e-6, rtol=1e-5)
 
 
+def test_bidaf_fusion_uses_the_full_trilinear_score():
+    """The fusion's softmax runs over target positions, where w_qᵀq differs from one
+    position to the next: its summary follows Seo et al.'s eq. 1 with every term."""
+    from nmt.attention.fusion import BiDAFFusion
+
+    torch.manual_seed(0)
+    H, D = 4, 32
+    attn = build("global", score="trilinear", fusion="bidaf")
+    fusion = BiDAFFusion(D)
+    with torch.no_grad():
+        for p in (attn.score.w_q, attn.score.w_k, attn.score.w_m):
+            p.normal_()
+    h, context = torch.randn(2, 6, D), torch.randn(2, 6, D)
+    _, memory, src_mask, _ = inputs(lengths=(9, 4))
+    mem = attn.project_memory(memory, src_mask)
+    q = attn.split(attn.q_proj(h))  # (B,H,T,Dh)
+    s = attn.score
+    full = (
+        torch.einsum("bhtd,hd->bht", q, s.w_q).unsqueeze(-1)
+        + torch.einsum("bhsd,hd->bhs", mem.key, s.w_k).unsqueeze(-2)
+        + torch.einsum("bhtd,hd,bhsd->bhts", q, s.w_m, mem.key)
+    )  # (B,H,T,S)
+    m = full.masked_fill(~src_mask.unsqueeze(1), float("-inf")).amax(-1)  # (B,H,T)
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    b = m.unsqueeze(-2).expand(2, H, 6, 6).masked_fill(~causal, float("-inf")).softmax(-1)
+    summary = attn.merge(b @ attn.split(h))  # (B,T,D)
+    want = fusion.proj(torch.cat([h, context, h * context, h * summary], -1))
+    got = fusion(h, context, attn, mem, src_mask)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
 def test_trilinear_starts_as_the_scaled_dot_product():
     q, k = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 6, 8)
     torch.testing.assert_close(TrilinearScore(4, 8)(q, k), DotScore(4, 8)(q, k))
