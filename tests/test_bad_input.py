@@ -44,7 +44,7 @@ RECIPE_CASES = {
     ),
     "option of another kind": (
         {"model": {"attention": {"kind": "global", "window": 3}}},
-        "model.attention.window: unknown key",
+        "model.attention.window: an option of kind local_m and local_p",
     ),
     "contradictory early stopping": (
         {"train": {"valid_bleu": False, "early_stopping": "bleu"}},
