@@ -169,6 +169,9 @@ def compare(
     split: list[str] = typer.Option([], help="Test splits for --runs (default: the recipe's)."),
     baseline: Optional[str] = typer.Option(None, help="Baseline run name for --runs."),
     device: str = typer.Option("auto"),
+    set_: list[str] = typer.Option(
+        [], "--set", help="Override a spec key, e.g. --set 'seeds=[1,2,3]' (repeatable)."
+    ),
 ) -> None:
     """Train (or reuse, or resume) every variant x seed, evaluate them identically, and
     report BLEU/chrF with bootstrap CIs and p-values, attention statistics and plots."""
@@ -177,8 +180,10 @@ def compare(
     if (spec is None) == (not runs):
         raise NmtError("give either a SPEC file or --runs DIR (repeated), not both")
     if spec is not None:
-        run_study(spec, device=device)
+        run_study(spec, device=device, overrides=set_)
         return
+    if set_:
+        raise NmtError("--set overrides a spec's keys; --runs takes none")
     if out is None:
         raise NmtError("--runs needs --out DIR for the report")
     compare_runs(runs, out, split, baseline, device=device)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.metrics import bleu, bleu_from_stats, paired_bootstrap, sentence_stats
+from nmt.metrics import bleu, bleu_from_stats, paired_bootstrap, paired_test, sentence_stats
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", ".", "big"]
 sentence = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
@@ -55,3 +61,27 @@ def test_seeds_are_averaged():
     result = paired_bootstrap({"x": [a, b]}, "x", samples=100)
     expected = (bleu_from_stats(a.sum(0)) + bleu_from_stats(b.sum(0))) / 2
     assert np.isclose(result["x"].bleu, expected)
+
+
+@pytest.mark.parametrize("test", ["bs", "ar"])
+def test_paired_test_p_values_equal_the_sacrebleu_command(tmp_path, test):
+    """One pair of systems: our p-values for BLEU, chrF and TER are the ones
+    `sacrebleu REF -i BASE SYS --paired-bs` (or --paired-ar) prints."""
+    refs = (Path(__file__).parent.parent / "data/toy/test.tgt").read_text().splitlines()[:150]
+    base = [" ".join(w if i % 5 else "x" for i, w in enumerate(r.split())) for r in refs]
+    system = [r if n % 3 else r.rsplit(" ", 1)[0] for n, r in enumerate(refs)]
+    for name, lines in (("ref", refs), ("base", base), ("sys", system)):
+        (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n")
+    samples = 200 if test == "ar" else 1000
+    out = subprocess.run(
+        [sys.executable, "-m", "sacrebleu", "ref.txt", "-i", "base.txt", "sys.txt",
+         f"--paired-{test}", f"--paired-{test}-n", str(samples), "-m", "bleu", "chrf", "ter",
+         "-f", "text"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    expected = [float(p) for p in re.findall(r"\(p = ([0-9.]+)\)", out)]
+    ours = paired_test(
+        {"base": base, "sys": system}, refs, "base", test, ("bleu", "chrf", "ter"), samples
+    )["sys"]
+    assert len(expected) == 3
+    assert [round(ours[m], 4) for m in ("bleu", "chrf", "ter")] == expected

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
+from nmt.compare.significance import judge
+from nmt.compare.spec import SignificanceSpec
 from nmt.metrics import bleu_from_stats, paired_bootstrap
 
 ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "aer")
@@ -49,6 +51,7 @@ def summarise(
     baseline: str,
     samples: int,
     edges: tuple[int, ...],
+    significance: SignificanceSpec,
 ) -> list[dict[str, Any]]:
     """One row per (variant, split) over the variant's finished seeds; variants without
     any finished seed are left out here (the report lists them as failed)."""
@@ -75,7 +78,7 @@ def summarise(
                 "bleu_std": _std(bleus),
                 "bleu_ci_low": b.ci_low,
                 "bleu_ci_high": b.ci_high,
-                "p_value": b.p_value,
+                "p_value": b.p_value,  # the baseline's is None; judge() sets the others'
                 "chrf": _mean(chrfs),
                 "chrf_std": _std(chrfs),
                 "params": per_seed[0].params,
@@ -95,6 +98,18 @@ def summarise(
                 label: {"sentences": int(n), "bleu": float(np.mean(col))}
                 for label, n, col in zip(bucket_labels(edges), counts, per_bucket.T)
             }
+            if name != baseline:
+                row.update(
+                    judge(
+                        name,
+                        per_seed,
+                        baseline,
+                        runs.get(baseline, []),
+                        split,
+                        significance,
+                        b.p_value,
+                    )
+                )
             row["bleu_signature"] = parts[0].signatures["bleu"]
             row["chrf_signature"] = parts[0].signatures["chrf"]
             rows.append(row)

@@ -28,6 +28,8 @@ class SplitAnalysis:
     chrf: float
     signatures: dict[str, str]
     sentences_per_s: float  # decoding, with the recipe's beam
+    hyps: list[str]  # the run's translations, for sacreBLEU's paired tests
+    refs: list[str]
     stats: np.ndarray  # (N, 10) sentence BLEU statistics, for resampling and buckets
     src_words: np.ndarray  # (N,) source length in words, for the length buckets
     attention: dict[str, float]  # entropy, peak_distance, [center_spread], [aer]
@@ -147,6 +149,8 @@ def analyse_run(
             chrf=r["chrf"],
             signatures={m: r[f"{m}_signature"] for m in ("bleu", "chrf")},
             sentences_per_s=r["sentences_per_s"],
+            hyps=hyps,
+            refs=refs,
             stats=sentence_stats(hyps, refs),
             src_words=np.array([len(s.split()) for s in src]),
             attention=attention,

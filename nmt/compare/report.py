@@ -14,6 +14,7 @@ from rich.table import Table
 
 from nmt.checkpoint import write_text
 from nmt.compare.runs import RunResult
+from nmt.compare.spec import SignificanceSpec
 
 COLUMNS = [  # (header, key, format); a None key is computed in _cells
     ("variant", "variant", "{}"),
@@ -33,17 +34,20 @@ COLUMNS = [  # (header, key, format); a None key is computed in _cells
 ]
 CSV_KEYS = [
     "variant", "split", "seeds", "bleu", "bleu_std", "bleu_ci_low", "bleu_ci_high", "p_value",
-    "chrf", "chrf_std", "params", "train_steps", "train_minutes", "tokens_per_s",
-    "sentences_per_s", "entropy", "peak_distance", "center_spread", "aer",
+    "signs_agree", "significant", "chrf", "chrf_std", "params", "train_steps", "train_minutes",
+    "tokens_per_s", "sentences_per_s", "entropy", "peak_distance", "center_spread", "aer",
 ]  # fmt: skip
 
 
-def format_p(p: float | None, is_baseline: bool) -> str:
-    if is_baseline:
+def format_p(row: dict[str, Any]) -> str:
+    """The p-value; * where the difference is significant (p < alpha and every seed
+    agrees in sign, nmt.compare.significance)."""
+    if row["is_baseline"]:
         return "baseline"
+    p = row.get("p_value")
     if p is None:  # the baseline has no finished run to test against
         return "–"
-    star = " *" if p < 0.05 else ""
+    star = " *" if row.get("significant") else ""
     return ("<0.001" if p < 0.001 else f"{p:.3f}") + star
 
 
@@ -58,7 +62,7 @@ def _cells(row: dict[str, Any], only: tuple[str, ...] | None = None) -> list[str
     computed = {
         "BLEU": _spread(row["bleu"], row["bleu_std"], row["seeds"]),
         "95% CI": f"{row['bleu_ci_low']:.1f}–{row['bleu_ci_high']:.1f}",
-        "p": format_p(row["p_value"], row["is_baseline"]),
+        "p": format_p(row),
         "chrF": _spread(row["chrf"], row["chrf_std"], row["seeds"]),
     }
     out = []
@@ -96,6 +100,13 @@ def print_tables(
         for f in failures:
             table.add_row(*_failed_cells(f, len(TERMINAL)), style="red")
         out.print(table)
+        for line in verdicts(rows, split):
+            out.print(f"  {line}")
+
+
+def verdicts(rows: list[dict[str, Any]], split: str) -> list[str]:
+    """Each variant's difference from the baseline in words."""
+    return [r["verdict"] for r in rows if r["split"] == split and "verdict" in r]
 
 
 def markdown_table(rows: list[dict[str, Any]], split: str, failures: list[RunResult]) -> str:
@@ -134,20 +145,31 @@ def write_markdown(
     baseline: str,
     samples: int,
     figures: dict[str, list[str]],
+    significance: SignificanceSpec,
 ) -> None:
-    """report.md: a table per split, BLEU by source length, and the figures."""
+    """report.md: a table per split, the verdicts, BLEU by source length, the figures."""
     parts = [f"# {title}", ""]
+    tests = {
+        "bootstrap": "two-sided paired bootstrap test of the seed-averaged BLEU (Koehn 2004)",
+        "paired_bs": "sacreBLEU's paired bootstrap test on the pooled seeds",
+        "paired_ar": "sacreBLEU's paired approximate randomisation test on the pooled seeds",
+    }
+    metric = significance.metrics[0]
     parts.append(
         f"BLEU and chrF are sacreBLEU corpus scores, mean ± standard deviation over seeds. "
         f"95% CI: percentile interval of the seed-averaged BLEU over {samples} bootstrap "
-        f"resamples of the test sentences; p: two-sided paired bootstrap test against "
-        f"**{baseline}** (Koehn 2004), * marks p < 0.05. Attention figures are read while "
+        f"resamples of the test sentences; p: {tests[significance.test]} of {metric} "
+        f"against **{baseline}**; * marks a significant difference: p < "
+        f"{significance.alpha} *and* every seed on the same side of the baseline's seed "
+        "(a difference whose sign flips with the seed is within seed noise; with one seed "
+        "there is no verdict). Attention figures are read while "
         "the model reads the references: entropy (nats) of the cross-attention, distance "
         "of its peak from the diagonal and spread of the predicted centres (in source "
         "pieces), and AER of its argmax word alignments where gold alignments exist."
     )
     for split in splits:
         parts += ["", f"## {split}", "", markdown_table(rows, split, failures), ""]
+        parts += [f"- {line}" for line in verdicts(rows, split)] + [""]
         if any(r["split"] == split for r in rows):
             parts += ["BLEU by source length (words; sentences per bucket):", ""]
             parts += [bucket_table(rows, split), ""]

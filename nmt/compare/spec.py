@@ -5,14 +5,39 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from nmt.config import RunConfig, apply_overrides, check, from_dict, read_yaml
 from nmt.errors import ConfigError, NmtError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
+
+
+@dataclass(frozen=True)
+class SignificanceSpec:
+    """How a difference from the baseline is tested (docs/compare.md). ``bootstrap``:
+    Koehn's paired bootstrap on seed-averaged BLEU; ``paired_bs`` / ``paired_ar``:
+    sacreBLEU's paired bootstrap / approximate randomisation on the seeds pooled (each
+    seed's test set appended, paired seed by seed), for any of its metrics."""
+
+    test: Literal["bootstrap", "paired_bs", "paired_ar"] = "bootstrap"
+    metrics: tuple[str, ...] = ("bleu",)  # the first decides; paired_*: bleu, chrf, ter
+    samples: int = 0  # paired_*: resamples (bs) or trials (ar); 0 = sacreBLEU's default
+    alpha: float = 0.05
+
+    def __post_init__(self) -> None:
+        check(bool(self.metrics), "metrics", "name at least one metric")
+        unknown = [m for m in self.metrics if m not in ("bleu", "chrf", "ter")]
+        check(not unknown, "metrics", f"unknown {', '.join(unknown)}; valid: bleu, chrf, ter")
+        check(
+            self.test != "bootstrap" or self.metrics == ("bleu",),
+            "metrics",
+            "test bootstrap scores BLEU only; use paired_bs or paired_ar for chrf and ter",
+        )
+        check(self.samples >= 0, "samples", "must be non-negative (0: sacreBLEU's default)")
+        check(0 < self.alpha < 1, "alpha", "must be in (0, 1)")
 
 
 @dataclass(frozen=True)
@@ -30,6 +55,7 @@ class CompareSpec:
     bootstrap: int = 1000  # resamples (Koehn 2004)
     length_buckets: tuple[int, ...] = (10, 20, 30, 40)  # source-word bucket upper bounds
     heatmaps: tuple[int, ...] = (0, 1)  # lines of the first split drawn for every variant
+    significance: SignificanceSpec = field(default_factory=SignificanceSpec)
 
     def __post_init__(self) -> None:
         check(bool(self.variants), "variants", "name at least one variant")
@@ -65,11 +91,14 @@ class PlannedRun:
     cfg: RunConfig
 
 
-def load_spec(path: str | Path) -> tuple[CompareSpec, list[PlannedRun]]:
-    """Read and check a spec and every run it implies; errors name the spec file and key
-    (a bad override in a variant names the variant)."""
+def load_spec(
+    path: str | Path, overrides: list[str] | None = None
+) -> tuple[CompareSpec, list[PlannedRun]]:
+    """Read and check a spec (with ``--set`` overrides of its own keys, e.g.
+    ``seeds=[1,2,3]``) and every run it implies; errors name the spec file and key (a
+    bad override in a variant names the variant)."""
     path = Path(path)
-    raw = read_yaml(path)
+    raw = apply_overrides(read_yaml(path), overrides or [])
     try:
         spec = from_dict(CompareSpec, raw)
     except ConfigError as e:

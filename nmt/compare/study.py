@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +15,24 @@ from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
 from nmt.compare.runs import RunResult, bring_up, check_reusable, failed
 from nmt.compare.spec import CompareSpec, load_spec
-from nmt.config import read_yaml
+from nmt.config import apply_overrides, read_yaml
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console
 from nmt.training.trainer import resolve_device
 
 
-def run_study(spec_path: str | Path, device: str = "auto") -> Path:
+def run_study(
+    spec_path: str | Path, device: str = "auto", overrides: list[str] | None = None
+) -> Path:
     """``nmt compare SPEC``: train or reuse every variant × seed, then report."""
-    spec, planned = load_spec(spec_path)
+    spec, planned = load_spec(spec_path, overrides)
     for run in planned:
         check_reusable(run)
     out = Path(spec.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "spec.yaml", yaml.safe_dump(read_yaml(spec_path), sort_keys=False))
+    raw = apply_overrides(read_yaml(spec_path), overrides or [])
+    write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
     outcomes = [bring_up(run, spec.splits or (), device) for run in planned]
     report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     return out
@@ -98,17 +102,26 @@ def report(
         except Exception as e:
             failures.append(failed(o, e))
     baseline = spec.baseline_name
-    rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets)
+    rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets, spec.significance)
     figures = plot_all(out, runs, rows, splits, spec.heatmaps)
     print_tables(rows, splits, failures)
     write_markdown(
-        out / "report.md", title, splits, rows, failures, baseline, spec.bootstrap, figures
+        out / "report.md",
+        title,
+        splits,
+        rows,
+        failures,
+        baseline,
+        spec.bootstrap,
+        figures,
+        spec.significance,
     )
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {
         "baseline": baseline,
         "splits": splits,
         "bootstrap_samples": spec.bootstrap,
+        "significance": dataclasses.asdict(spec.significance),
         "rows": rows,
         "runs": [per_run(r) for rs in runs.values() for r in rs],
         "failed": [

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.compare.report import write_markdown
 from nmt.compare.runs import RunResult
-from nmt.compare.spec import load_spec
+from nmt.compare.spec import SignificanceSpec, load_spec
 from tests.conftest import tiny_recipe_dict
 
 runner = CliRunner()
@@ -83,12 +83,21 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     report = (out / "report.md").read_text()
     assert "| local_m |" in report and "![" in report and "BLEU: `nrefs:1" in report
 
-    # A second invocation reuses every finished run instead of training again.
+    assert "local_m: " in report and " against global" in report  # the verdict in words
+    assert rows["local_m"]["verdict"].startswith("local_m: ")
+    assert len(rows["local_m"]["seed_deltas"]) == 2
+
+    # A second invocation reuses every finished run instead of training again; another
+    # significance test needs no new run either.
     stamp = (out / "runs/global/seed1/best.pt").stat().st_mtime_ns
-    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    sets = ["--set", "significance.test=paired_ar", "--set", "significance.metrics=[chrf,ter]"]
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", *sets])
     assert result.exit_code == 0, result.output
     assert "reused" in result.output
     assert (out / "runs/global/seed1/best.pt").stat().st_mtime_ns == stamp
+    local_m = json.loads((out / "results.json").read_text())["rows"][1]
+    assert set(local_m["p_values"]) == {"chrf", "ter"}
+    assert local_m["p_value"] == local_m["p_values"]["chrf"]
 
     # A spec that now asks for something else does not silently reuse (or clobber) runs.
     changed = yaml.safe_load(spec.read_text())
@@ -159,6 +168,8 @@ def test_shipped_specs_load(spec, monkeypatch):
 
 def test_report_with_every_run_failed(tmp_path):
     failure = RunResult("global", 1, tmp_path / "r", "failed", "data.dir: no such file")
-    write_markdown(tmp_path / "report.md", "t", ("test",), [], [failure], "global", 100, {})
+    write_markdown(
+        tmp_path / "report.md", "t", ("test",), [], [failure], "global", 100, {}, SignificanceSpec()
+    )
     text = (tmp_path / "report.md").read_text()
     assert "## test" in text and "failed: data.dir: no such file" in text

@@ -1,0 +1,102 @@
+"""Is a variant's difference from the baseline real, or seed noise?
+
+A difference counts as significant only when both hold (docs/compare.md):
+1. the paired test on the test sentences gives p < alpha: Koehn's (2004) paired
+   bootstrap on the seed-averaged BLEU, or sacreBLEU's paired bootstrap or
+   approximate randomisation (Riezler & Maxwell 2005) on the seeds pooled — each
+   seed's test set appended, the variant's seed k paired with the baseline's;
+2. every seed agrees in sign: the variant's seed k scores on the same side of the
+   baseline's seed k for every seed the two share. A test over sentences cannot see
+   how much a result moves with the training seed; a difference whose sign flips
+   with the seed is within seed noise, however small its p.
+With one shared seed the second condition cannot be checked, and no verdict is given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nmt.compare.analysis import RunAnalysis
+from nmt.compare.spec import SignificanceSpec
+from nmt.metrics import corpus_score, paired_test
+
+NAMES = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
+
+
+def seed_score(run: RunAnalysis, split: str, metric: str) -> float:
+    part = run.splits[split]
+    if metric == "bleu":
+        return part.bleu
+    if metric == "chrf":
+        return part.chrf
+    return corpus_score(metric, part.hyps, [part.refs]).score
+
+
+def judge(
+    name: str,
+    runs: list[RunAnalysis],
+    baseline: str,
+    baseline_runs: list[RunAnalysis],
+    split: str,
+    spec: SignificanceSpec,
+    bootstrap_p: float | None,
+) -> dict[str, Any]:
+    """The p-values, per-seed differences and verdict of variant ``name`` on ``split``."""
+    metric = spec.metrics[0]
+    mine = {r.seed: r for r in runs}
+    theirs = {r.seed: r for r in baseline_runs}
+    shared = sorted(set(mine) & set(theirs))
+    deltas = [
+        seed_score(mine[s], split, metric) - seed_score(theirs[s], split, metric) for s in shared
+    ]
+    if spec.test == "bootstrap":
+        p_values = {"bleu": bootstrap_p} if bootstrap_p is not None else {}
+    elif shared:
+        refs = [line for _ in shared for line in mine[shared[0]].splits[split].refs]
+        pooled = {
+            label: [line for s in shared for line in side[s].splits[split].hyps]
+            for label, side in ((baseline, theirs), (name, mine))
+        }
+        test = spec.test.removeprefix("paired_")
+        p_values = paired_test(pooled, refs, baseline, test, spec.metrics, spec.samples)[name]
+    else:
+        p_values = {}
+    p = p_values.get(metric)
+    agree = bool(deltas) and (all(d > 0 for d in deltas) or all(d < 0 for d in deltas))
+    significant = p is not None and p < spec.alpha and agree and len(shared) >= 2
+    return {
+        "p_value": p,
+        "p_values": p_values,
+        "seed_deltas": deltas,
+        "signs_agree": agree,
+        "significant": significant,
+        "verdict": verdict(name, baseline, NAMES[metric], deltas, p, agree, spec.alpha),
+    }
+
+
+def verdict(
+    name: str,
+    baseline: str,
+    metric: str,
+    deltas: list[float],
+    p: float | None,
+    agree: bool,
+    alpha: float,
+) -> str:
+    """One sentence in words, e.g. "local_m: −1.20 BLEU against global, significant
+    (p 0.003; all 3 seeds agree)"."""
+    if not deltas or p is None:
+        return f"{name}: no seed in common with {baseline}, not compared"
+    mean = float(np.mean(deltas))
+    head = f"{name}: {mean:+.2f} {metric} against {baseline}"
+    shown = "<0.001" if p < 0.001 else f"{p:.3f}"
+    if len(deltas) < 2:
+        return f"{head} on one seed (p {shown}): seed noise not measured, no verdict"
+    if p < alpha and agree:
+        return f"{head}, significant (p {shown}; all {len(deltas)} seeds agree)"
+    per_seed = ", ".join(f"{d:+.2f}" for d in deltas)
+    if p < alpha:
+        return f"{head}, within seed noise: p {shown}, but the seeds disagree ({per_seed})"
+    return f"{head}, not significant (p {shown}; per seed {per_seed})"
