@@ -172,6 +172,9 @@ def compare(
     set_: list[str] = typer.Option(
         [], "--set", help="Override a spec key, e.g. --set 'seeds=[1,2,3]' (repeatable)."
     ),
+    jobs: int = typer.Option(
+        1, min=1, max=64, help="Runs at once: CPU threads split between them, or sharing the GPU."
+    ),
 ) -> None:
     """Train (or reuse, or resume) every variant x seed, evaluate them identically, and
     report BLEU/chrF with bootstrap CIs and p-values, attention statistics and plots."""
@@ -180,7 +183,7 @@ def compare(
     if (spec is None) == (not runs):
         raise NmtError("give either a SPEC file or --runs DIR (repeated), not both")
     if spec is not None:
-        run_study(spec, device=device, overrides=set_)
+        run_study(spec, device=device, overrides=set_, jobs=jobs)
         return
     if set_:
         raise NmtError("--set overrides a spec's keys; --runs takes none")

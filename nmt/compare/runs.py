@@ -3,10 +3,14 @@ what was interrupted, train the rest; a failing run is recorded, not fatal."""
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import traceback
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 import yaml
 
 from nmt.checkpoint import write_text
@@ -58,6 +62,44 @@ def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult
     except Exception as e:  # one broken variant must not stop the study
         return failed(RunResult(run.variant, run.seed, run.run_dir, status), e)
     return RunResult(run.variant, run.seed, run.run_dir, status)
+
+
+def bring_up_all(
+    planned: list[PlannedRun], splits: tuple[str, ...], device: str, jobs: int = 1
+) -> list[RunResult]:
+    """Bring up every run, ``jobs`` at a time; results in plan order. With more than
+    one job each run trains in its own process (a fresh interpreter, so that each has
+    its own thread pool) on 1/jobs of the CPU threads, or beside the others on the
+    GPU; its output goes to RUN/compare.log."""
+    if jobs == 1:
+        return [bring_up(run, splits, device) for run in planned]
+    threads = max(1, torch.get_num_threads() // jobs)
+    console.print(f"{len(planned)} runs, {jobs} at a time ({threads} CPU threads each)")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = [pool.submit(_bring_up_in_worker, r, splits, device, threads) for r in planned]
+        results = []
+        for future in futures:
+            result = future.result()
+            console.print(f"{result.variant} seed {result.seed}: {result.status}")
+            results.append(result)
+    return results
+
+
+def _bring_up_in_worker(
+    run: PlannedRun, splits: tuple[str, ...], device: str, threads: int
+) -> RunResult:
+    torch.set_num_threads(threads)
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    with (
+        open(run.run_dir / "compare.log", "a", encoding="utf-8") as log,
+        contextlib.redirect_stdout(log),
+        contextlib.redirect_stderr(log),
+    ):
+        try:
+            return bring_up(run, splits, device)
+        except (Interrupted, KeyboardInterrupt):  # last.pt is saved: the next call resumes
+            return RunResult(run.variant, run.seed, run.run_dir, "failed", "interrupted")
 
 
 def failed(run: RunResult, error: Exception) -> RunResult:

@@ -13,7 +13,7 @@ from nmt.compare.aggregate import summarise
 from nmt.compare.analysis import RunAnalysis, analyse_run
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
-from nmt.compare.runs import RunResult, bring_up, check_reusable, failed
+from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
 from nmt.compare.spec import CompareSpec, load_spec
 from nmt.config import apply_overrides, read_yaml
 from nmt.errors import NmtError
@@ -23,7 +23,10 @@ from nmt.training.trainer import resolve_device
 
 
 def run_study(
-    spec_path: str | Path, device: str = "auto", overrides: list[str] | None = None
+    spec_path: str | Path,
+    device: str = "auto",
+    overrides: list[str] | None = None,
+    jobs: int = 1,
 ) -> Path:
     """``nmt compare SPEC``: train or reuse every variant × seed, then report."""
     spec, planned = load_spec(spec_path, overrides)
@@ -33,7 +36,7 @@ def run_study(
     out.mkdir(parents=True, exist_ok=True)
     raw = apply_overrides(read_yaml(spec_path), overrides or [])
     write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
-    outcomes = [bring_up(run, spec.splits or (), device) for run in planned]
+    outcomes = bring_up_all(planned, spec.splits or (), device, jobs)
     report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     return out
 

@@ -31,6 +31,7 @@ OUTPUTS = {
 
 
 def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2)):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     base = tiny_recipe_dict(toy_dir, tmp_path / "unused", train={"max_steps": 4})
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
     spec = {
@@ -173,3 +174,22 @@ def test_report_with_every_run_failed(tmp_path):
     )
     text = (tmp_path / "report.md").read_text()
     assert "## test" in text and "failed: data.dir: no such file" in text
+
+
+@pytest.mark.slow
+def test_jobs_give_the_outputs_of_one_job(tmp_path, toy_dir):
+    """Two runs at a time, each in its own process on half the threads: every run's
+    translations and scores are those of the runs one at a time."""
+    variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
+    outs = {}
+    for jobs in (1, 2):
+        spec = write_spec(tmp_path / f"jobs{jobs}", toy_dir, variants, seeds=(1,))
+        result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--jobs", str(jobs)])
+        assert result.exit_code == 0, result.output
+        outs[jobs] = spec.parent / "study"
+    assert (outs[2] / "runs/local_m/seed1/compare.log").is_file()
+    for run in ("global/seed1", "local_m/seed1"):
+        one, two = (outs[j] / "runs" / run for j in (1, 2))
+        assert (one / "test.hyp").read_text() == (two / "test.hyp").read_text()
+    rows = [json.loads((outs[j] / "results.json").read_text())["rows"] for j in (1, 2)]
+    assert [r["bleu"] for r in rows[0]] == [r["bleu"] for r in rows[1]]
