@@ -206,20 +206,17 @@ class AttentionConfig:
             close = difflib.get_close_matches(str(kind), ATTENTION.names(), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(_join(path, "kind"), f"unknown kind {kind!r}{hint}; valid: {valid}")
-        cls_ = ATTENTION.get(kind).config_class
-        own = {f.name for f in fields(cls_)}
+        options = {
+            n: {f.name for f in fields(ATTENTION.get(n).config_class)} for n in ATTENTION.names()
+        }
         for key in data:
-            owners = [n for n in ATTENTION.names() if key in _field_names(ATTENTION.get(n))]
-            if key not in own and owners:
+            owners = [n for n, names in options.items() if key in names]
+            if key not in options[kind] and owners:
                 raise ConfigError(
                     _join(path, str(key)),
                     f"an option of kind {' and '.join(owners)}, not of kind {kind!r}",
                 )
-        return from_dict(cls_, data, path)
-
-
-def _field_names(variant: Any) -> set[str]:
-    return {f.name for f in fields(variant.config_class)}
+        return from_dict(ATTENTION.get(kind).config_class, data, path)
 
 
 def _default_attention() -> AttentionConfig:

@@ -72,7 +72,7 @@ def judge(
         "seed_deltas": deltas,
         "signs_agree": agree,
         "significant": significant,
-        "verdict": verdict(name, baseline, NAMES[metric], deltas, p, agree, spec.alpha),
+        "verdict": verdict(name, baseline, NAMES[metric], deltas, p, significant, spec.alpha),
     }
 
 
@@ -82,7 +82,7 @@ def verdict(
     metric: str,
     deltas: list[float],
     p: float | None,
-    agree: bool,
+    significant: bool,
     alpha: float,
 ) -> str:
     """One sentence in words, e.g. "local_m: −1.20 BLEU against global, significant
@@ -94,7 +94,7 @@ def verdict(
     shown = "<0.001" if p < 0.001 else f"{p:.3f}"
     if len(deltas) < 2:
         return f"{head} on one seed (p {shown}): seed noise not measured, no verdict"
-    if p < alpha and agree:
+    if significant:
         return f"{head}, significant (p {shown}; all {len(deltas)} seeds agree)"
     per_seed = ", ".join(f"{d:+.2f}" for d in deltas)
     if p < alpha:

@@ -73,8 +73,8 @@ class TwoStreamDecoder(DecoderStack):
         attn_content = attn_query = None
         causal = False  # the fused kernel's own causal mask, for a square left-to-right pass
         if self.training and self.cfg.decoder.order == "random" and state.caches is None:
-            real = torch.ones(B, T, dtype=torch.bool, device=device)
-            real = real if tgt_mask is None else tgt_mask  # (B,T) query j is real iff slot j is
+            # (B,T) query j is real iff slot j is
+            real = tgt_mask if tgt_mask is not None else embeds.new_ones(B, T, dtype=torch.bool)
             rank, qrank = random_order(real)
             keys = real.unsqueeze(1)  # (B,1,T) padding is never a key
             content_see = (rank.unsqueeze(1) <= rank.unsqueeze(2)) & keys  # (B,T,T) [p, p']
