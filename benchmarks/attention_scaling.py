@@ -31,7 +31,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.attention import ATTENTION
-from nmt.config import AttentionConfig
+from nmt.config import from_dict
+from nmt.model.config import ModelConfig
 
 VARIANTS = {  # name: recipe options
     "global": {"kind": "global"},  # PyTorch's fused kernel: never holds a T x S matrix
@@ -69,7 +70,7 @@ NEED_WEIGHTS = {"global-explicit"}
 
 def one(variant: str, size: int, device: str, repeats: int, d_model: int, heads: int) -> dict:
     torch.manual_seed(0)
-    cfg = AttentionConfig.from_recipe(VARIANTS[variant], "attention")
+    cfg = from_dict(ModelConfig, {"attention": VARIANTS[variant]}).attention
     layer = ATTENTION.get(cfg.kind)(cfg, d_model, heads, dropout=0.0).to(device).train()
     query = torch.randn(1, size, d_model, device=device, requires_grad=True)
     memory = torch.randn(1, size, d_model, device=device, requires_grad=True)
@@ -83,7 +84,7 @@ def one(variant: str, size: int, device: str, repeats: int, d_model: int, heads:
         need = variant in NEED_WEIGHTS
         out = layer(query, layer.project_memory(memory, src_mask), src_mask, positions, need)
         loss = out.context.sum()
-        extra = layer.extra_loss(reward, tgt_mask)  # as the trainer does every step
+        extra, _ = layer.extra_loss([out], reward, tgt_mask)  # as the trainer does every step
         (loss if extra is None else loss + extra).backward()
 
     if device == "cuda":

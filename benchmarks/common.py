@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import load_recipe
-from nmt.training import TRAINERS
+from nmt.recipe import load_recipe
+from nmt.training.run import TRAINERS
 from nmt.training.trainer import Trainer
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"

@@ -33,7 +33,7 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from nmt.training import Interrupted
+        from nmt.training.trainer import Interrupted
 
         try:
             return fn(*args, **kwargs)
@@ -65,9 +65,9 @@ def train(
     nproc: int = typer.Option(1, help="Processes for data-parallel training (runs torchrun)."),
 ) -> None:
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
-    from nmt.config import load_recipe
     from nmt.evaluate import evaluate
-    from nmt.training import train as run_training
+    from nmt.recipe import load_recipe
+    from nmt.training.run import train as run_training
 
     cfg = load_recipe(recipe, set_)  # fail on a bad recipe before starting processes
     if nproc > 1 and "WORLD_SIZE" not in os.environ:

@@ -1,11 +1,16 @@
-"""Recipes: YAML -> dict -> ``--set`` overrides -> strict, frozen dataclasses.
+"""The strict loader of recipes: YAML -> dict -> ``--set`` overrides -> frozen dataclasses.
 
-Every section is a frozen dataclass. ``from_dict`` is strict: an unknown key,
-a wrong type or an impossible value raises :class:`ConfigError` naming the
-dotted key (with a close-match suggestion for misspelt keys). Cross-field
-checks live in each class's ``__post_init__``. A section whose other values
-make a key useless says so in ``inert_keys()``; giving such a key a value other
-than its default is an error, so that no setting is silently ignored.
+Each package keeps its own sections (``nmt.data.config``, ``nmt.model.config``,
+``nmt.training.config``, the attention variants' configs with the variants);
+``nmt.recipe`` puts them together. Every section is a frozen dataclass.
+``from_dict`` is strict: an unknown key, a wrong type or an impossible value
+raises :class:`ConfigError` naming the dotted key (with a close-match suggestion
+for misspelt keys). Cross-field checks live in each class's ``__post_init__``.
+A section whose other values make a key useless says so in ``inert_keys()``;
+giving such a key a value other than its default is an error, so that no
+setting is silently ignored. A section whose options depend on a registry
+entry (the attention variant) names the registry in its field's metadata
+(:func:`by_kind`).
 """
 
 from __future__ import annotations
@@ -15,13 +20,14 @@ import difflib
 import math
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from nmt.errors import ConfigError, NmtError
+from nmt.registry import Registry
 
 
 def check(ok: bool, key: str, message: str) -> None:
@@ -53,7 +59,12 @@ def from_dict(cls: type, data: Any, path: str = "") -> Any:
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if required and name not in data:
             raise ConfigError(_join(path, name), "required key is missing")
-    kwargs = {k: _convert(hints[k], v, _join(path, k)) for k, v in data.items()}
+    kwargs = {}
+    for k, v in data.items():
+        if "registry" in known[k].metadata:
+            kwargs[k] = _from_registry(*known[k].metadata["registry"], v, _join(path, k))
+        else:
+            kwargs[k] = _convert(hints[k], v, _join(path, k))
     try:
         built = cls(**kwargs)
     except ConfigError as e:
@@ -63,6 +74,31 @@ def from_dict(cls: type, data: Any, path: str = "") -> Any:
         if key in data and getattr(built, key) != _default(known[key]):
             raise ConfigError(_join(path, key), f"has no effect: {why}; remove it")
     return built
+
+
+def by_kind(registry: Registry, default: str) -> dict[str, Any]:
+    """Field metadata: the section is read into the config that ``registry`` holds for
+    the entry its ``kind`` key names (``default`` when it names none)."""
+    return {"registry": (registry, default)}
+
+
+def _from_registry(registry: Registry, default: str, data: Any, path: str) -> Any:
+    """``data`` into the config of entry ``data["kind"]`` (else ``default``); an
+    option of another entry, given to this one, is named as such."""
+    if not isinstance(data, dict):
+        raise ConfigError(path, f"expected a mapping, got {_type_name(data)}")
+    kind = data.get("kind", default)
+    if not isinstance(kind, str) or kind not in registry:
+        raise ConfigError(_join(path, "kind"), registry.unknown(kind))
+    options = {n: {f.name for f in fields(registry.config(n))} for n in registry.names()}
+    for key in data:
+        owners = [n for n, names in options.items() if key in names]
+        if key not in options[kind] and owners:
+            raise ConfigError(
+                _join(path, str(key)),
+                f"an option of kind {' and '.join(owners)}, not of kind {kind!r}",
+            )
+    return from_dict(registry.config(kind), {"kind": kind, **data}, path)
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -81,6 +117,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         return _convert(inner, value, path)
     if origin is Literal:
         allowed = typing.get_args(tp)
+        # YAML 1.1 reads an unquoted off / on as false / true
+        if isinstance(value, bool) and {False: "off", True: "on"}[value] in allowed:
+            value = {False: "off", True: "on"}[value]
         if value not in allowed:
             raise ConfigError(path, f"must be one of {', '.join(map(str, allowed))}, got {value!r}")
         return value
@@ -95,8 +134,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         (_key, inner) = typing.get_args(tp)
         return {str(k): _convert(inner, v, _join(path, str(k))) for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
-        build = getattr(tp, "from_recipe", None)
-        return build(value, path) if build else from_dict(tp, value, path)
+        return from_dict(tp, value, path)
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(path, f"expected true or false, got {value!r}")
@@ -122,363 +160,6 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             raise ConfigError(path, f"expected a string, got {value!r}")
         return value
     raise TypeError(f"unsupported recipe type {tp!r} at {path}")  # a bug, not user input
-
-
-# --------------------------------------------------------------------- sections
-
-
-@dataclass(frozen=True)
-class VocabConfig:
-    """SentencePiece vocabulary: trained on the training data unless ``model`` is given."""
-
-    size: int = 8000
-    joint: bool = True
-    type: Literal["unigram", "bpe"] = "unigram"
-    model: str | None = None  # joint: one .model file; separate: use src_model/tgt_model
-    src_model: str | None = None
-    tgt_model: str | None = None
-
-    def __post_init__(self) -> None:
-        check(self.size >= 8, "size", "must be at least 8")
-        if self.joint:
-            check(
-                self.src_model is None and self.tgt_model is None,
-                "src_model",
-                "joint vocabulary: give data.vocab.model, not src_model/tgt_model",
-            )
-        else:
-            check(
-                self.model is None,
-                "model",
-                "separate vocabularies: give data.vocab.src_model and tgt_model",
-            )
-            check(
-                (self.src_model is None) == (self.tgt_model is None),
-                "src_model",
-                "give both src_model and tgt_model, or neither",
-            )
-
-    def inert_keys(self) -> dict[str, str]:
-        if self.model is None and self.src_model is None:
-            return {}
-        why = "a given SentencePiece model fixes the vocabulary"
-        return {"size": why, "type": why}
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """Parallel files ``{dir}/{split}.{lang}`` (or ``.gz``), one sentence per line."""
-
-    dir: str
-    src_lang: str
-    tgt_lang: str
-    train: str = "train"
-    dev: str = "val"
-    test: tuple[str, ...] = ()
-    max_len: int = 100  # subword pieces; longer training pairs are dropped
-    vocab: VocabConfig = field(default_factory=VocabConfig)
-
-    def __post_init__(self) -> None:
-        check(self.src_lang != self.tgt_lang, "tgt_lang", "must differ from data.src_lang")
-        check(self.max_len >= 2, "max_len", "must be at least 2")
-
-
-@dataclass(frozen=True)
-class AttentionConfig:
-    """Base of every cross-attention variant's options; ``kind`` picks the variant.
-
-    Each variant in ``nmt.attention`` subclasses this with its own typed options.
-    """
-
-    kind: str = "global"
-    # bidaf: fuse [h; c; h∘c; h∘c̃] after the cross-attention (nmt.attention.fusion)
-    fusion: Literal["none", "bidaf"] = "none"
-
-    @classmethod
-    def from_recipe(cls, data: Any, path: str) -> AttentionConfig:
-        from nmt.attention import ATTENTION  # the variants register their configs
-
-        if not isinstance(data, dict):
-            raise ConfigError(path, f"expected a mapping, got {_type_name(data)}")
-        kind = data.get("kind", "global")
-        if not isinstance(kind, str) or kind not in ATTENTION:
-            valid = ", ".join(ATTENTION.names())
-            close = difflib.get_close_matches(str(kind), ATTENTION.names(), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(_join(path, "kind"), f"unknown kind {kind!r}{hint}; valid: {valid}")
-        options = {
-            n: {f.name for f in fields(ATTENTION.get(n).config_class)} for n in ATTENTION.names()
-        }
-        for key in data:
-            owners = [n for n, names in options.items() if key in names]
-            if key not in options[kind] and owners:
-                raise ConfigError(
-                    _join(path, str(key)),
-                    f"an option of kind {' and '.join(owners)}, not of kind {kind!r}",
-                )
-        return from_dict(ATTENTION.get(kind).config_class, data, path)
-
-
-def _default_attention() -> AttentionConfig:
-    return AttentionConfig.from_recipe({}, "model.attention")
-
-
-@dataclass(frozen=True)
-class EncoderConfig:
-    """The encoder's block: ``transformer`` (self-attention, FFN) or ``qanet`` (Yu et
-    al. 2018: depthwise-separable convolutions, self-attention, FFN)."""
-
-    block: Literal["transformer", "qanet"] = "transformer"
-    convs: int = 2  # qanet: convolutions per block (QANet: 4 embedding, 2 model encoder)
-    kernel: int = 7  # qanet: convolution width, odd (QANet: 7)
-    # qanet: stochastic depth; the deepest sub-layer survives with this probability,
-    # shallower ones linearly more often (QANet: 0.9); 1 = off
-    survival: float = 1.0
-
-    def __post_init__(self) -> None:
-        check(self.convs >= 0, "convs", "must be non-negative")
-        check(self.kernel >= 1 and self.kernel % 2 == 1, "kernel", "must be odd and positive")
-        check(0 < self.survival <= 1, "survival", "must be in (0, 1]")
-
-    def inert_keys(self) -> dict[str, str]:
-        if self.block == "qanet":
-            return {}
-        why = f"only block qanet uses it (block is {self.block!r})"
-        return {"convs": why, "kernel": why, "survival": why}
-
-
-@dataclass(frozen=True)
-class DecoderConfig:
-    """``standard`` (one causal stream) or ``two_stream`` (XLNet, Yang et al. 2019)."""
-
-    kind: Literal["standard", "two_stream"] = "standard"
-    # two_stream: the factorisation order in training; decoding is always left to right
-    order: Literal["left_to_right", "random"] = "left_to_right"
-
-    def __post_init__(self) -> None:
-        check(
-            self.order == "left_to_right" or self.kind == "two_stream",
-            "order",
-            "a random order needs model.decoder.kind two_stream",
-        )
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Pre-norm Transformer encoder-decoder (Vaswani et al. 2017)."""
-
-    d_model: int = 256
-    heads: int = 4
-    ffn: int = 1024
-    encoder_layers: int = 3
-    decoder_layers: int = 3
-    dropout: float = 0.1
-    # Dropout on embeddings + positions; null = the same as ``dropout``.
-    embed_dropout: float | None = None
-    # normal: N(0, D^-0.5), then ×sqrt(D) (Vaswani et al. 2017, fairseq);
-    # xavier: Xavier-uniform (Glorot & Bengio 2010) as JoeyNMT — smaller token vectors,
-    # so positions weigh more at first and tied output logits start flatter.
-    embed_init: Literal["normal", "xavier"] = "normal"
-    tie_embeddings: bool = True  # decoder input embeddings = output projection
-    max_positions: int = 1024
-    attention: AttentionConfig = field(default_factory=_default_attention)
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    decoder: DecoderConfig = field(default_factory=DecoderConfig)
-
-    def __post_init__(self) -> None:
-        for name in ("d_model", "heads", "ffn", "encoder_layers", "decoder_layers"):
-            check(getattr(self, name) >= 1, name, "must be at least 1")
-        check(
-            self.d_model % self.heads == 0, "heads", f"must divide model.d_model ({self.d_model})"
-        )
-        check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
-        e = self.embed_dropout
-        check(e is None or 0.0 <= e < 1.0, "embed_dropout", "must be in [0, 1) or null")
-        check(self.max_positions >= 8, "max_positions", "must be at least 8")
-        check(
-            self.decoder.order == "left_to_right"
-            or getattr(self.attention, "estimator", None) != "reinforce",
-            "decoder.order",
-            "REINFORCE's reward to go assumes a left-to-right order; "
-            "use estimator gumbel or straight_through with a random order",
-        )
-
-
-@dataclass(frozen=True)
-class ScheduledSamplingConfig:
-    """Two-pass scheduled sampling (Mihaylova & Martins 2019); ``passes`` > 2 is
-    Duckworth et al. 2019's parallel scheduled sampling."""
-
-    schedule: Literal["linear", "exponential", "inverse_sigmoid", "constant"] = "inverse_sigmoid"
-    # linear: start (<= 1); exponential: base (< 1); inverse_sigmoid: k >= 1; constant: ε.
-    # null: the schedule's default (DEFAULT_K), one that decays; constant needs a value.
-    k: float | None = None
-    c: float = 1e-4  # linear: decrease per step
-    eps_min: float = 0.0  # linear: floor
-    warmup_steps: int = 0  # pure teacher forcing first
-    mix: Literal["argmax", "sample", "topk", "softmax", "gumbel"] = "softmax"
-    topk: int = 5
-    temperature: float = 1.0  # softmax and gumbel
-    passes: int = 2
-    first_pass_grad: bool = False
-
-    def __post_init__(self) -> None:
-        s = self.schedule
-        check(self.k is not None or s != "constant", "k", "constant schedule needs k (ε, 0..1)")
-        if self.k is None:
-            object.__setattr__(self, "k", DEFAULT_K[s])
-        if s == "exponential":
-            check(0 < self.k < 1, "k", "exponential schedule needs 0 < k < 1")
-        elif s == "inverse_sigmoid":
-            check(self.k >= 1, "k", "inverse_sigmoid schedule needs k >= 1")
-        elif s == "constant":
-            check(0 <= self.k <= 1, "k", "constant schedule needs 0 <= k <= 1")
-        else:  # linear: max(eps_min, k − c·i) must fall below 1
-            check(
-                0 <= self.k <= 1,
-                "k",
-                "linear schedule starts at 0 <= k <= 1 (delay it with warmup_steps)",
-            )
-            check(self.c > 0, "c", "linear schedule needs c > 0, else ε stays k")
-            check(self.eps_min < 1, "eps_min", "linear schedule needs eps_min < 1, else ε stays 1")
-        check(self.c >= 0, "c", "must be non-negative")
-        check(0 <= self.eps_min <= 1, "eps_min", "must be in [0, 1]")
-        check(self.warmup_steps >= 0, "warmup_steps", "must be non-negative")
-        check(self.topk >= 1, "topk", "must be at least 1")
-        check(self.temperature > 0, "temperature", "must be positive")
-        check(self.passes >= 2, "passes", "must be at least 2")
-
-    def inert_keys(self) -> dict[str, str]:
-        inert = {}
-        if self.schedule != "linear":
-            why = f"only schedule linear uses it (schedule is {self.schedule!r})"
-            inert.update(c=why, eps_min=why)
-        if self.mix != "topk":
-            inert["topk"] = f"only mix topk uses it (mix is {self.mix!r})"
-        if self.mix not in ("softmax", "gumbel"):
-            inert["temperature"] = f"only mix softmax and gumbel use it (mix is {self.mix!r})"
-        return inert
-
-
-# ε_i = 1 − o(1) at the start, falling over a few thousand updates: linear reaches 0.9
-# after 1,000 updates (c = 1e-4), exponential after ~1,050, inverse sigmoid (Bengio et
-# al. 2015's curve) after ~10,800.
-DEFAULT_K = {"linear": 1.0, "exponential": 0.9999, "inverse_sigmoid": 2000.0}
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation, budget, validation and early stopping."""
-
-    trainer: str = "teacher_forcing"
-    seed: int = 1
-    batch_tokens: int = 4096  # padded source or target tokens per batch, whichever is larger
-    batching: Literal["bucketed", "random"] = "bucketed"  # batch composition (see batching.py)
-    accumulate: int = 1  # gradient accumulation: batches per update
-    lr: float = 7e-4  # peak learning rate, reached after warmup steps
-    warmup: int = 1000
-    betas: tuple[float, ...] = (0.9, 0.98)
-    eps: float = 1e-9
-    weight_decay: float = 0.0
-    clip_norm: float = 1.0  # 0 disables gradient clipping
-    label_smoothing: float = 0.1
-    max_epochs: int | None = None
-    max_steps: int | None = None
-    max_minutes: float | None = None
-    valid_every: int = 1000  # steps between validations (and last.pt saves)
-    valid_bleu: bool = True  # greedy-decode the dev set and report BLEU
-    early_stopping: Literal["bleu", "loss"] = "bleu"
-    patience: int | None = None  # validations without improvement before stopping
-    log_every: int = 50
-    max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
-    compile: bool = False  # torch.compile the model's teacher-forced forward pass
-    # matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; bf16 on the CPU pays
-    # where it has bf16 matrix units (AMX, AVX512-BF16), parameters and optimiser stay fp32
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
-
-    def __post_init__(self) -> None:
-        from nmt.training import TRAINERS
-
-        if self.trainer not in TRAINERS:
-            close = difflib.get_close_matches(self.trainer, TRAINERS.names(), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            check(
-                False,
-                "trainer",
-                f"unknown trainer {self.trainer!r}{hint}; valid: {', '.join(TRAINERS.names())}",
-            )
-        for name in ("batch_tokens", "accumulate", "valid_every", "log_every", "max_bad_steps"):
-            check(getattr(self, name) >= 1, name, "must be at least 1")
-        check(self.lr > 0, "lr", "must be positive")
-        check(self.warmup >= 0, "warmup", "must be non-negative")
-        check(
-            len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
-            "betas",
-            "must be two numbers in [0, 1)",
-        )
-        check(
-            self.valid_bleu or self.early_stopping != "bleu",
-            "early_stopping",
-            "bleu needs train.valid_bleu: true (or use early_stopping: loss)",
-        )
-        check(self.clip_norm >= 0, "clip_norm", "must be non-negative")
-        check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
-        for name in ("max_epochs", "max_steps", "max_minutes", "patience"):
-            value = getattr(self, name)
-            check(value is None or value > 0, name, "must be positive (or null)")
-        check(
-            any(getattr(self, n) is not None for n in ("max_epochs", "max_steps", "max_minutes")),
-            "max_epochs",
-            "set a budget: train.max_epochs, train.max_steps or train.max_minutes",
-        )
-
-    def inert_keys(self) -> dict[str, str]:
-        if self.trainer == "scheduled_sampling":
-            return {}
-        return {"scheduled_sampling": f"train.trainer is {self.trainer!r}, not scheduled_sampling"}
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """Search settings for validation, ``nmt translate`` and test evaluation."""
-
-    beam: int = 5
-    alpha: float = 1.0  # length penalty ((5 + len) / 6) ** alpha, Wu et al. 2016
-    max_len_a: float = 1.5  # output length limit a * S + b
-    max_len_b: int = 10
-    batch_tokens: int = 8192
-    n_best: int = 1
-
-    def __post_init__(self) -> None:
-        check(self.beam >= 1, "beam", "must be at least 1")
-        check(self.alpha >= 0, "alpha", "must be non-negative")
-        check(self.max_len_a >= 0 and self.max_len_b >= 1, "max_len_b", "must be at least 1")
-        check(self.batch_tokens >= 1, "batch_tokens", "must be at least 1")
-        check(1 <= self.n_best <= self.beam, "n_best", "must be between 1 and decode.beam")
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """A whole recipe."""
-
-    data: DataConfig
-    run_dir: str
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(max_epochs=10))
-    decode: DecodeConfig = field(default_factory=DecodeConfig)
-
-    def to_dict(self) -> dict[str, Any]:
-        return _plain(dataclasses.asdict(self))
-
-
-def _plain(value: Any) -> Any:
-    """Tuples -> lists, so the dict dumps to plain YAML and loads back the same."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 # ------------------------------------------------------------------- loading
@@ -532,21 +213,3 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise NmtError(f"{path}: a recipe must be a YAML mapping, got {_type_name(data)}")
     return data
-
-
-def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    """Load a recipe file, apply ``--set`` overrides, validate into a RunConfig."""
-    data = apply_overrides(read_yaml(path), overrides or [])
-    try:
-        return from_dict(RunConfig, data)
-    except ConfigError as e:
-        raise NmtError(f"{path}: {e}") from None
-
-
-def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    """Rebuild a RunConfig stored in a checkpoint or a run directory."""
-    return from_dict(RunConfig, data)
-
-
-def dump_recipe(cfg: RunConfig) -> str:
-    return yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True)

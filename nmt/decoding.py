@@ -9,10 +9,29 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from nmt.config import DecodeConfig
+from nmt.config import check
 from nmt.data.batching import bucket, pad
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
 from nmt.model import Transformer
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Search settings for validation, ``nmt translate`` and test evaluation."""
+
+    beam: int = 5
+    alpha: float = 1.0  # length penalty ((5 + len) / 6) ** alpha, Wu et al. 2016
+    max_len_a: float = 1.5  # output length limit a * S + b
+    max_len_b: int = 10
+    batch_tokens: int = 8192
+    n_best: int = 1
+
+    def __post_init__(self) -> None:
+        check(self.beam >= 1, "beam", "must be at least 1")
+        check(self.alpha >= 0, "alpha", "must be non-negative")
+        check(self.max_len_a >= 0 and self.max_len_b >= 1, "max_len_b", "must be at least 1")
+        check(self.batch_tokens >= 1, "batch_tokens", "must be at least 1")
+        check(1 <= self.n_best <= self.beam, "n_best", "must be between 1 and decode.beam")
 
 
 @dataclass(frozen=True)

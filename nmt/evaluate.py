@@ -10,10 +10,10 @@ from typing import Any
 from nmt.checkpoint import write_text
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
+from nmt.device import resolve_device
 from nmt.metrics import corpus_score
 from nmt.model.load import load_model
 from nmt.progress import console
-from nmt.training.trainer import resolve_device
 from nmt.translate import one_line
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from nmt.attention_maps import attention_maps, plot_heatmap
 from nmt.decoding import encode_source, translate_lines
+from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.model.load import load_model
-from nmt.training.trainer import resolve_device
 
 
 def draw_attention(

@@ -1,4 +1,10 @@
-"""A small name -> class registry for plug-ins (attention variants, trainers)."""
+"""A small name -> class registry for plug-ins (attention variants, trainers, blocks).
+
+An entry may carry its own config dataclass (fairseq's ``dataclass=`` pattern):
+``@ATTENTION.register("local_p", config=LocalPConfig)``. A recipe section whose
+field names the registry (:func:`nmt.config.registered`) is then read into the
+config of the entry its ``kind`` key names.
+"""
 
 from __future__ import annotations
 
@@ -12,31 +18,43 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Maps names to classes; ``get`` on an unknown name lists the valid ones."""
+    """Maps names to classes (and their configs); ``get`` on an unknown name lists
+    the valid ones."""
 
     def __init__(self, what: str) -> None:
         self.what = what
         self._items: dict[str, T] = {}
+        self._configs: dict[str, type] = {}
 
-    def register(self, name: str) -> Callable[[T], T]:
+    def register(self, name: str, config: type | None = None) -> Callable[[T], T]:
         def add(item: T) -> T:
             if name in self._items:
                 raise ValueError(f"{self.what} {name!r} registered twice")
             self._items[name] = item
+            if config is not None:
+                self._configs[name] = config
             return item
 
         return add
 
     def get(self, name: str) -> T:
         if name not in self._items:
-            close = difflib.get_close_matches(name, self.names(), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            valid = ", ".join(self.names())
-            raise NmtError(f"unknown {self.what} {name!r}{hint}; valid: {valid}")
+            raise NmtError(self.unknown(name))
         return self._items[name]
+
+    def config(self, name: str) -> type:
+        """The config dataclass registered with ``name``."""
+        self.get(name)
+        return self._configs[name]
+
+    def unknown(self, name: object) -> str:
+        """The message for an unknown name, with a close match if there is one."""
+        close = difflib.get_close_matches(str(name), self.names(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"unknown {self.what} {name!r}{hint}; valid: {', '.join(self.names())}"
 
     def names(self) -> list[str]:
         return sorted(self._items)
 
-    def __contains__(self, name: str) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._items

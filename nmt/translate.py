@@ -11,10 +11,10 @@ from nmt.attention_maps import each_attention_map, save_npz
 from nmt.checkpoint import write_text
 from nmt.data.corpus import decode_lines, read_lines
 from nmt.decoding import Translation, encode_source, translate_lines
+from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.model.load import Loaded, load_model
 from nmt.progress import console, progress_bar
-from nmt.training.trainer import resolve_device
 
 
 def one_line(text: str) -> str:

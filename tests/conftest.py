@@ -9,8 +9,9 @@ import pytest
 import torch
 import yaml
 
-from nmt.config import RunConfig, from_dict
+from nmt.config import from_dict
 from nmt.data.toy import write_corpus
+from nmt.recipe import RunConfig
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
@@ -123,7 +124,7 @@ def subprocess_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def tiny_run(toy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run directory with a briefly trained tiny model (for translate-side tests)."""
-    from nmt.training import Trainer
+    from nmt.training.trainer import Trainer
 
     run = tmp_path_factory.mktemp("tiny_run") / "run"
     cfg = from_dict(

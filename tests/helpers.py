@@ -6,15 +6,17 @@ import dataclasses
 
 import torch
 
-from nmt.config import AttentionConfig, ModelConfig, from_dict
+from nmt.attention.base import AttentionConfig
+from nmt.config import from_dict
 from nmt.data.vocab import PAD
 from nmt.model import Transformer
+from nmt.model.config import ModelConfig
 
 VOCAB = 40
 
 
 def attention_config(kind: str, **options) -> AttentionConfig:
-    return AttentionConfig.from_recipe({"kind": kind, **options}, "model.attention")
+    return from_dict(ModelConfig, {"attention": {"kind": kind, **options}}).attention
 
 
 def tiny_model(

@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from nmt.attention import ATTENTION
-from nmt.config import RunConfig, config_from_dict, dump_recipe, load_recipe
 from nmt.data.pipeline import check_files
 from nmt.errors import NmtError
+from nmt.recipe import RunConfig, config_from_dict, load_recipe
 
 
 def write(tmp_path: Path, data) -> Path:
@@ -33,7 +33,7 @@ def base(toy_dir, tmp_path) -> dict:
 def test_valid_recipe_round_trips(base, tmp_path):
     cfg = load_recipe(write(tmp_path, base))
     assert isinstance(cfg, RunConfig)
-    assert config_from_dict(yaml.safe_load(dump_recipe(cfg))) == cfg
+    assert config_from_dict(yaml.safe_load(cfg.to_yaml())) == cfg
 
 
 def test_misspelt_key_suggests_the_right_one(base, tmp_path):
@@ -51,7 +51,7 @@ def test_misspelt_key_suggests_the_right_one(base, tmp_path):
         ("train.lr", "fast", "train.lr: expected a number"),
         ("train.valid_bleu", "yes", "train.valid_bleu: expected true or false"),
         ("decode.n_best", 9, "decode.n_best: must be between 1 and decode.beam"),
-        ("model.attention.kind", "lokal_m", "model.attention.kind: unknown kind 'lokal_m'"),
+        ("model.attention.kind", "lokal_m", "model.attention.kind: unknown attention kind 'lokal_m'"),
         ("train.trainer", "teacher", "train.trainer: unknown trainer 'teacher'"),
         ("data.vocab.type", "wordpiece", "data.vocab.type: must be one of unigram, bpe"),
         ("data", 3, "data: expected a mapping"),
@@ -163,4 +163,4 @@ def test_inert_keys_at_their_default_are_accepted(base, tmp_path):
     base["model"]["encoder"] = {"convs": 2, "kernel": 7, "survival": 1.0}
     base["model"]["attention"] = {"kind": "hard", "estimator": "reinforce", "tau": 1.0}
     cfg = load_recipe(write(tmp_path, base))
-    assert config_from_dict(yaml.safe_load(dump_recipe(cfg))) == cfg
+    assert config_from_dict(yaml.safe_load(cfg.to_yaml())) == cfg

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from nmt.attention import ATTENTION
 from nmt.data.vocab import BOS, PAD
 from nmt.model.load import load_model
-from nmt.training import Trainer
+from nmt.training.trainer import Trainer
 from tests.helpers import VOCAB, random_batch, tiny_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -9,10 +9,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt.config import DecodeConfig
 from nmt.data.corpus import decode_lines, read_lines
 from nmt.data.vocab import Vocab
-from nmt.decoding import translate_lines
+from nmt.decoding import DecodeConfig, translate_lines
 from nmt.translate import format_output
 from tests.helpers import tiny_model
 

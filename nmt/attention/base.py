@@ -16,14 +16,22 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from nmt.config import AttentionConfig
-from nmt.dropout import Dropout
 from nmt.registry import Registry
 
 ATTENTION: Registry[type[CrossAttention]] = Registry("attention kind")
 SCORES: Registry[type[Score]] = Registry("attention score")
 
 ScoreName = Literal["dot", "general", "concat", "trilinear"]
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Base of every cross-attention variant's options (``model.attention``); each
+    variant registers a subclass with its own typed options."""
+
+    kind: str = "global"
+    # bidaf: fuse [h; c; h∘c; h∘c̃] after the cross-attention (nmt.attention.fusion)
+    fusion: Literal["none", "bidaf"] = "none"
 
 
 class Memory(NamedTuple):
@@ -41,6 +49,10 @@ class Attended:
     context: Tensor  # (B,T,D)
     weights: Tensor | None = None  # (B,H,T,S), zero outside the attended span
     centers: Tensor | None = None  # (B,H,T) predicted p_t (local_p only)
+    # hard attention trained with REINFORCE: log α(ŝ) of the sampled positions and the
+    # entropy H(α), each (B,H,T), for the loss that extra_loss computes from them
+    log_prob: Tensor | None = None
+    entropy: Tensor | None = None
 
 
 def key_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
@@ -83,9 +95,7 @@ class Score(nn.Module):
         return self(q, k)
 
     def forward(self, q: Tensor, k: Tensor) -> Tensor:
-        if k.size(-2) < q.size(-1):  # fewer keys than features (local bands, sentences):
-            return (q @ k.transpose(-1, -2)).mul_(self.scale)  # scale the smaller scores
-        return (q * self.scale) @ k.transpose(-1, -2)
+        return (q @ k.transpose(-1, -2)) * self.scale
 
 
 @SCORES.register("dot")
@@ -172,7 +182,6 @@ class CrossAttention(nn.Module):
     are the checkpoint format.
     """
 
-    config_class: type[AttentionConfig] = AttentionConfig
     normalised = True  # weights sum to one over the attended span
 
     def __init__(self, cfg: AttentionConfig, d_model: int, heads: int, dropout: float) -> None:
@@ -184,7 +193,7 @@ class CrossAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.score = SCORES.get(getattr(cfg, "score", "dot"))(
             heads, self.head_dim, query_term=cfg.fusion == "bidaf"
         )
@@ -219,11 +228,13 @@ class CrossAttention(nn.Module):
         """Called by the trainer before optimiser update ``step`` (0-based), for
         variants whose training follows a schedule (hard attention's Gumbel τ)."""
 
-    def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
-        """An auxiliary training loss for the last forward, summed, else None.
+    def extra_loss(
+        self, records: list[Attended], reward: Tensor, tgt_mask: Tensor
+    ) -> tuple[Tensor | None, dict[str, float]]:
+        """An auxiliary training loss (summed, else None) and statistics to log, from
+        what this layer's forward calls returned for one batch (``records``).
 
         reward (B,T): detached reward of each target token, minus its label-smoothed
-        training loss (0 at padding);
-        tgt_mask (B,T).
+        training loss (0 at padding); tgt_mask (B,T).
         """
-        return None
+        return None, {}

@@ -9,14 +9,14 @@ from torch import Tensor
 from nmt.attention.base import (
     ATTENTION,
     Attended,
+    AttentionConfig,
     CrossAttention,
     Memory,
     ScoreName,
     key_bias,
     masked_softmax,
 )
-from nmt.attention.fused import fused_attention
-from nmt.config import AttentionConfig
+from nmt.attention.sdpa import scaled_dot_product
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class GlobalConfig(AttentionConfig):
     score: ScoreName = "dot"
 
 
-@ATTENTION.register("global")
+@ATTENTION.register("global", config=GlobalConfig)
 class GlobalAttention(CrossAttention):
     """Luong et al. 2015 "global" attention (sec. 3.1, eq. 7-8) — with ``score: dot``
     exactly Vaswani et al. 2017's encoder-decoder attention (eq. 1).
@@ -33,8 +33,6 @@ class GlobalAttention(CrossAttention):
     a_t(s) = softmax_s(score(q_t, k_s)) over real source positions s;
     context c_t = sum_s a_t(s) v_s.
     """
-
-    config_class = GlobalConfig
 
     def forward(
         self,
@@ -49,13 +47,9 @@ class GlobalAttention(CrossAttention):
         if self.cfg.score == "dot" and not need_weights:
             # Fused kernel. A finite bias (not a boolean mask) keeps a fully masked
             # row NaN-free; multiplying by ``any`` then zeroes it, as masked_softmax does.
-            ctx = fused_attention(
-                q,
-                memory.key,
-                memory.value,
-                attn_mask=key_bias(mask, q.dtype),  # (B,1,1,S)
-                dropout_p=self.dropout.p if self.training else 0.0,
-            )  # (B,H,T,Dh)
+            bias = key_bias(mask, q.dtype)  # (B,1,1,S)
+            p = self.dropout.p if self.training else 0.0
+            ctx = scaled_dot_product(q, memory.key, memory.value, bias, dropout=p)  # (B,H,T,Dh)
             ctx = ctx * mask.any(dim=-1, keepdim=True)
             return Attended(self.out_proj(self.merge(ctx)))
         weights = masked_softmax(self.score(q, memory.key), mask)  # (B,H,T,S)

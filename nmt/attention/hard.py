@@ -37,12 +37,13 @@ from torch import Tensor
 from nmt.attention.base import (
     ATTENTION,
     Attended,
+    AttentionConfig,
     CrossAttention,
     Memory,
     ScoreName,
     masked_softmax,
 )
-from nmt.config import AttentionConfig, check
+from nmt.config import check
 
 
 @dataclass(frozen=True)
@@ -76,22 +77,15 @@ class HardConfig(AttentionConfig):
         return inert
 
 
-@ATTENTION.register("hard")
+@ATTENTION.register("hard", config=HardConfig)
 class HardAttention(CrossAttention):
     """See the module docstring. Weights returned for inspection are α (the
     distribution the samples come from)."""
-
-    config_class = HardConfig
 
     def __init__(self, cfg: HardConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)
         self.register_buffer("baseline", torch.zeros(()))  # per-token reward average
         self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # for Gumbel's τ
-        # REINFORCE bookkeeping, one entry per forward with gradients since the last
-        # extra_loss (a two-stream decoder calls each layer twice): log α(ŝ), H(α)
-        self._log_prob: list[Tensor] = []  # (B,H,T) each
-        self._entropy: list[Tensor] = []  # (B,H,T) each
-        self.stats: dict[str, float] = {}
 
     def start_update(self, step: int) -> None:
         """Gumbel's temperature follows the optimiser update, not the forward call:
@@ -116,6 +110,7 @@ class HardAttention(CrossAttention):
         scores = self.score(q, memory.key).masked_fill(~mask, torch.finfo(q.dtype).min)
         alpha = masked_softmax(scores, mask)  # (B,H,T,S)
         has_key = mask.any(-1, keepdim=True)  # (B,1,1,1)
+        log_prob = entropy = None
         # 1) choose positions: weights (B,H,T,S), one-hot (or relaxed) per query
         if not self.training:
             weights = F.one_hot(scores.argmax(-1), scores.size(-1)).to(q.dtype) * has_key
@@ -130,12 +125,16 @@ class HardAttention(CrossAttention):
             if self.cfg.estimator == "straight_through":
                 weights = one_hot + alpha - alpha.detach()
             else:
-                weights = self._reinforce(alpha, sample, one_hot)
+                weights, log_prob, entropy = self._reinforce(alpha, sample, one_hot)
         # 2) the context is the chosen position's value
         ctx = weights @ memory.value  # (B,H,T,Dh)
-        return Attended(self.out_proj(self.merge(ctx)), alpha if need_weights else None)
+        context = self.out_proj(self.merge(ctx))
+        return Attended(context, alpha if need_weights else None, None, log_prob, entropy)
 
-    def _reinforce(self, alpha: Tensor, sample: Tensor, one_hot: Tensor) -> Tensor:
+    def _reinforce(
+        self, alpha: Tensor, sample: Tensor, one_hot: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Weights (B,H,T,S), and log α(ŝ) and H(α), each (B,H,T), for the loss."""
         log_alpha = torch.log(alpha.clamp(min=1e-30))
         log_prob = log_alpha.gather(-1, sample.unsqueeze(-1)).squeeze(-1)  # (B,H,T)
         entropy = -(alpha * log_alpha).sum(-1)  # (B,H,T)
@@ -144,26 +143,25 @@ class HardAttention(CrossAttention):
             soft = torch.rand(sample.shape, device=sample.device) < self.cfg.expected_prob
             log_prob = log_prob * ~soft  # soft contexts get exact gradients instead
             weights = torch.where(soft.unsqueeze(-1), alpha, one_hot)
-        if torch.is_grad_enabled():  # a no-grad pass (scheduled sampling's first) trains nothing
-            self._log_prob.append(log_prob)
-            self._entropy.append(entropy)
-        return weights
+        return weights, log_prob, entropy
 
-    def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
-        """REINFORCE surrogate for the training forwards since the last call.
+    def extra_loss(
+        self, records: list[Attended], reward: Tensor, tgt_mask: Tensor
+    ) -> tuple[Tensor | None, dict[str, float]]:
+        """The REINFORCE surrogate of the choices in ``records`` (this layer's forward
+        calls for one batch: a two-stream decoder calls each layer twice), summed,
+        and the reward, baseline and entropy to log.
 
         reward (B,T): detached reward of each target token, minus its label-smoothed
-        training loss (0 at padding);
-        tgt_mask (B,T): real target positions. Returns a summed loss.
+        training loss (0 at padding); tgt_mask (B,T): real target positions.
         """
-        if not self._log_prob:
-            return None
+        chosen = [r for r in records if r.log_prob is not None]
+        if not chosen:
+            return None, {}
         # Every recorded choice for position t shapes tokens t, t+1, … only: the
         # same reward to go applies to each; their log-probs and entropy bonuses add up.
-        records = len(self._log_prob)
-        log_prob = torch.stack(self._log_prob).sum(0)  # (B,H,T)
-        entropy = torch.stack(self._entropy).sum(0)  # (B,H,T)
-        self._log_prob, self._entropy = [], []
+        log_prob = torch.stack([r.log_prob for r in chosen]).sum(0)  # (B,H,T)
+        entropy = torch.stack([r.entropy for r in chosen]).sum(0)  # (B,H,T)
         m = tgt_mask.to(reward.dtype)  # (B,T)
         per_token = (reward * m).sum() / m.sum().clamp(min=1)
         if self.baseline == 0:  # first update: start the average at the first reward
@@ -177,11 +175,11 @@ class HardAttention(CrossAttention):
         # Every head's sample is part of one joint choice: their log-probs add up.
         surrogate = -(to_go.unsqueeze(1).detach() * log_prob * mh).sum()
         entropy = (entropy * mh).sum()
-        self.stats = {  # detached figures for the training log
+        stats = {  # detached figures for the training log
             "reward": float(per_token),
             "baseline": float(self.baseline),
             "entropy": float(
-                entropy.detach() / (records * mh.sum() * log_prob.size(1)).clamp(min=1)
+                entropy.detach() / (len(chosen) * mh.sum() * log_prob.size(1)).clamp(min=1)
             ),
         }
-        return surrogate - self.cfg.entropy_weight * entropy
+        return surrogate - self.cfg.entropy_weight * entropy, stats

@@ -29,13 +29,14 @@ from torch import Tensor, nn
 from nmt.attention.base import (
     ATTENTION,
     Attended,
+    AttentionConfig,
     CrossAttention,
     Memory,
     ScoreName,
     masked_softmax,
 )
 from nmt.attention.gaussian import gaussian_window
-from nmt.config import AttentionConfig, check
+from nmt.config import check
 
 # ``auto`` uses the windowed path when its block slots × band length are at most
 # T·S / BAND_GAIN; above that the dense kernel's fewer, larger matmuls win
@@ -250,14 +251,13 @@ class LocalAttention(CrossAttention):
         return x.new_full((*x.shape[:-1], slots), fill).scatter(-1, slot, x)
 
 
-@ATTENTION.register("local_m")
+@ATTENTION.register("local_m", config=LocalMConfig)
 class LocalMonotonicAttention(LocalAttention):
     """local-m (Luong et al. 2015, sec. 3.2): the aligned position is assumed known,
     p_t = t (or t / r with r the corpus mean target/source length ratio, so that
     languages with longer targets stay aligned), clamped to the real source so the
     window never falls off its end. Weights are the softmax over the window (eq. 7)."""
 
-    config_class = LocalMConfig
     monotone = True
 
     def __init__(self, cfg: LocalMConfig, d_model: int, heads: int, dropout: float) -> None:
@@ -273,7 +273,7 @@ class LocalMonotonicAttention(LocalAttention):
         return torch.minimum(p.view(1, 1, -1), last.view(-1, 1, 1))  # (B,1,T)
 
 
-@ATTENTION.register("local_p")
+@ATTENTION.register("local_p", config=LocalPConfig)
 class LocalPredictiveAttention(LocalAttention):
     """local-p (Luong et al. 2015, sec. 3.2, eq. 9-10): the centre is predicted,
     p_t = S_b · sigmoid(v_pᵀ tanh(W_p h_t)), with S_b the real length of source b,
@@ -282,8 +282,6 @@ class LocalPredictiveAttention(LocalAttention):
     ``bias`` adds −(s − p_t)²/2σ² to the logits before the softmax (Yang et al. 2018).
     p_t stays real-valued: only the window bounds are rounded, so the gradient
     reaches the predictor through the Gaussian."""
-
-    config_class = LocalPConfig
 
     def __init__(self, cfg: LocalPConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)

@@ -19,7 +19,7 @@ from nmt.errors import NmtError
 from nmt.evaluate import read_results
 from nmt.metrics import sentence_stats
 from nmt.model.load import Loaded, load_model
-from nmt.training import SUMMARY
+from nmt.training.run import SUMMARY
 
 
 @dataclass

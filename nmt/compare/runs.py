@@ -18,7 +18,8 @@ from nmt.compare.spec import PlannedRun
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console
-from nmt.training import SUMMARY, Interrupted, train
+from nmt.training.run import SUMMARY, train
+from nmt.training.trainer import Interrupted
 
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
 

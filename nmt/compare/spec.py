@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from nmt.config import RunConfig, apply_overrides, check, from_dict, read_yaml
+from nmt.config import apply_overrides, check, from_dict, read_yaml
 from nmt.errors import ConfigError, NmtError
+from nmt.recipe import RunConfig
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
 

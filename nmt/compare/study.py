@@ -16,10 +16,10 @@ from nmt.compare.report import print_tables, write_csv, write_json, write_markdo
 from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
 from nmt.compare.spec import CompareSpec, load_spec
 from nmt.config import apply_overrides, read_yaml
+from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console
-from nmt.training.trainer import resolve_device
 
 
 def run_study(

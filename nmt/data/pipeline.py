@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.checkpoint import atomic_write
-from nmt.config import DataConfig
 from nmt.data.batching import ParallelData
+from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel, split_path
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention import Attended, Memory
-from nmt.config import ModelConfig
+from nmt.model.config import ModelConfig
 from nmt.model.layers import DecoderLayer, Embedding
 from nmt.registry import Registry
 
@@ -62,12 +62,14 @@ class DecoderStack(nn.ModuleList):
         state: DecoderState,
         need_weights: bool,
         tgt_mask: Tensor | None = None,
-    ) -> Tensor:
+    ) -> tuple[Tensor, list[list[Attended]]]:
         """Raw token embeddings (B,T,D) of the target inputs -> states (B,T,D) before
-        the final norm; appends each layer's cross-attention to ``state.attended``
-        when ``need_weights``. ``tgt_mask`` (B,T) marks real target inputs (None: all
-        real); the causal mask already keeps a left-to-right stream off later padding.
-        Does not advance ``state.offset``."""
+        the final norm, and per layer what each of its cross-attention calls
+        returned (hard attention's REINFORCE choices travel there); appends each
+        layer's output cross-attention to ``state.attended`` when ``need_weights``.
+        ``tgt_mask`` (B,T) marks real target inputs (None: all real); the causal mask
+        already keeps a left-to-right stream off later padding. Does not advance
+        ``state.offset``."""
         raise NotImplementedError
 
 
@@ -82,10 +84,11 @@ class StandardDecoder(DecoderStack):
         state: DecoderState,
         need_weights: bool,
         tgt_mask: Tensor | None = None,
-    ) -> Tensor:
+    ) -> tuple[Tensor, list[list[Attended]]]:
         T = embeds.size(1)
         positions = torch.arange(state.offset, state.offset + T, device=embeds.device)  # (T,)
         x = embedding(embeds, offset=state.offset)  # (B,T,D)
+        records = []
         for i, layer in enumerate(self):
             cache = state.caches[i] if state.caches is not None else None
             x, attended = layer(
@@ -93,4 +96,5 @@ class StandardDecoder(DecoderStack):
             )
             if need_weights:
                 state.attended.append(attended)
-        return x
+            records.append([attended])
+        return x, records

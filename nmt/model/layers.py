@@ -9,10 +9,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention import ATTENTION, Attended, Memory
-from nmt.attention.fused import fused_attention
 from nmt.attention.fusion import BiDAFFusion
-from nmt.config import ModelConfig
-from nmt.dropout import Dropout, relu_dropout
+from nmt.attention.sdpa import scaled_dot_product
+from nmt.model.config import ModelConfig
 from nmt.registry import Registry
 
 ENCODER_BLOCKS: Registry[type[nn.Module]] = Registry("encoder block")
@@ -44,7 +43,7 @@ class Embedding(nn.Module):
             self.tokens.weight[pad].zero_()
         self.scale = math.sqrt(d_model)
         self.register_buffer("positions", sinusoids(max_positions, d_model), persistent=False)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, embeds: Tensor, offset: int = 0) -> Tensor:
         """embeds (B,L,D) raw token embeddings (``self.tokens(ids)`` or a mix of them)."""
@@ -80,14 +79,8 @@ class SelfAttention(nn.Module):
     ) -> Tensor:
         """q (B,H,L,Dh) against k, v (B,H,t,Dh); ``mask`` an additive bias or boolean
         (True = attend) broadcastable to (B,H,L,t) -> (B,L,D)."""
-        ctx = fused_attention(
-            q,
-            k,
-            v,
-            attn_mask=mask,
-            is_causal=causal,
-            dropout_p=self.dropout if self.training else 0.0,
-        )  # (B,H,L,Dh)
+        p = self.dropout if self.training else 0.0
+        ctx = scaled_dot_product(q, k, v, mask, causal, p)  # (B,H,L,Dh)
         B, H, L, Dh = ctx.shape
         return self.out_proj(ctx.transpose(1, 2).reshape(B, L, H * Dh))
 
@@ -116,21 +109,13 @@ def extend_cache(cache: dict[str, Tensor], k: Tensor, v: Tensor) -> tuple[Tensor
 
 
 class FeedForward(nn.Sequential):
-    """Position-wise feed-forward network (Vaswani et al. 2017, eq. 2) with dropout on
-    its hidden layer. The modules say what it computes and keep the checkpoint's
-    parameter names (0 and 3); ``forward`` fuses the ReLU with the dropout and
-    folds the dropout's scale into the second layer's weights (:func:`relu_dropout`)."""
+    """Position-wise feed-forward network W2·dropout(relu(W1·x)) (Vaswani et al.
+    2017, eq. 2, with dropout on its hidden layer)."""
 
     def __init__(self, d_model: int, ffn: int, dropout: float) -> None:
         super().__init__(
-            nn.Linear(d_model, ffn), nn.ReLU(), Dropout(dropout), nn.Linear(ffn, d_model)
+            nn.Linear(d_model, ffn), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn, d_model)
         )
-
-    def forward(self, x: Tensor) -> Tensor:
-        inner, _, drop, outer = self
-        h, scale = relu_dropout(inner(x), drop.p, drop.training)  # (B,L,F)
-        weight = outer.weight if scale == 1.0 else outer.weight * scale  # (D,F)
-        return F.linear(h, weight, outer.bias)  # (B,L,D)
 
 
 @ENCODER_BLOCKS.register("transformer")
@@ -143,7 +128,7 @@ class EncoderLayer(nn.Module):
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
-        self.dropout = Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, bias: Tensor, keep: Tensor) -> Tensor:
         """x (B,S,D), bias (B,1,1,S) additive key mask, keep (B,S,1) True = real."""
@@ -166,7 +151,7 @@ class DecoderLayer(nn.Module):
         self.fusion = BiDAFFusion(cfg.d_model) if cfg.attention.fusion == "bidaf" else None
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
-        self.dropout = Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(
         self,

@@ -8,11 +8,11 @@ from pathlib import Path
 import torch
 
 from nmt import checkpoint
-from nmt.config import RunConfig, config_from_dict
 from nmt.data.pipeline import Vocabs
 from nmt.data.vocab import PAD, Vocab
 from nmt.errors import ConfigError, NmtError
 from nmt.model.seq2seq import Transformer
+from nmt.recipe import RunConfig, config_from_dict
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
-from nmt.dropout import Dropout
+from nmt.model.config import ModelConfig
 from nmt.model.layers import ENCODER_BLOCKS, FeedForward, SelfAttention
 
 
@@ -56,7 +55,7 @@ class QANetBlock(nn.Module):
         self.self_attn = SelfAttention(d, cfg.heads, cfg.dropout)
         self.ffn_norm = nn.LayerNorm(d)
         self.ffn = FeedForward(d, cfg.ffn, cfg.dropout)
-        self.dropout = Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
         per = e.convs + 2  # sub-layers per block
         total = cfg.encoder_layers * per
         self.survival = [

@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from nmt.attention import Attended
 from nmt.attention.base import key_bias
-from nmt.config import ModelConfig
+from nmt.model.config import ModelConfig
 from nmt.model.decoder import DECODERS, DecoderState
 from nmt.model.layers import ENCODER_BLOCKS, Embedding
 
@@ -81,7 +82,7 @@ class Transformer(nn.Module):
         caches advance. With ``need_weights`` each layer's cross-attention is
         kept in ``state.attended``.
         """
-        return self.generator(self.decode_states(tgt_in, state, embeds, need_weights))
+        return self.generator(self.decode_states(tgt_in, state, embeds, need_weights)[0])
 
     def decode_states(
         self,
@@ -90,51 +91,55 @@ class Transformer(nn.Module):
         embeds: Tensor | None = None,
         need_weights: bool = False,
         tgt_mask: Tensor | None = None,
-    ) -> Tensor:
+    ) -> tuple[Tensor, list[list[Attended]]]:
         """As :meth:`decode`, but the final decoder states (B,T,D) before the output
-        projection, for callers that need logits at a few positions only. ``tgt_mask``
-        (B,T) marks the real target inputs when ``embeds`` replace ``tgt_in``."""
+        projection (for callers that need logits at a few positions only), and per
+        decoder layer what its cross-attention calls returned (for
+        :meth:`extra_loss`). ``tgt_mask`` (B,T) marks the real target inputs when
+        ``embeds`` replace ``tgt_in``."""
         if embeds is None:
             embeds = self.tgt_embed.tokens(tgt_in)  # (B,T,D)
             tgt_mask = tgt_in != self.pad  # (B,T)
         state.attended = []
-        x = self.decoder(embeds, self.tgt_embed, state, need_weights, tgt_mask)  # (B,T,D)
+        x, records = self.decoder(embeds, self.tgt_embed, state, need_weights, tgt_mask)
         if state.caches is not None:
             state.offset += embeds.size(1)
-        return self.decoder_norm(x)  # (B,T,D)
+        return self.decoder_norm(x), records  # (B,T,D)
 
-    def forward(self, src: Tensor, tgt_in: Tensor, project: bool = True) -> Tensor:
+    def forward(
+        self, src: Tensor, tgt_in: Tensor, project: bool = True
+    ) -> Tensor | tuple[Tensor, list[list[Attended]]]:
         """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V); with
-        ``project=False`` the final decoder states (B,T,D) before the output
-        projection (training fuses that projection with its loss). A flag, not a
-        second method, so that ``train.compile`` (which compiles ``forward``)
-        covers training too."""
+        ``project=False`` what training needs: the final decoder states (B,T,D)
+        before the output projection (training fuses it with its loss) and the
+        cross-attention records of :meth:`decode_states`. A flag, not a second
+        method, so that ``train.compile`` (which compiles ``forward``) covers
+        training too."""
         memory, src_mask = self.encode(src)
-        states = self.decode_states(tgt_in, self.start(memory, src_mask))
-        return self.generator(states) if project else states
+        states, records = self.decode_states(tgt_in, self.start(memory, src_mask))
+        return self.generator(states) if project else (states, records)
 
     def start_update(self, step: int) -> None:
         """Tell every cross-attention layer that optimiser update ``step`` begins."""
         for layer in self.decoder:
             layer.cross_attn.start_update(step)
 
-    def extra_loss(self, reward: Tensor, tgt_mask: Tensor) -> Tensor | None:
-        """Sum of the cross-attention layers' auxiliary losses (hard attention).
+    def extra_loss(
+        self, records: list[list[Attended]], reward: Tensor, tgt_mask: Tensor
+    ) -> tuple[Tensor | None, dict[str, float]]:
+        """Sum of the cross-attention layers' auxiliary losses (hard attention's
+        REINFORCE) from ``records`` (per layer, from :meth:`decode_states`), and the
+        mean over layers of their statistics, as ``attn_*``.
 
         reward (B,T): detached reward of each target token (minus its training loss);
         tgt_mask (B,T).
         """
-        losses = [
-            loss
-            for layer in self.decoder
-            if (loss := layer.cross_attn.extra_loss(reward, tgt_mask)) is not None
-        ]
-        return torch.stack(losses).sum() if losses else None
-
-    def attention_stats(self) -> dict[str, float]:
-        """Mean of the cross-attention layers' training statistics (e.g. REINFORCE reward)."""
-        stats: dict[str, list[float]] = {}
-        for layer in self.decoder:
-            for k, v in getattr(layer.cross_attn, "stats", {}).items():
-                stats.setdefault(k, []).append(v)
-        return {f"attn_{k}": sum(v) / len(v) for k, v in stats.items()}
+        losses, stats = [], {}
+        for layer, calls in zip(self.decoder, records):
+            loss, layer_stats = layer.cross_attn.extra_loss(calls, reward, tgt_mask)
+            if loss is not None:
+                losses.append(loss)
+            for k, v in layer_stats.items():
+                stats.setdefault(f"attn_{k}", []).append(v)
+        total = torch.stack(losses).sum() if losses else None
+        return total, {k: sum(v) / len(v) for k, v in stats.items()}

@@ -27,7 +27,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.attention import Attended
+from nmt.model.config import ModelConfig
 from nmt.model.decoder import DECODERS, DecoderStack, DecoderState
 from nmt.model.layers import Embedding, extend_cache
 
@@ -62,7 +63,7 @@ class TwoStreamDecoder(DecoderStack):
         state: DecoderState,
         need_weights: bool,
         tgt_mask: Tensor | None = None,
-    ) -> Tensor:
+    ) -> tuple[Tensor, list[list[Attended]]]:
         B, T, _ = embeds.shape
         off, device = state.offset, embeds.device
         positions = torch.arange(off, off + T, device=device)  # (T,) decoding steps
@@ -88,6 +89,7 @@ class TwoStreamDecoder(DecoderStack):
             attn_content = attn_query = torch.arange(off + T, device=device) <= rows  # (T,t)
         # 2) the layers
         last = len(self) - 1
+        records = []
         for i, layer in enumerate(self):
             cache = state.caches[i] if state.caches is not None else None
             memory = state.memories[i]
@@ -101,7 +103,11 @@ class TwoStreamDecoder(DecoderStack):
             )
             if need_weights:
                 state.attended.append(attended)
+            records.append([attended])
             if i < last:
                 h = h + layer.dropout(layer.self_attn.attend(q_h, k, v, attn_content, causal))
-                h, _ = layer.cross(h, memory, state.src_mask, positions, False, content_see, cache)
-        return g
+                h, content = layer.cross(
+                    h, memory, state.src_mask, positions, False, content_see, cache
+                )
+                records[-1].append(content)
+        return g, records

@@ -1,7 +1,3 @@
-"""Training regimes behind the ``TRAINERS`` registry (``train.trainer`` in a recipe)."""
-
-from nmt.training import scheduled_sampling  # noqa: F401  (registers "scheduled_sampling")
-from nmt.training.run import SUMMARY, train
-from nmt.training.trainer import TRAINERS, Interrupted, Trainer
-
-__all__ = ["SUMMARY", "TRAINERS", "Interrupted", "Trainer", "train"]
+"""Training regimes behind the ``TRAINERS`` registry (``train.trainer`` in a recipe):
+``nmt.training.run.train`` is the entry point, ``nmt.training.trainer.Trainer``
+the teacher-forcing loop, ``nmt.training.scheduled_sampling`` the two-pass trainer."""

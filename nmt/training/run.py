@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nmt.checkpoint import write_text
-from nmt.config import RunConfig
-from nmt.training.trainer import TRAINERS
+from nmt.training import scheduled_sampling  # noqa: F401  (registers its trainer)
+from nmt.training.trainer import TRAINERS, Interrupted, Trainer
+
+if TYPE_CHECKING:
+    from nmt.recipe import RunConfig
+
+__all__ = ["SUMMARY", "TRAINERS", "Interrupted", "Trainer", "train"]
 
 SUMMARY = "summary.json"  # written when training ends; its presence marks a finished run
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from nmt.config import ScheduledSamplingConfig
+from nmt.training.config import ScheduledSamplingConfig
 
 
 def gold_probability(cfg: ScheduledSamplingConfig, step: int) -> float:

@@ -22,9 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from nmt.config import ScheduledSamplingConfig
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
+from nmt.training.config import ScheduledSamplingConfig
 from nmt.training.sampling_schedule import gold_probability
 from nmt.training.trainer import TRAINERS, Trainer
 
@@ -86,12 +86,12 @@ class ScheduledSamplingTrainer(Trainer):
             # the output projection (V wide, the costliest layer) runs on those rows only.
             replaced = mixable & (torch.rand(mixable.shape, device=x.device) >= eps)  # (B,T)
             with torch.set_grad_enabled(cfg.first_pass_grad and torch.is_grad_enabled()):
-                states = model.decode_states(None, state, x, tgt_mask=real)  # (B,T,D)
+                states, _ = model.decode_states(None, state, x, tgt_mask=real)  # (B,T,D)
                 rows = states[:, :-1][replaced[:, 1:]]  # (N,D): output t-1 predicts input t
                 pred = prediction_embeddings(model.generator(rows), table, cfg)  # (N,D)
             x = gold.masked_scatter(replaced.unsqueeze(-1), pred.to(gold.dtype))  # (B,T,D)
         self.extra_seconds += time.perf_counter() - start
-        states = model.decode_states(None, state, x, tgt_mask=real)  # (B,T,D)
-        loss, stats = self.model_loss(states, batch)
+        states, records = model.decode_states(None, state, x, tgt_mask=real)  # (B,T,D)
+        loss, stats = self.model_loss(states, records, batch)
         fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
         return loss, {**stats, "ss_gold_prob": eps, "ss_replaced": fraction}

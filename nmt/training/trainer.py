@@ -15,27 +15,30 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from nmt import checkpoint
-from nmt.config import RunConfig, dump_recipe
+from nmt import checkpoint, kernels
+from nmt.attention import Attended
 from nmt.data.batching import Batch, ParallelData
 from nmt.data.pipeline import check_files, encode_pairs, load_split, load_training
 from nmt.data.vocab import PAD
 from nmt.decoding import translate_lines
+from nmt.device import resolve_device
 from nmt.distributed import Distributed, from_env
 from nmt.errors import NmtError
+from nmt.kernels.loss import projected_smoothed_nll
 from nmt.metrics import bleu
 from nmt.model import Transformer
 from nmt.progress import console, progress_bar
 from nmt.registry import Registry
-from nmt.training.allocator import keep_freed_memory
-from nmt.training.loss import projected_smoothed_nll
 from nmt.training.schedule import inverse_sqrt
+
+if TYPE_CHECKING:
+    from nmt.recipe import RunConfig
 
 TRAINERS: Registry[type[Trainer]] = Registry("trainer")
 
@@ -91,16 +94,6 @@ SHOWN = {"ss_gold_prob": "ε", "ss_replaced": "replaced", "attn_entropy": "H(α)
 def progress_info(record: dict[str, float]) -> str:
     shown = [f"{label} {record[k]:.2f}" for k, label in SHOWN.items() if k in record]
     return "  ".join([f"loss {record['loss']:.3f}", *shown])
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise NmtError("--device cuda: no CUDA device is available")
-    if name not in ("cpu", "cuda"):
-        raise NmtError(f"--device {name!r}: expected auto, cpu or cuda")
-    return torch.device(name)
 
 
 class Objective(torch.nn.Module):
@@ -171,8 +164,6 @@ class Trainer:
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
-        if self.device.type == "cpu":
-            keep_freed_memory()
         torch.manual_seed(cfg.train.seed)
         if not d.main:
             d.barrier()  # rank 0 trains and stores the vocabulary first
@@ -181,7 +172,7 @@ class Trainer:
             d.barrier()
         self.cfg = cfg = resolve_from_data(cfg, self.data, self.log)
         if d.main:
-            checkpoint.write_text(run_dir / "recipe.yaml", dump_recipe(cfg))
+            checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
         dev_src, self.dev_refs = load_split(cfg.data, cfg.data.dev)
         self.dev_src = dev_src
         self.dev_data = encode_pairs(
@@ -195,6 +186,8 @@ class Trainer:
             share_embeddings=self.vocabs.joint,
         ).to(self.device)
         t = cfg.train
+        if t.kernels == "auto":  # faster CPU modules, same function (nmt.kernels)
+            kernels.install(self.model)
         if t.compile:
             # In place, so parameter names and checkpoints are unchanged; shapes vary
             # from batch to batch, hence dynamic. Only ``forward`` is compiled: the
@@ -267,26 +260,37 @@ class Trainer:
         objective for both, so REINFORCE's score-function term and the pathwise
         gradient add up to the gradient of the expected smoothed loss."""
         eps = self.cfg.train.label_smoothing
-        weight = self.model.generator.weight
-        loss = projected_smoothed_nll(states, weight, batch.tgt_out, eps, PAD)  # (B,T)
+        if self.cfg.train.kernels == "auto":  # the output layer fused with the loss
+            weight = self.model.generator.weight
+            loss = projected_smoothed_nll(states, weight, batch.tgt_out, eps, PAD)  # (B,T)
+        else:
+            logits = self.model.generator(states).float()  # (B,T,V)
+            loss = F.cross_entropy(
+                logits.transpose(1, 2),
+                batch.tgt_out,
+                ignore_index=PAD,
+                label_smoothing=eps,
+                reduction="none",
+            )  # (B,T)
         return loss.sum(), -loss.detach()
 
     def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Summed training objective of one batch, and statistics to log (with
         ``token_loss``, the summed label-smoothed cross-entropy)."""
-        return self.model_loss(self.model(batch.src, batch.tgt_in, project=False), batch)
+        states, records = self.model(batch.src, batch.tgt_in, project=False)
+        return self.model_loss(states, records, batch)
 
     def model_loss(
-        self, states: torch.Tensor, batch: Batch
+        self, states: torch.Tensor, records: list[list[Attended]], batch: Batch
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Token loss of the final decoder states (B,T,D) plus the cross-attention's
-        auxiliary loss (hard attention)."""
+        auxiliary loss (hard attention's REINFORCE, from the decoder's ``records``)."""
         loss, reward = self.token_loss(states, batch)
-        stats = {"token_loss": float(loss.detach())}
-        extra = self.model.extra_loss(reward, batch.tgt_out != PAD)
+        token_loss = float(loss.detach())
+        extra, stats = self.model.extra_loss(records, reward, batch.tgt_out != PAD)
         if extra is not None:
             loss = loss + extra
-        return loss, {**stats, **self.model.attention_stats()}
+        return loss, {"token_loss": token_loss, **stats}
 
     # ------------------------------------------------------------------- step
 

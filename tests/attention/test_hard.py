@@ -28,8 +28,9 @@ def test_estimators_give_score_gradients(estimator):
     loss = out.context.pow(2).sum()
     if estimator == "reinforce":
         reward = -out.context.pow(2).sum(2).detach()  # (B,T)
-        loss = loss + attn.extra_loss(reward, torch.ones(2, 5, dtype=torch.bool))
-        assert set(attn.stats) == {"reward", "baseline", "entropy"}
+        extra, stats = attn.extra_loss([out], reward, torch.ones(2, 5, dtype=torch.bool))
+        loss = loss + extra
+        assert set(stats) == {"reward", "baseline", "entropy"}
     loss.backward()
     assert attn.q_proj.weight.grad.abs().sum() > 0
 
@@ -99,7 +100,7 @@ def test_reinforce_matches_the_exact_gradient(T):
     mem = attn.project_memory(memory.expand(N, -1, -1), src_mask.expand(N, -1, -1))
     out = attn(query.expand(N, -1, -1), mem, src_mask.expand(N, -1, -1), pos)
     loss = loss_of(out.context)  # (N,T)
-    surrogate = attn.extra_loss(-loss.detach(), torch.ones(N, T, dtype=torch.bool))
+    surrogate, _ = attn.extra_loss([out], -loss.detach(), torch.ones(N, T, dtype=torch.bool))
     (surrogate / N).backward()
     estimate = attn.q_proj.weight.grad
     error = (estimate - exact).norm() / exact.norm()

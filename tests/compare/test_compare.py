@@ -49,6 +49,7 @@ def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2)):
     return path
 
 
+@pytest.mark.slow
 def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     spec = write_spec(
         tmp_path,

@@ -9,9 +9,11 @@ import torch
 
 from nmt.attention import ATTENTION
 from nmt.attention.base import SCORES, DotScore, TrilinearScore
-from nmt.config import ConfigError, DecoderConfig, EncoderConfig, ModelConfig, from_dict
+from nmt.config import from_dict
 from nmt.data.vocab import BOS, PAD
+from nmt.errors import ConfigError
 from nmt.model import two_stream
+from nmt.model.config import DecoderConfig, EncoderConfig, ModelConfig
 from nmt.model.decoder import DECODERS
 from nmt.model.layers import ENCODER_BLOCKS
 from nmt.model.qanet import QANetBlock

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -27,6 +28,7 @@ def recipe(toy_dir: Path, run: Path, accumulate: int) -> Path:
     )
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_match_one_process(toy_dir, tmp_path):
     env = subprocess_env()
     single = recipe(toy_dir, tmp_path / "single", accumulate=2)

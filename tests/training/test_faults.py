@@ -13,10 +13,11 @@ import torch
 
 from nmt import checkpoint
 from nmt.errors import NmtError
-from nmt.training import Trainer
+from nmt.training.trainer import Trainer
 from tests.conftest import subprocess_env, write_subprocess_recipe
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_saves_last_and_says_how_to_resume(toy_dir, tmp_path, sig, code):
     run = tmp_path / "run"

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from nmt import checkpoint
@@ -42,6 +43,7 @@ def logged_lines(run: Path) -> int:
     return len(path.read_bytes().splitlines()) if path.is_file() else 0
 
 
+@pytest.mark.slow
 def test_sigkill_and_resume_reach_the_uninterrupted_parameters(toy_dir, tmp_path):
     env = subprocess_env()
     straight = write_recipe(toy_dir, tmp_path / "straight")

@@ -7,11 +7,12 @@ import torch
 import torch.nn.functional as F
 
 from nmt.attention import ATTENTION
-from nmt.config import ScheduledSamplingConfig
 from nmt.data.vocab import PAD
 from nmt.errors import NmtError
-from nmt.training import TRAINERS, Trainer
+from nmt.training.config import ScheduledSamplingConfig
+from nmt.training.run import TRAINERS
 from nmt.training.sampling_schedule import gold_probability
+from nmt.training.trainer import Trainer
 
 
 @pytest.mark.parametrize("schedule", ["linear", "exponential", "inverse_sigmoid"])
@@ -51,7 +52,7 @@ def test_schedule_values(options, expected):
     ],
 )
 def test_bad_options_are_refused(tiny_recipe, options):
-    from nmt.config import load_recipe
+    from nmt.recipe import load_recipe
 
     with pytest.raises(NmtError, match=r"train\.scheduled_sampling"):
         load_recipe(
@@ -76,9 +77,9 @@ def spy_decode(trainer):
     original = trainer.model.decode_states
 
     def decode_states(tgt_in, state, embeds=None, need_weights=False, tgt_mask=None):
-        states = original(tgt_in, state, embeds, need_weights, tgt_mask)
+        states, records = original(tgt_in, state, embeds, need_weights, tgt_mask)
         calls.append((embeds, trainer.model.generator(states)))
-        return states
+        return states, records
 
     trainer.model.decode_states = decode_states
     return calls

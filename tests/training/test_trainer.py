@@ -8,8 +8,8 @@ import torch
 
 from nmt import checkpoint
 from nmt.errors import NmtError
-from nmt.training import Trainer
 from nmt.training.schedule import inverse_sqrt
+from nmt.training.trainer import Trainer
 
 
 def test_inverse_sqrt_schedule():
@@ -75,6 +75,7 @@ def test_gradient_accumulation_matches_one_big_batch(tiny_config):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cc") is None, reason="torch.compile needs a C compiler")
 def test_compiled_training_matches_eager(tiny_config):
     """``train.compile`` changes the speed, not the maths: the same updates from the
@@ -148,7 +149,12 @@ def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
     trainer.setup()
     batch = trainer.data.collate(trainer.data.epoch_batches(512, 0, 0)[0])
     seen = []
-    trainer.model.extra_loss = lambda reward, mask: seen.append(reward)
+
+    def extra_loss(records, reward, mask):
+        seen.append(reward)
+        return None, {}
+
+    trainer.model.extra_loss = extra_loss
     trainer.model.eval()  # argmax attention: the same logits in both computations
     with torch.no_grad():
         trainer.compute_loss(batch)

@@ -8,7 +8,9 @@ import math
 import pytest
 
 from nmt.attention import ATTENTION
-from nmt.training import Trainer
+from nmt.training.trainer import Trainer
+
+pytestmark = pytest.mark.slow  # several seconds per test: `make test` runs them
 
 
 def train_toy(tiny_config, overrides: dict, steps: int) -> tuple[list[dict], float]:

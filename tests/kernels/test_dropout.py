@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.dropout import Dropout, dropout, keep_mask, relu_dropout
-from nmt.model.layers import FeedForward
+from nmt.kernels.dropout import PCGDropout, dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -45,7 +44,7 @@ def test_same_seed_same_mask_and_identity_in_eval():
     torch.manual_seed(3)
     b = dropout(x, 0.1, training=True)
     assert torch.equal(a, b) and not torch.equal(a, x)
-    layer = Dropout(0.1).eval()
+    layer = PCGDropout(0.1).eval()
     assert layer(x) is x
     assert dropout(x, 0.0, training=True) is x
     assert (dropout(x, 1.0, training=True) == 0).all()
@@ -53,37 +52,4 @@ def test_same_seed_same_mask_and_identity_in_eval():
 
 def test_probability_outside_zero_one_is_refused():
     with pytest.raises(ValueError, match="dropout probability"):
-        Dropout(1.5)
-
-
-@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 1.0])
-def test_relu_dropout_is_dropout_of_relu_with_the_same_mask_and_gradient(p):
-    x = torch.randn(37, 29, requires_grad=True)
-    upstream = torch.randn(37, 29)
-    torch.manual_seed(4)
-    want = dropout(torch.relu(x), p, training=True)
-    torch.manual_seed(4)
-    y, scale = relu_dropout(x, p, training=True)
-    torch.testing.assert_close(y * scale, want)
-    (got,) = torch.autograd.grad((y * scale * upstream).sum(), x)
-    (expected,) = torch.autograd.grad((want * upstream).sum(), x)
-    torch.testing.assert_close(got, expected)
-
-
-def test_relu_dropout_in_eval_is_relu():
-    x = torch.randn(20, 7)
-    y, scale = relu_dropout(x, 0.3, training=False)
-    assert scale == 1.0 and torch.equal(y, torch.relu(x))
-
-
-@pytest.mark.parametrize("train", [True, False])
-def test_feed_forward_equals_its_modules_applied_in_turn(train):
-    ffn = FeedForward(8, 32, 0.2).train(train)
-    x = torch.randn(3, 5, 8)
-    torch.manual_seed(5)
-    got = ffn(x)
-    torch.manual_seed(5)
-    want = x
-    for module in ffn:  # Linear, ReLU, Dropout, Linear
-        want = module(want)
-    torch.testing.assert_close(got, want)
+        PCGDropout(1.5)

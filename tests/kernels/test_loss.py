@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.training import loss as loss_module
-from nmt.training.loss import projected_smoothed_nll
+from nmt.kernels import loss as loss_module
+from nmt.kernels.loss import projected_smoothed_nll
 
 PAD = 0
 

@@ -1,0 +1,64 @@
+"""The recipe's ``data`` section: parallel files and the SentencePiece vocabulary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nmt.config import check
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    """SentencePiece vocabulary: trained on the training data unless ``model`` is given."""
+
+    size: int = 8000
+    joint: bool = True
+    type: Literal["unigram", "bpe"] = "unigram"
+    model: str | None = None  # joint: one .model file; separate: use src_model/tgt_model
+    src_model: str | None = None
+    tgt_model: str | None = None
+
+    def __post_init__(self) -> None:
+        check(self.size >= 8, "size", "must be at least 8")
+        if self.joint:
+            check(
+                self.src_model is None and self.tgt_model is None,
+                "src_model",
+                "joint vocabulary: give data.vocab.model, not src_model/tgt_model",
+            )
+        else:
+            check(
+                self.model is None,
+                "model",
+                "separate vocabularies: give data.vocab.src_model and tgt_model",
+            )
+            check(
+                (self.src_model is None) == (self.tgt_model is None),
+                "src_model",
+                "give both src_model and tgt_model, or neither",
+            )
+
+    def inert_keys(self) -> dict[str, str]:
+        if self.model is None and self.src_model is None:
+            return {}
+        why = "a given SentencePiece model fixes the vocabulary"
+        return {"size": why, "type": why}
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Parallel files ``{dir}/{split}.{lang}`` (or ``.gz``), one sentence per line."""
+
+    dir: str
+    src_lang: str
+    tgt_lang: str
+    train: str = "train"
+    dev: str = "val"
+    test: tuple[str, ...] = ()
+    max_len: int = 100  # subword pieces; longer training pairs are dropped
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+
+    def __post_init__(self) -> None:
+        check(self.src_lang != self.tgt_lang, "tgt_lang", "must differ from data.src_lang")
+        check(self.max_len >= 2, "max_len", "must be at least 2")

@@ -1,0 +1,94 @@
+"""The recipe's ``model`` section: sizes, the encoder block, the decoder, and the
+cross-attention variant (whose options are the variant's own config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nmt.attention import ATTENTION
+from nmt.attention.base import AttentionConfig
+from nmt.config import by_kind, check
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """The encoder's block: ``transformer`` (self-attention, FFN) or ``qanet`` (Yu et
+    al. 2018: depthwise-separable convolutions, self-attention, FFN)."""
+
+    block: Literal["transformer", "qanet"] = "transformer"
+    convs: int = 2  # qanet: convolutions per block (QANet: 4 embedding, 2 model encoder)
+    kernel: int = 7  # qanet: convolution width, odd (QANet: 7)
+    # qanet: stochastic depth; the deepest sub-layer survives with this probability,
+    # shallower ones linearly more often (QANet: 0.9); 1 = off
+    survival: float = 1.0
+
+    def __post_init__(self) -> None:
+        check(self.convs >= 0, "convs", "must be non-negative")
+        check(self.kernel >= 1 and self.kernel % 2 == 1, "kernel", "must be odd and positive")
+        check(0 < self.survival <= 1, "survival", "must be in (0, 1]")
+
+    def inert_keys(self) -> dict[str, str]:
+        if self.block == "qanet":
+            return {}
+        why = f"only block qanet uses it (block is {self.block!r})"
+        return {"convs": why, "kernel": why, "survival": why}
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """``standard`` (one causal stream) or ``two_stream`` (XLNet, Yang et al. 2019)."""
+
+    kind: Literal["standard", "two_stream"] = "standard"
+    # two_stream: the factorisation order in training; decoding is always left to right
+    order: Literal["left_to_right", "random"] = "left_to_right"
+
+    def __post_init__(self) -> None:
+        check(
+            self.order == "left_to_right" or self.kind == "two_stream",
+            "order",
+            "a random order needs model.decoder.kind two_stream",
+        )
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Pre-norm Transformer encoder-decoder (Vaswani et al. 2017)."""
+
+    d_model: int = 256
+    heads: int = 4
+    ffn: int = 1024
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    dropout: float = 0.1
+    # Dropout on embeddings + positions; null = the same as ``dropout``.
+    embed_dropout: float | None = None
+    # normal: N(0, D^-0.5), then ×sqrt(D) (Vaswani et al. 2017, fairseq);
+    # xavier: Xavier-uniform (Glorot & Bengio 2010) as JoeyNMT — smaller token vectors,
+    # so positions weigh more at first and tied output logits start flatter.
+    embed_init: Literal["normal", "xavier"] = "normal"
+    tie_embeddings: bool = True  # decoder input embeddings = output projection
+    max_positions: int = 1024
+    attention: AttentionConfig = field(
+        default_factory=ATTENTION.config("global"), metadata=by_kind(ATTENTION, "global")
+    )
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    decoder: DecoderConfig = field(default_factory=DecoderConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "heads", "ffn", "encoder_layers", "decoder_layers"):
+            check(getattr(self, name) >= 1, name, "must be at least 1")
+        check(
+            self.d_model % self.heads == 0, "heads", f"must divide model.d_model ({self.d_model})"
+        )
+        check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
+        e = self.embed_dropout
+        check(e is None or 0.0 <= e < 1.0, "embed_dropout", "must be in [0, 1) or null")
+        check(self.max_positions >= 8, "max_positions", "must be at least 8")
+        check(
+            self.decoder.order == "left_to_right"
+            or getattr(self.attention, "estimator", None) != "reinforce",
+            "decoder.order",
+            "REINFORCE's reward to go assumes a left-to-right order; "
+            "use estimator gumbel or straight_through with a random order",
+        )

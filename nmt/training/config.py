@@ -1,0 +1,137 @@
+"""The recipe's ``train`` section: optimisation, budget, validation and the training
+regime (``trainer``, checked against the ``TRAINERS`` registry by ``nmt.recipe``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nmt.config import check
+
+
+@dataclass(frozen=True)
+class ScheduledSamplingConfig:
+    """Two-pass scheduled sampling (Mihaylova & Martins 2019); ``passes`` > 2 is
+    Duckworth et al. 2019's parallel scheduled sampling."""
+
+    schedule: Literal["linear", "exponential", "inverse_sigmoid", "constant"] = "inverse_sigmoid"
+    # linear: start (<= 1); exponential: base (< 1); inverse_sigmoid: k >= 1; constant: ε.
+    # null: the schedule's default (DEFAULT_K), one that decays; constant needs a value.
+    k: float | None = None
+    c: float = 1e-4  # linear: decrease per step
+    eps_min: float = 0.0  # linear: floor
+    warmup_steps: int = 0  # pure teacher forcing first
+    mix: Literal["argmax", "sample", "topk", "softmax", "gumbel"] = "softmax"
+    topk: int = 5
+    temperature: float = 1.0  # softmax and gumbel
+    passes: int = 2
+    first_pass_grad: bool = False
+
+    def __post_init__(self) -> None:
+        s = self.schedule
+        check(self.k is not None or s != "constant", "k", "constant schedule needs k (ε, 0..1)")
+        if self.k is None:
+            object.__setattr__(self, "k", DEFAULT_K[s])
+        if s == "exponential":
+            check(0 < self.k < 1, "k", "exponential schedule needs 0 < k < 1")
+        elif s == "inverse_sigmoid":
+            check(self.k >= 1, "k", "inverse_sigmoid schedule needs k >= 1")
+        elif s == "constant":
+            check(0 <= self.k <= 1, "k", "constant schedule needs 0 <= k <= 1")
+        else:  # linear: max(eps_min, k − c·i) must fall below 1
+            check(
+                0 <= self.k <= 1,
+                "k",
+                "linear schedule starts at 0 <= k <= 1 (delay it with warmup_steps)",
+            )
+            check(self.c > 0, "c", "linear schedule needs c > 0, else ε stays k")
+            check(self.eps_min < 1, "eps_min", "linear schedule needs eps_min < 1, else ε stays 1")
+        check(self.c >= 0, "c", "must be non-negative")
+        check(0 <= self.eps_min <= 1, "eps_min", "must be in [0, 1]")
+        check(self.warmup_steps >= 0, "warmup_steps", "must be non-negative")
+        check(self.topk >= 1, "topk", "must be at least 1")
+        check(self.temperature > 0, "temperature", "must be positive")
+        check(self.passes >= 2, "passes", "must be at least 2")
+
+    def inert_keys(self) -> dict[str, str]:
+        inert = {}
+        if self.schedule != "linear":
+            why = f"only schedule linear uses it (schedule is {self.schedule!r})"
+            inert.update(c=why, eps_min=why)
+        if self.mix != "topk":
+            inert["topk"] = f"only mix topk uses it (mix is {self.mix!r})"
+        if self.mix not in ("softmax", "gumbel"):
+            inert["temperature"] = f"only mix softmax and gumbel use it (mix is {self.mix!r})"
+        return inert
+
+
+# ε_i = 1 − o(1) at the start, falling over a few thousand updates: linear reaches 0.9
+# after 1,000 updates (c = 1e-4), exponential after ~1,050, inverse sigmoid (Bengio et
+# al. 2015's curve) after ~10,800.
+DEFAULT_K = {"linear": 1.0, "exponential": 0.9999, "inverse_sigmoid": 2000.0}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, budget, validation and early stopping."""
+
+    trainer: str = "teacher_forcing"
+    seed: int = 1
+    batch_tokens: int = 4096  # padded source or target tokens per batch, whichever is larger
+    batching: Literal["bucketed", "random"] = "bucketed"  # batch composition (see batching.py)
+    accumulate: int = 1  # gradient accumulation: batches per update
+    lr: float = 7e-4  # peak learning rate, reached after warmup steps
+    warmup: int = 1000
+    betas: tuple[float, ...] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_norm: float = 1.0  # 0 disables gradient clipping
+    label_smoothing: float = 0.1
+    max_epochs: int | None = None
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    valid_every: int = 1000  # steps between validations (and last.pt saves)
+    valid_bleu: bool = True  # greedy-decode the dev set and report BLEU
+    early_stopping: Literal["bleu", "loss"] = "bleu"
+    patience: int | None = None  # validations without improvement before stopping
+    log_every: int = 50
+    max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
+    compile: bool = False  # torch.compile the model's teacher-forced forward pass
+    # matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; bf16 on the CPU pays
+    # where it has bf16 matrix units (AMX, AVX512-BF16), parameters and optimiser stay fp32
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # auto: cheaper CPU dropout masks and the output layer fused with the loss
+    # (nmt.kernels); off: the plain PyTorch model and loss, the same function
+    kernels: Literal["auto", "off"] = "auto"
+    scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("batch_tokens", "accumulate", "valid_every", "log_every", "max_bad_steps"):
+            check(getattr(self, name) >= 1, name, "must be at least 1")
+        check(self.lr > 0, "lr", "must be positive")
+        check(self.warmup >= 0, "warmup", "must be non-negative")
+        check(
+            len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+            "betas",
+            "must be two numbers in [0, 1)",
+        )
+        check(
+            self.valid_bleu or self.early_stopping != "bleu",
+            "early_stopping",
+            "bleu needs train.valid_bleu: true (or use early_stopping: loss)",
+        )
+        check(self.clip_norm >= 0, "clip_norm", "must be non-negative")
+        check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
+        for name in ("max_epochs", "max_steps", "max_minutes", "patience"):
+            value = getattr(self, name)
+            check(value is None or value > 0, name, "must be positive (or null)")
+        check(
+            any(getattr(self, n) is not None for n in ("max_epochs", "max_steps", "max_minutes")),
+            "max_epochs",
+            "set a budget: train.max_epochs, train.max_steps or train.max_minutes",
+        )
+
+    def inert_keys(self) -> dict[str, str]:
+        if self.trainer == "scheduled_sampling":
+            return {}
+        return {"scheduled_sampling": f"train.trainer is {self.trainer!r}, not scheduled_sampling"}

@@ -1,0 +1,120 @@
+"""Every ``nmt`` module imports on its own, and no module imports itself through
+others: the runtime import graph (imports under ``if TYPE_CHECKING`` are for
+annotations only) has no cycle."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "nmt"
+
+
+def module_names() -> dict[str, Path]:
+    names = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def runtime_imports(tree: ast.AST) -> list[str]:
+    """Dotted names imported anywhere in the module (functions included), leaving
+    out ``if TYPE_CHECKING:`` blocks."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            node.body = [ast.Pass()]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the nmt modules importing it runs, its enclosing packages included
+    (importing ``nmt.a.b`` runs ``nmt.a``), its own packages left out."""
+    modules = module_names()
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for target in runtime_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            parts = target.split(".")
+            for i in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:i])
+                if prefix in modules and prefix != name and not name.startswith(prefix + "."):
+                    edges.add(prefix)
+        graph[name] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_every_module_imports_on_its_own():
+    """Each module in turn, with every nmt module forgotten before it (torch stays
+    loaded, to keep this fast)."""
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {sorted(set(module_names()) - {'nmt.__main__'})!r}:\n"
+        "    for loaded in [m for m in sys.modules if m == 'nmt' or m.startswith('nmt.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    importlib.import_module(name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_training_config_does_not_load_the_trainer():
+    """A recipe section is cheap to build: no trainer, DDP or sacreBLEU behind it."""
+    probe = (
+        "import json, sys\n"
+        "from nmt.training.config import TrainConfig\n"
+        "TrainConfig(max_steps=1)\n"
+        "names = [m for m in sys.modules if m.startswith(('nmt', 'torch', 'sacrebleu'))]\n"
+        "print(json.dumps(sorted(names)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    loaded = json.loads(done.stdout)
+    assert loaded == [
+        "nmt",
+        "nmt.config",
+        "nmt.errors",
+        "nmt.registry",
+        "nmt.training",
+        "nmt.training.config",
+    ]
