@@ -51,7 +51,11 @@ def test_misspelt_key_suggests_the_right_one(base, tmp_path):
         ("train.lr", "fast", "train.lr: expected a number"),
         ("train.valid_bleu", "yes", "train.valid_bleu: expected true or false"),
         ("decode.n_best", 9, "decode.n_best: must be between 1 and decode.beam"),
-        ("model.attention.kind", "lokal_m", "model.attention.kind: unknown attention kind 'lokal_m'"),
+        (
+            "model.attention.kind",
+            "lokal_m",
+            "model.attention.kind: unknown attention kind 'lokal_m'",
+        ),
         ("train.trainer", "teacher", "train.trainer: unknown trainer 'teacher'"),
         ("data.vocab.type", "wordpiece", "data.vocab.type: must be one of unigram, bpe"),
         ("data", 3, "data: expected a mapping"),

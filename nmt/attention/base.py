@@ -33,6 +33,12 @@ class AttentionConfig:
     # bidaf: fuse [h; c; h∘c; h∘c̃] after the cross-attention (nmt.attention.fusion)
     fusion: Literal["none", "bidaf"] = "none"
 
+    def from_data(self, lengths: list[tuple[int, int]]) -> tuple[AttentionConfig, str | None]:
+        """The config with values measured on the training data filled in, given its
+        (source, target) lengths in pieces, and a line saying what was measured (None:
+        nothing). The trainer calls it once, before building the model."""
+        return self, None
+
 
 class Memory(NamedTuple):
     """Encoder output projected to per-head keys and values, computed once."""

@@ -19,7 +19,7 @@ Two exact computations of the same result:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
 import torch
@@ -70,6 +70,13 @@ class LocalMConfig(LocalConfig):
         if self.center == "length_ratio":
             return {}
         return {"ratio": f"only center length_ratio uses it (center is {self.center!r})"}
+
+    def from_data(self, lengths: list[tuple[int, int]]) -> tuple[LocalMConfig, str | None]:
+        if self.center != "length_ratio" or self.ratio is not None:
+            return self, None
+        ratio = sum(t / s for s, t in lengths) / len(lengths)
+        measured = f"{ratio:.3f} (mean target/source length on the training data)"
+        return replace(self, ratio=ratio), f"model.attention.ratio = {measured}"
 
 
 @dataclass(frozen=True)

@@ -110,13 +110,12 @@ class Objective(torch.nn.Module):
 
 
 def resolve_from_data(cfg: RunConfig, data: ParallelData, log: Any) -> RunConfig:
-    """Fill recipe values measured on the training data (local_m's length ratio)."""
-    att = cfg.model.attention
-    if getattr(att, "center", None) != "length_ratio" or att.ratio is not None:
-        return cfg
-    ratio = sum(t / s for s, t in data.lengths) / len(data)
-    log(f"model.attention.ratio = {ratio:.3f} (mean target/source length on the training data)")
-    model = dataclasses.replace(cfg.model, attention=dataclasses.replace(att, ratio=ratio))
+    """Fill the recipe values that the variant measures on the training data
+    (``AttentionConfig.from_data``: local_m's length ratio)."""
+    attention, measured = cfg.model.attention.from_data(data.lengths)
+    if measured is not None:
+        log(measured)
+    model = dataclasses.replace(cfg.model, attention=attention)
     return dataclasses.replace(cfg, model=model)
 
 

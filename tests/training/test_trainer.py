@@ -167,3 +167,17 @@ def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
         reduction="none",
     )  # (B,T)
     torch.testing.assert_close(seen[0], -want, atol=1e-5, rtol=1e-5)
+
+
+def test_local_m_measures_its_length_ratio_on_the_training_data(tiny_config):
+    """The variant's ``from_data`` hook fills ``ratio``; the run's recipe.yaml keeps it."""
+    import yaml
+
+    cfg = tiny_config(model={"attention": {"kind": "local_m", "center": "length_ratio"}})
+    trainer = Trainer(cfg, device="cpu")
+    trainer.setup()
+    want = sum(t / s for s, t in trainer.data.lengths) / len(trainer.data)
+    assert trainer.cfg.model.attention.ratio == pytest.approx(want)
+    assert trainer.model.decoder[0].cross_attn.cfg.ratio == pytest.approx(want)
+    stored = yaml.safe_load((trainer.run_dir / "recipe.yaml").read_text())
+    assert stored["model"]["attention"]["ratio"] == pytest.approx(want)
