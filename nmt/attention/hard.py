@@ -129,7 +129,8 @@ class HardAttention(CrossAttention):
         # 2) the context is the chosen position's value
         ctx = weights @ memory.value  # (B,H,T,Dh)
         context = self.out_proj(self.merge(ctx))
-        return Attended(context, alpha if need_weights else None, None, log_prob, entropy)
+        shown = alpha if need_weights else None  # α, the distribution the samples come from
+        return Attended(context, shown, log_prob=log_prob, entropy=entropy)
 
     def _reinforce(
         self, alpha: Tensor, sample: Tensor, one_hot: Tensor
