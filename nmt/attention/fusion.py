@@ -20,45 +20,68 @@ attends to) and a T × T softmax.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import CrossAttention, Memory, masked_softmax
+from nmt.attention.base import Attended, CrossAttention, Memory, masked_softmax
 
 
 class BiDAFFusion(nn.Module):
-    """[h; c; h∘c; h∘c̃] -> Linear -> D; see the module docstring."""
+    """A cross-attention wrapped so that its context becomes
+    Linear([h; c; h∘c; h∘c̃]); see the module docstring.
 
-    def __init__(self, d_model: int) -> None:
+    It keeps the cross-attention contract (``project_memory``, ``forward`` ->
+    :class:`Attended`, ``start_update``, ``extra_loss``, all the wrapped variant's)
+    and adds two keywords to ``forward`` that only a reader of target positions
+    needs: ``see`` and ``history``.
+    """
+
+    def __init__(self, attn: CrossAttention, d_model: int) -> None:
         super().__init__()
+        self.attn = attn
         self.proj = nn.Linear(4 * d_model, d_model)
+
+    def project_memory(self, memory: Tensor, src_mask: Tensor) -> Memory:
+        return self.attn.project_memory(memory, src_mask)
+
+    def start_update(self, step: int) -> None:
+        self.attn.start_update(step)
+
+    def extra_loss(
+        self, records: list[Attended], reward: Tensor, tgt_mask: Tensor
+    ) -> tuple[Tensor | None, dict[str, float]]:
+        return self.attn.extra_loss(records, reward, tgt_mask)
 
     def forward(
         self,
         h: Tensor,
-        context: Tensor,
-        attn: CrossAttention,
         memory: Memory,
         src_mask: Tensor,
+        positions: Tensor,
+        need_weights: bool = False,
         see: Tensor | None = None,
-        cache: dict[str, Tensor] | None = None,
-        prefix: str = "",
-    ) -> Tensor:
+        history: dict[str, Tensor] | None = None,
+    ) -> Attended:
         """h (B,T,D) the normed decoder states (the cross-attention's queries),
-        context (B,T,D) the cross-attention output, src_mask (B,1,S);
-        ``see`` (B,T,T) which positions each may summarise (None = causal);
-        ``cache`` keeps m and h of earlier positions for incremental decoding."""
+        src_mask (B,1,S) -> the wrapped variant's :class:`Attended` with the fused
+        context (B,T,D). ``see`` (B,T,t) which target positions each query may
+        summarise (None: causal); ``history`` keeps m and h of earlier positions
+        between incremental decoding steps (None in training)."""
+        attended = self.attn(h, memory, src_mask, positions, need_weights)
+        attn = self.attn
         # 1) m_t = max over real source positions of the score, per head
         q = attn.split(attn.q_proj(h))  # (B,H,T,Dh)
         scores = attn.score.full(q, memory.key)  # (B,H,T,S)
         mask = src_mask.unsqueeze(1)  # (B,1,1,S)
         m = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).amax(-1)  # (B,H,T)
         states = attn.split(h)  # (B,H,T,Dh)
-        if cache is not None:
-            if prefix + "fusion_m" in cache:
-                m = torch.cat([cache[prefix + "fusion_m"], m], -1)  # (B,H,t)
-                states = torch.cat([cache[prefix + "fusion_h"], states], 2)  # (B,H,t,Dh)
-            cache[prefix + "fusion_m"], cache[prefix + "fusion_h"] = m, states
+        if history is not None:
+            if "m" in history:
+                m = torch.cat([history["m"], m], -1)  # (B,H,t)
+                states = torch.cat([history["h"], states], 2)  # (B,H,t,Dh)
+            history["m"], history["h"] = m, states
         # 2) b_t = softmax of m over the positions t may see, c̃_t = Σ b_t,t' h_t'
         T, t = h.size(1), m.size(-1)
         if see is None:  # causal; the T queries are the last T of the t positions
@@ -66,4 +89,6 @@ class BiDAFFusion(nn.Module):
             see = torch.arange(t, device=h.device) <= rows  # (T,t)
         b = masked_softmax(m.unsqueeze(-2), see.unsqueeze(-3))  # (B,H,T,t)
         summary = attn.merge(b @ states)  # (B,T,D)
-        return self.proj(torch.cat([h, context, h * context, h * summary], -1))
+        c = attended.context
+        fused = self.proj(torch.cat([h, c, h * c, h * summary], -1))  # (B,T,D)
+        return dataclasses.replace(attended, context=fused)

@@ -26,7 +26,7 @@ class DecoderState:
 
     memories: list[Memory]  # per decoder layer: projected encoder keys/values
     src_mask: Tensor  # (B,1,S)
-    caches: list[dict[str, Tensor]] | None = None  # per layer: K/V and fusion caches
+    caches: list[dict[str, Tensor]] | None = None  # the stack's ``new_caches``, filled
     offset: int = 0  # target positions already decoded (incremental mode)
     attended: list[Attended] = field(default_factory=list)  # last step, if weights asked
 
@@ -51,9 +51,16 @@ class DecoderState:
 class DecoderStack(nn.ModuleList):
     """Layers plus how a target sequence flows through them."""
 
+    layer: type[DecoderLayer] = DecoderLayer
+
     def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        super().__init__(self.layer(cfg) for _ in range(cfg.decoder_layers))
         self.cfg = cfg
+
+    def new_caches(self) -> list[dict[str, Tensor]]:
+        """Empty caches for incremental decoding: per layer, its self-attention's
+        keys/values (and the fusion's history) of the steps decoded so far."""
+        return [{} for _ in self]
 
     def forward(
         self,

@@ -136,19 +136,23 @@ class EncoderLayer(nn.Module):
         return x + self.dropout(self.ffn(self.ffn_norm(x)))
 
 
+def cross_attention(cfg: ModelConfig) -> nn.Module:
+    """The recipe's cross-attention variant, wrapped in BiDAF fusion under
+    ``attention.fusion: bidaf``."""
+    attn = ATTENTION.get(cfg.attention.kind)(cfg.attention, cfg.d_model, cfg.heads, cfg.dropout)
+    return BiDAFFusion(attn, cfg.d_model) if cfg.attention.fusion == "bidaf" else attn
+
+
 class DecoderLayer(nn.Module):
-    """Pre-norm: causal self-attention, then the recipe's cross-attention (optionally
-    fused, BiDAF-style), then FFN."""
+    """Pre-norm: causal self-attention, then the recipe's cross-attention, then FFN,
+    each as x + drop(sublayer(LN(x)))."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_norm = nn.LayerNorm(cfg.d_model)
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
         self.cross_norm = nn.LayerNorm(cfg.d_model)
-        self.cross_attn = ATTENTION.get(cfg.attention.kind)(
-            cfg.attention, cfg.d_model, cfg.heads, cfg.dropout
-        )
-        self.fusion = BiDAFFusion(cfg.d_model) if cfg.attention.fusion == "bidaf" else None
+        self.cross_attn = cross_attention(cfg)
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -162,26 +166,16 @@ class DecoderLayer(nn.Module):
         cache: dict[str, Tensor] | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Attended]:
+        """x (B,T,D) -> (B,T,D) and what the cross-attention returned; ``cache`` holds
+        the self-attention's keys/values (and the fusion's history) of earlier steps."""
         x = x + self.dropout(self.self_attn(self.self_norm(x), causal=True, cache=cache))
-        return self.cross(x, memory, src_mask, positions, need_weights, cache=cache)
-
-    def cross(
-        self,
-        x: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        need_weights: bool = False,
-        see: Tensor | None = None,
-        cache: dict[str, Tensor] | None = None,
-        prefix: str = "",
-    ) -> tuple[Tensor, Attended]:
-        """The cross-attention and feed-forward sub-layers: x (B,T,D) -> (B,T,D).
-        ``see``, ``cache`` and ``prefix`` are the fusion's (see BiDAFFusion)."""
         h = self.cross_norm(x)
-        attended = self.cross_attn(h, memory, src_mask, positions, need_weights)
-        out = attended.context
-        if self.fusion is not None:
-            out = self.fusion(h, out, self.cross_attn, memory, src_mask, see, cache, prefix)
-        x = x + self.dropout(out)
-        return x + self.dropout(self.ffn(self.ffn_norm(x))), attended
+        if isinstance(self.cross_attn, BiDAFFusion):
+            attended = self.cross_attn(h, memory, src_mask, positions, need_weights, history=cache)
+        else:
+            attended = self.cross_attn(h, memory, src_mask, positions, need_weights)
+        return self.feed_forward(x + self.dropout(attended.context)), attended
+
+    def feed_forward(self, x: Tensor) -> Tensor:
+        """The last sub-layer: x (B,T,D) -> x + drop(FFN(LN(x)))."""
+        return x + self.dropout(self.ffn(self.ffn_norm(x)))

@@ -64,9 +64,9 @@ class Transformer(nn.Module):
         return self.encoder_norm(x), src_mask
 
     def start(self, memory: Tensor, src_mask: Tensor, incremental: bool = False) -> DecoderState:
-        """Project the memory once per layer; ``incremental`` keeps self-attention caches."""
+        """Project the memory once per layer; ``incremental`` keeps the decoder's caches."""
         memories = [layer.cross_attn.project_memory(memory, src_mask) for layer in self.decoder]
-        caches = [{} for _ in self.decoder] if incremental else None
+        caches = self.decoder.new_caches() if incremental else None
         return DecoderState(memories, src_mask, caches)
 
     def decode(

@@ -24,13 +24,16 @@ from that layer's input, are).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
-from nmt.attention import Attended
+from nmt.attention import Attended, Memory
+from nmt.attention.fusion import BiDAFFusion
 from nmt.model.config import ModelConfig
 from nmt.model.decoder import DECODERS, DecoderStack, DecoderState
-from nmt.model.layers import Embedding, extend_cache
+from nmt.model.layers import DecoderLayer, Embedding, extend_cache
 
 
 def random_order(real: Tensor) -> tuple[Tensor, Tensor]:
@@ -48,13 +51,123 @@ def random_order(real: Tensor) -> tuple[Tensor, Tensor]:
     return rank, torch.cat([rank[:, 1:], after], 1)
 
 
+@dataclass(frozen=True)
+class Masks:
+    """Who may read whom (True = may attend) in one pass; None = plainly causal."""
+
+    content: Tensor | None = None  # (B,1,T,t) [p, p']: content reads content
+    query: Tensor | None = None  # (B,1,T,t) [j, p]: queries read content
+    fusion_content: Tensor | None = None  # (B,T,t): fusion summaries of the content stream
+    fusion_query: Tensor | None = None  # (B,T,t): fusion summaries of the query stream
+    causal: bool = False  # the fused kernel's own causal mask (a square left-to-right pass)
+
+
+class TwoStreamLayer(DecoderLayer):
+    """One layer run on both streams with shared weights (the same sub-modules, so
+    parameter names stay those of :class:`DecoderLayer`)."""
+
+    def streams(
+        self,
+        h: Tensor,
+        g: Tensor,
+        memory: Memory,
+        src_mask: Tensor,
+        positions: Tensor,
+        masks: Masks,
+        caches: tuple[dict[str, Tensor], dict[str, Tensor]] | None,
+        need_weights: bool,
+        content: bool,
+    ) -> tuple[Tensor, Tensor, list[Attended]]:
+        """Content h and query g (B,T,D) -> the next h and g, and what the
+        cross-attention returned (query stream first). ``caches``: the layer's
+        self-attention keys/values with the content stream's fusion history, and the
+        query stream's fusion history; ``content``: whether the content stream is
+        computed (no query reads the last layer's)."""
+        q_h, k, v = self.self_attn.project(self.self_norm(h))  # 3 x (B,H,T,Dh)
+        if caches is not None:
+            k, v = extend_cache(caches[0], k, v)  # (B,H,t,Dh)
+        q_g = self.self_attn.query(self.self_norm(g))  # (B,H,T,Dh)
+        g = g + self.dropout(self.self_attn.attend(q_g, k, v, masks.query, masks.causal))
+        g, attended = self.cross_sublayer(
+            g,
+            memory,
+            src_mask,
+            positions,
+            need_weights,
+            masks.fusion_query,
+            caches[1] if caches is not None else None,
+        )
+        records = [attended]
+        if content:
+            h = h + self.dropout(self.self_attn.attend(q_h, k, v, masks.content, masks.causal))
+            h, attended = self.cross_sublayer(
+                h,
+                memory,
+                src_mask,
+                positions,
+                False,
+                masks.fusion_content,
+                caches[0] if caches is not None else None,
+            )
+            records.append(attended)
+        return h, g, records
+
+    def cross_sublayer(
+        self,
+        x: Tensor,
+        memory: Memory,
+        src_mask: Tensor,
+        positions: Tensor,
+        need_weights: bool,
+        see: Tensor | None,
+        history: dict[str, Tensor] | None,
+    ) -> tuple[Tensor, Attended]:
+        """x + drop(cross-attention(LN(x))), then the feed-forward sub-layer; the
+        fusion (if any) summarises what ``see`` allows."""
+        h = self.cross_norm(x)
+        if isinstance(self.cross_attn, BiDAFFusion):
+            attended = self.cross_attn(h, memory, src_mask, positions, need_weights, see, history)
+        else:
+            attended = self.cross_attn(h, memory, src_mask, positions, need_weights)
+        return self.feed_forward(x + self.dropout(attended.context)), attended
+
+
 @DECODERS.register("two_stream")
 class TwoStreamDecoder(DecoderStack):
     """See the module docstring."""
 
+    layer = TwoStreamLayer
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
         self.query_init = nn.Parameter(torch.randn(cfg.d_model) * cfg.d_model**-0.5)  # w
+
+    def new_caches(self) -> list[dict[str, Tensor]]:
+        """Per layer the content stream's cache, then per layer the query stream's
+        (its fusion history; the two streams share the self-attention keys)."""
+        return [{} for _ in range(2 * len(self))]
+
+    def masks(self, B: int, T: int, offset: int, tgt_mask: Tensor | None, random: bool) -> Masks:
+        """The attention masks of one pass over T positions after ``offset`` cached ones."""
+        device = self.query_init.device
+        if random:
+            # (B,T) query j is real iff slot j is
+            real = (
+                tgt_mask
+                if tgt_mask is not None
+                else torch.ones(B, T, dtype=torch.bool, device=device)
+            )
+            rank, qrank = random_order(real)
+            keys = real.unsqueeze(1)  # (B,1,T) padding is never a key
+            content = (rank.unsqueeze(1) <= rank.unsqueeze(2)) & keys  # (B,T,T) [p, p']
+            query = (rank.unsqueeze(1) < qrank.unsqueeze(2)) & keys  # (B,T,T) [j, p]
+            fused = (qrank.unsqueeze(1) <= qrank.unsqueeze(2)) & keys  # (B,T,T) [j, j']
+            return Masks(content.unsqueeze(1), query.unsqueeze(1), content, fused)
+        if offset == 0:  # left to right: query j and content j both see content ≤ j
+            return Masks(causal=T > 1)
+        rows = torch.arange(offset, offset + T, device=device).unsqueeze(1)  # (T,1)
+        see = torch.arange(offset + T, device=device) <= rows  # (T,t)
+        return Masks(see, see)
 
     def forward(
         self,
@@ -65,49 +178,29 @@ class TwoStreamDecoder(DecoderStack):
         tgt_mask: Tensor | None = None,
     ) -> tuple[Tensor, list[list[Attended]]]:
         B, T, _ = embeds.shape
-        off, device = state.offset, embeds.device
-        positions = torch.arange(off, off + T, device=device)  # (T,) decoding steps
+        off = state.offset
+        positions = torch.arange(off, off + T, device=embeds.device)  # (T,) decoding steps
         h = embedding(embeds, offset=off)  # (B,T,D) content
         g = embedding(self.query_init.expand(B, T, -1), offset=off + 1)  # (B,T,D) query
-        # 1) the masks: True = may attend; None = plainly causal (fusion)
-        content_see = query_see = fused_see = None
-        attn_content = attn_query = None
-        causal = False  # the fused kernel's own causal mask, for a square left-to-right pass
-        if self.training and self.cfg.decoder.order == "random" and state.caches is None:
-            # (B,T) query j is real iff slot j is
-            real = tgt_mask if tgt_mask is not None else embeds.new_ones(B, T, dtype=torch.bool)
-            rank, qrank = random_order(real)
-            keys = real.unsqueeze(1)  # (B,1,T) padding is never a key
-            content_see = (rank.unsqueeze(1) <= rank.unsqueeze(2)) & keys  # (B,T,T) [p, p']
-            query_see = (rank.unsqueeze(1) < qrank.unsqueeze(2)) & keys  # (B,T,T) [j, p]
-            fused_see = (qrank.unsqueeze(1) <= qrank.unsqueeze(2)) & keys  # (B,T,T) [j, j']
-            attn_content, attn_query = content_see.unsqueeze(1), query_see.unsqueeze(1)
-        elif off == 0:  # left to right: query j and content j both see content ≤ j
-            causal = T > 1
-        else:  # the new positions after a cache of ``off``
-            rows = torch.arange(off, off + T, device=device).unsqueeze(1)  # (T,1)
-            attn_content = attn_query = torch.arange(off + T, device=device) <= rows  # (T,t)
-        # 2) the layers
-        last = len(self) - 1
+        random = self.training and self.cfg.decoder.order == "random" and state.caches is None
+        masks = self.masks(B, T, off, tgt_mask, random)
         records = []
         for i, layer in enumerate(self):
-            cache = state.caches[i] if state.caches is not None else None
-            memory = state.memories[i]
-            q_h, k, v = layer.self_attn.project(layer.self_norm(h))  # 3 x (B,H,T,Dh)
-            if cache is not None:
-                k, v = extend_cache(cache, k, v)  # (B,H,t,Dh)
-            q_g = layer.self_attn.query(layer.self_norm(g))  # (B,H,T,Dh)
-            g = g + layer.dropout(layer.self_attn.attend(q_g, k, v, attn_query, causal))
-            g, attended = layer.cross(
-                g, memory, state.src_mask, positions, need_weights, fused_see, cache, "query_"
+            caches = None
+            if state.caches is not None:
+                caches = (state.caches[i], state.caches[len(self) + i])
+            h, g, calls = layer.streams(
+                h,
+                g,
+                state.memories[i],
+                state.src_mask,
+                positions,
+                masks,
+                caches,
+                need_weights,
+                content=i < len(self) - 1,
             )
             if need_weights:
-                state.attended.append(attended)
-            records.append([attended])
-            if i < last:
-                h = h + layer.dropout(layer.self_attn.attend(q_h, k, v, attn_content, causal))
-                h, content = layer.cross(
-                    h, memory, state.src_mask, positions, False, content_see, cache
-                )
-                records[-1].append(content)
+                state.attended.append(calls[0])
+            records.append(calls)
         return g, records

@@ -94,13 +94,14 @@ def test_bidaf_fusion_uses_the_full_trilinear_score():
     torch.manual_seed(0)
     H, D = 4, 32
     attn = build("global", score="trilinear", fusion="bidaf")
-    fusion = BiDAFFusion(D)
+    fusion = BiDAFFusion(attn, D)
     with torch.no_grad():
         for p in (attn.score.w_q, attn.score.w_k, attn.score.w_m):
             p.normal_()
-    h, context = torch.randn(2, 6, D), torch.randn(2, 6, D)
-    _, memory, src_mask, _ = inputs(lengths=(9, 4))
-    mem = attn.project_memory(memory, src_mask)
+    h = torch.randn(2, 6, D)
+    _, memory, src_mask, positions = inputs(lengths=(9, 4))
+    mem = fusion.project_memory(memory, src_mask)
+    context = attn(h, mem, src_mask, positions).context
     q = attn.split(attn.q_proj(h))  # (B,H,T,Dh)
     s = attn.score
     full = (
@@ -113,7 +114,7 @@ def test_bidaf_fusion_uses_the_full_trilinear_score():
     b = m.unsqueeze(-2).expand(2, H, 6, 6).masked_fill(~causal, float("-inf")).softmax(-1)
     summary = attn.merge(b @ attn.split(h))  # (B,T,D)
     want = fusion.proj(torch.cat([h, context, h * context, h * summary], -1))
-    got = fusion(h, context, attn, mem, src_mask)
+    got = fusion(h, mem, src_mask, positions).context
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
