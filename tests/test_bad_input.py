@@ -100,6 +100,10 @@ def corpus(tmp_path: Path, toy_dir: Path, damage: str) -> Path:
     elif damage == "broken gzip":
         train.unlink()
         (d / "train.src.gz").write_bytes(gzip.compress(b"a\nb\n")[:15])
+    elif damage == "corrupt deflate":  # zlib.error, not OSError
+        data = gzip.compress(train.read_bytes())
+        train.unlink()
+        (d / "train.src.gz").write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
     return d
 
 
@@ -110,6 +114,7 @@ DATA_CASES = {
     "all-empty lines": "empty training set",
     "directory": "train.src: is a directory",
     "broken gzip": "train.src.gz: cannot read",
+    "corrupt deflate": "train.src.gz: cannot read",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 from nmt.errors import NmtError
@@ -33,7 +34,7 @@ def read_lines(path: str | Path) -> list[str]:
             raw = f.read()
     except FileNotFoundError:
         raise NmtError(f"{path}: no such file") from None
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, zlib.error) as e:  # zlib: a corrupt deflate stream
         raise NmtError(f"{path}: cannot read ({e})") from None
     return decode_lines(raw, str(path))
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,7 +49,7 @@ def _download(source: str, name: str) -> bytes:
 def verify(name: str, data: bytes, expected: str) -> None:
     try:
         text = gzip.decompress(data)
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, zlib.error) as e:
         raise NmtError(f"{name}: broken or truncated download ({e}); nothing written") from None
     actual = hashlib.sha256(text).hexdigest()
     if actual != expected:
@@ -69,6 +71,9 @@ def fetch(
     if corpus not in CORPORA:
         raise NmtError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
     url, checksums = CORPORA[corpus]
+    for pair in pairs:
+        if not re.fullmatch(r"[a-z]+-[a-z]+", pair) or len(set(pair.split("-"))) != 2:
+            raise NmtError(f"--pairs: {pair!r} is not a language pair such as de-en")
     langs = sorted({lang for pair in pairs for lang in pair.split("-")})
     available = sorted({name.split(".")[-2] for name in checksums})
     missing = [lang for lang in langs if lang not in available]

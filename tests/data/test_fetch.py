@@ -41,7 +41,7 @@ def test_fetch_from_a_local_mirror(multi30k, serve, tmp_path):
     assert gzip.decompress((out / "val.en.gz").read_bytes()).count(b"\n") == 1014
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "deflate"])
 def test_a_corrupt_file_is_rejected_and_nothing_written(multi30k, serve, tmp_path, damage):
     mirror = tmp_path / "mirror"
     shutil.copytree(multi30k, mirror)
@@ -49,6 +49,8 @@ def test_a_corrupt_file_is_rejected_and_nothing_written(multi30k, serve, tmp_pat
     data = victim.read_bytes()
     if damage == "truncate":
         victim.write_bytes(data[: len(data) // 2])
+    elif damage == "deflate":  # a corrupt deflate stream: zlib.error, not OSError
+        victim.write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
     else:
         text = bytearray(gzip.decompress(data))
         text[100] ^= 1
@@ -64,4 +66,7 @@ def test_unreachable_mirror_and_unknown_language(tmp_path):
         fetch("multi30k", tmp_path, ["de-en"], "http://127.0.0.1:9/", log=lambda m: None)
     with pytest.raises(NmtError, match="available languages: de, en"):
         fetch("multi30k", tmp_path, ["fr-en"], str(tmp_path), log=lambda m: None)
+    for half in ("de", "de-de", "de-en-fr"):
+        with pytest.raises(NmtError, match="not a language pair"):
+            fetch("multi30k", tmp_path, [half], str(tmp_path), log=lambda m: None)
     assert not any(tmp_path.iterdir())
