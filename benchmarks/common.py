@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from nmt.recipe import load_recipe
-from nmt.training.run import TRAINERS
+from nmt.training.run import prepare
 from nmt.training.trainer import Trainer
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
@@ -59,6 +59,4 @@ def recipe_trainer(
     cfg = load_recipe(
         recipe, [f"data.dir={data}", f"run_dir={run_dir}", "train.max_steps=1000000", *overrides]
     )
-    trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=device)
-    trainer.setup()
-    return trainer
+    return prepare(cfg, device)

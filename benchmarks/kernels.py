@@ -43,13 +43,13 @@ def one_setting(args: argparse.Namespace) -> None:
             trainer.cfg = dataclasses.replace(trainer.cfg, train=train)
         plan = trainer.epoch_plan(0)
         first = args.round * (args.warmup_steps + args.steps)
-        batches = [trainer.data.collate(b) for b in plan[first : first + args.warmup_steps]]
+        batches = [trainer.data.train.collate(b) for b in plan[first : first + args.warmup_steps]]
         for batch in batches:
             trainer.train_step([batch])
         timed = plan[first + args.warmup_steps : first + args.warmup_steps + args.steps]
         seconds = 0.0
         for idx in timed:
-            batch = trainer.data.collate(idx)
+            batch = trainer.data.train.collate(idx)
             start = time.perf_counter()
             trainer.train_step([batch])
             seconds += time.perf_counter() - start

@@ -64,7 +64,7 @@ def main() -> None:
             start = time.perf_counter()
             for step in steps:
                 i = step * t.accumulate % len(plan)
-                batches = [trainer.data.collate(b) for b in plan[i : i + t.accumulate]]
+                batches = [trainer.data.train.collate(b) for b in plan[i : i + t.accumulate]]
                 trainer.train_step(batches)
                 tokens += sum(b.tgt_tokens for b in batches)
             sync()
@@ -86,7 +86,8 @@ def main() -> None:
         print(f"recipe            {args.recipe} {' '.join(args.overrides)}")
         print(f"device            {trainer.device} ({torch.get_num_threads()} threads)")
         print(f"parameters        {params / 1e6:.2f} M")
-        print(f"batches/epoch     {len(plan)} (padding {trainer.data.padding_fraction(plan):.1%})")
+        padding = trainer.data.train.padding_fraction(plan)
+        print(f"batches/epoch     {len(plan)} (padding {padding:.1%})")
         print(f"time per step     {seconds / args.steps * 1000:.0f} ms over {args.steps} steps")
         print(f"target tokens/s   {rate:.0f}")
         print(f"time per epoch    {seconds / args.steps * steps_per_epoch:.0f} s (estimated)")

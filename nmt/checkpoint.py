@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import pickle
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -62,10 +65,54 @@ def write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
+def append_line(path: str | Path, line: str) -> None:
+    """Append one line whole or not at all: a failed write (a full disk) is cut back
+    to the previous end, so readers never meet a torn last line of ours."""
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    try:
+        end = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as e:
+            os.ftruncate(fd, end)
+            raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def read_json(path: str | Path) -> Any:
+    """A JSON run file (results, summary), None if there is none; a damaged one is
+    an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
+
+
 def save(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write a checkpoint atomically, stamped with the format and version."""
+    """Write a checkpoint atomically, stamped with the format and version. PyTorch's
+    writer reports a failed write (a full disk) as a RuntimeError: it becomes an
+    OSError, so ``atomic_write`` names the file and keeps the previous checkpoint."""
     payload = {"format": FORMAT, "version": VERSION, **payload}
-    atomic_write(path, lambda f: torch.save(payload, f))
+
+    def write(f: Any) -> None:
+        try:
+            torch.save(payload, f)
+        except RuntimeError as e:
+            if shutil.disk_usage(Path(path).parent).free < (1 << 20):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)) from None
+            first = str(e).strip().splitlines()[0][-120:] if str(e).strip() else "failed"
+            raise OSError(errno.EIO, f"write failed: {first}") from None
+
+    atomic_write(path, write)
 
 
 def load(path: str | Path) -> dict[str, Any]:

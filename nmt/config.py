@@ -212,4 +212,27 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise NmtError(f"{path}:{where}: not valid YAML ({problem})") from None
     if not isinstance(data, dict):
         raise NmtError(f"{path}: a recipe must be a YAML mapping, got {_type_name(data)}")
+    if (twice := duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))) is not None:
+        key, first, second = twice
+        raise NmtError(f"{path}: line {second}: key {key!r} given twice (first on line {first})")
     return data
+
+
+def duplicate_key(node: yaml.Node | None) -> tuple[str, int, int] | None:
+    """The first key that a YAML mapping repeats, with both lines (YAML itself keeps
+    the last silently, so a second variant of one name would replace the first)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                line = key.start_mark.line + 1
+                if key.value in seen:
+                    return key.value, seen[key.value], line
+                seen[key.value] = line
+            if (found := duplicate_key(value)) is not None:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            if (found := duplicate_key(item)) is not None:
+                return found
+    return None

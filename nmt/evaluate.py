@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import write_text
+from nmt.checkpoint import read_json, write_text
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
 from nmt.device import resolve_device
+from nmt.errors import NmtError
 from nmt.metrics import corpus_score
 from nmt.model.load import load_model
 from nmt.progress import console
@@ -18,9 +19,15 @@ from nmt.translate import one_line
 
 
 def read_results(run_dir: Path) -> dict[str, Any]:
-    """``RUN/results.json`` (scores by split), or {} before any evaluation."""
+    """``RUN/results.json`` (scores by split), or {} before any evaluation; a damaged
+    one is rebuilt (it is derived: every split is evaluated again)."""
     path = Path(run_dir) / "results.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
+    try:
+        results = read_json(path)
+    except NmtError as e:
+        console.print(f"{e}: rebuilding it")
+        return {}
+    return results if isinstance(results, dict) else {}
 
 
 def evaluate(

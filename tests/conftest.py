@@ -124,11 +124,11 @@ def subprocess_env() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def tiny_run(toy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run directory with a briefly trained tiny model (for translate-side tests)."""
-    from nmt.training.trainer import Trainer
+    from nmt.training.run import train
 
     run = tmp_path_factory.mktemp("tiny_run") / "run"
     cfg = from_dict(
         RunConfig, tiny_recipe_dict(toy_dir, run, train={"max_steps": 2, "valid_every": 2})
     )
-    Trainer(cfg, device="cpu").run()
+    train(cfg, device="cpu")
     return run

@@ -32,6 +32,10 @@ def fails_cleanly(args: list, expect: str, input: str | bytes | None = None) -> 
 RECIPE_CASES = {
     "not yaml": ("data: [unclosed", "not valid YAML"),
     "not a mapping": ("- a\n- b\n", "must be a YAML mapping"),
+    "key twice": (
+        "model:\n  d_model: 32\n  heads: 2\n  d_model: 64\n",
+        "line 4: key 'd_model' given twice (first on line 2)",
+    ),
     "misspelt key": ({"model": {"atention": {}}}, "did you mean 'model.attention'"),
     "unknown section": ({"trian": {}}, "did you mean 'train'"),
     "wrong type": ({"model": {"d_model": "big"}}, "model.d_model: expected an integer"),
@@ -58,6 +62,19 @@ RECIPE_CASES = {
     "missing split": ({"data": {"dev": "nosuchsplit"}}, "nosuchsplit.src: no such file"),
     "no budget": ({"train": {"max_steps": None}}, "set a budget"),
 }
+
+
+def test_a_variant_named_twice_in_a_compare_spec_is_refused(toy_dir, tmp_path):
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, tmp_path / "run")))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"base: {base}\nout_dir: {tmp_path / 'out'}\nvariants:\n"
+        "  global: []\n  local: [model.attention.kind=local_m]\n"
+        "  global: [model.attention.kind=hard]\n"
+    )
+    fails_cleanly(["compare", spec], "line 7: key 'global' given twice (first on line 5)")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("case", RECIPE_CASES, ids=list(RECIPE_CASES))

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from nmt.attention import ATTENTION
 from nmt.data.vocab import BOS, PAD
 from nmt.model.load import load_model
-from nmt.training.trainer import Trainer
+from nmt.training.run import train
 from tests.helpers import VOCAB, random_batch, tiny_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -74,7 +74,7 @@ def test_trained_on_cuda_translates_on_cpu(tiny_config):
     """A run trained on the GPU (bf16 autocast) reloads on the CPU with the same
     fp32 weights and the same logits."""
     cfg = tiny_config(train={"max_steps": 4, "valid_every": 4})
-    Trainer(cfg, device="cuda").run()
+    train(cfg, device="cuda")
     on_gpu = load_model(cfg.run_dir, CUDA)
     on_cpu = load_model(cfg.run_dir, torch.device("cpu"))
     for p in on_cpu.model.parameters():

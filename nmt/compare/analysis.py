@@ -12,6 +12,7 @@ import torch
 
 from nmt.alignment import Alignment, aer, attention_alignment, read_alignments
 from nmt.attention_maps import AttentionMap, each_attention_map
+from nmt.checkpoint import read_json
 from nmt.data.corpus import read_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding import encode_source
@@ -64,8 +65,7 @@ def training_figures(run_dir: Path) -> tuple[dict[str, float], list[dict[str, fl
         if "valid_loss" in r
     ]
     summary_path = run_dir / SUMMARY
-    if summary_path.is_file():
-        s = json.loads(summary_path.read_text())
+    if (s := read_json(summary_path)) is not None:
         train = {"steps": s["steps"], "seconds": s["elapsed_s"], "tokens_per_s": s["tokens_per_s"]}
     else:
         rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from nmt.checkpoint import write_text
+from nmt.checkpoint import read_json, write_text
 from nmt.compare.spec import PlannedRun
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
@@ -36,16 +36,32 @@ class RunResult:
 def check_reusable(run: PlannedRun) -> None:
     """A run directory made for a different recipe is not silently reused or overwritten."""
     path = run.run_dir / REQUESTED
-    if path.is_file() and yaml.safe_load(path.read_text(encoding="utf-8")) != run.recipe:
+    if not path.is_file():
+        return
+    try:
+        requested = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
+    if requested != run.recipe:
         raise NmtError(
             f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
             "move it away or choose another out_dir"
         )
 
 
+def finished_run(run_dir: Path) -> bool:
+    """Whether training finished (a readable summary); a damaged summary is rebuilt by
+    resuming, which ends at once where the budget is spent."""
+    try:
+        return read_json(run_dir / SUMMARY) is not None
+    except NmtError as e:
+        console.print(f"{e}: resuming to rebuild it")
+        return False
+
+
 def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult:
     """Train (or resume, or reuse) one run and make sure every split is evaluated."""
-    finished = (run.run_dir / SUMMARY).is_file()
+    finished = finished_run(run.run_dir)
     resume = not finished and (run.run_dir / "last.pt").is_file()
     status = "reused" if finished else "resumed" if resume else "trained"
     console.rule(f"{run.variant} seed {run.seed}: {status} ({run.run_dir})")

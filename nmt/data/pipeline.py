@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.checkpoint import atomic_write
+from nmt.checkpoint import atomic_write, write_text
 from nmt.data.batching import ParallelData
 from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel, split_path
@@ -37,16 +39,48 @@ def check_files(cfg: DataConfig) -> None:
         split_files(cfg, split)
 
 
+VOCAB_STAMP = "spm.json"  # the settings and training files that made the stored models
+
+
+def vocab_stamp(cfg: DataConfig) -> str:
+    """What a stored vocabulary was made from: the vocabulary settings and the
+    training files' paths and sizes."""
+    files = {str(p): p.stat().st_size for p in split_files(cfg, cfg.train)}
+    return json.dumps({"vocab": dataclasses.asdict(cfg.vocab), "train": files}, sort_keys=True)
+
+
 def build_vocabs(
     cfg: DataConfig, src: list[str], tgt: list[str], run_dir: Path, log: Callable[[str], None]
 ) -> Vocabs:
-    """Load the recipe's SentencePiece models, reuse the run's, or train and store new ones."""
+    """Load the recipe's SentencePiece models, reuse those stored in the run directory
+    when the same settings and files made them (a run that failed early, the other
+    ranks of a data-parallel run), or train and store new ones."""
+    stamp_path, stamp = run_dir / VOCAB_STAMP, vocab_stamp(cfg)
+    try:
+        reuse = stamp_path.read_text(encoding="utf-8") == stamp
+    except (OSError, UnicodeDecodeError):
+        reuse = False
+    vocabs = stored_or_trained(cfg, src, tgt, run_dir, reuse, log)
+    write_text(stamp_path, stamp)
+    return vocabs
+
+
+def stored_or_trained(
+    cfg: DataConfig,
+    src: list[str],
+    tgt: list[str],
+    run_dir: Path,
+    reuse: bool,
+    log: Callable[[str], None],
+) -> Vocabs:
+    """The given models, else the stored ones if ``reuse``, else newly trained; each
+    written to the run directory."""
     v = cfg.vocab
     if v.joint:
         stored = run_dir / "spm.model"
         if v.model is not None:
             joint = Vocab.load(v.model)
-        elif stored.is_file():
+        elif reuse and stored.is_file():
             joint = Vocab.load(stored)
         else:
             log(f"training a joint SentencePiece {v.type} model ({v.size} pieces)")
@@ -58,7 +92,7 @@ def build_vocabs(
         stored = run_dir / f"spm.{side}.model"
         if given is not None:
             vocab = Vocab.load(given)
-        elif stored.is_file():
+        elif reuse and stored.is_file():
             vocab = Vocab.load(stored)
         else:
             log(f"training the {side} SentencePiece {v.type} model ({v.size} pieces)")
@@ -91,14 +125,16 @@ def encode_pairs(
 
 
 def load_training(
-    cfg: DataConfig, run_dir: Path, log: Callable[[str], None]
+    cfg: DataConfig, run_dir: Path, log: Callable[[str], None], vocabs: Vocabs | None = None
 ) -> tuple[Vocabs, ParallelData]:
-    """Read and check the training split, get vocabularies, encode and filter."""
+    """Read and check the training split, get vocabularies (``vocabs`` if given),
+    encode and filter."""
     src_path, tgt_path = split_files(cfg, cfg.train)
     src, tgt = read_parallel(src_path, tgt_path)
     if not any(s.strip() and t.strip() for s, t in zip(src, tgt)):
         raise NmtError(f"{src_path}: empty training set (no pair with text on both sides)")
-    vocabs = build_vocabs(cfg, src, tgt, run_dir, log)
+    if vocabs is None:
+        vocabs = build_vocabs(cfg, src, tgt, run_dir, log)
     data = encode_pairs(src, tgt, vocabs, cfg.max_len, "train", log)
     if len(data) == 0:
         raise NmtError(

@@ -1,29 +1,89 @@
-"""One entry point for training a recipe, shared by ``nmt train`` and ``nmt compare``."""
+"""One entry point for training a recipe, shared by ``nmt train`` and ``nmt compare``:
+own the run directory, build, check a resume against its checkpoint, train."""
 
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nmt.checkpoint import write_text
+import torch
+
+from nmt import checkpoint
+from nmt.data.pipeline import check_files
+from nmt.device import resolve_device
+from nmt.distributed import Distributed, from_env
+from nmt.errors import NmtError
+from nmt.progress import console
 from nmt.training import scheduled_sampling  # noqa: F401  (registers its trainer)
+from nmt.training.build import build
+from nmt.training.rundir import owned
 from nmt.training.trainer import TRAINERS, Interrupted, Trainer
 
 if TYPE_CHECKING:
     from nmt.recipe import RunConfig
 
-__all__ = ["SUMMARY", "TRAINERS", "Interrupted", "Trainer", "train"]
+__all__ = ["SUMMARY", "TRAINERS", "Interrupted", "Trainer", "prepare", "train"]
 
 SUMMARY = "summary.json"  # written when training ends; its presence marks a finished run
 
 
+def prepare(
+    cfg: RunConfig,
+    device: torch.device | str = "auto",
+    resume: bool = False,
+    dist: Distributed = Distributed(),
+) -> Trainer:
+    """Everything before the first update: check the run directory, build the model
+    and its data, check a resume against its checkpoint, write ``recipe.yaml``, and
+    return the recipe's trainer (restored when resuming)."""
+    device = resolve_device(device) if isinstance(device, str) else device
+    log = console.print if dist.main else lambda *args, **kwargs: None
+    run_dir = Path(cfg.run_dir)
+    check_files(cfg.data)
+    last = run_dir / "last.pt"
+    if resume and not last.is_file():
+        raise NmtError(f"{last}: nothing to resume (no last.pt in run_dir)")
+    if not resume and last.exists():
+        raise NmtError(
+            f"{run_dir}: already holds a run; add --resume to continue it "
+            "or set run_dir to a new directory"
+        )
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
+    ckpt = checkpoint.load(last) if resume else None
+    model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist)
+    if dist.main:
+        checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
+    trainer = TRAINERS.get(cfg.train.trainer)(model, data, cfg, device, dist, log)
+    if ckpt is not None:
+        if dist.main and (n := checkpoint.remove_stale_temps(run_dir)):
+            log(f"removed {n} temp file(s) left by an interrupted write")
+        trainer.restore(ckpt)
+    log(trainer.describe())
+    return trainer
+
+
 def train(cfg: RunConfig, device: str = "auto", resume: bool = False) -> dict[str, Any] | None:
-    """Train with the recipe's trainer. The main process writes ``RUN/summary.json`` and
-    returns the summary; other data-parallel ranks return None."""
-    trainer = TRAINERS.get(cfg.train.trainer)(cfg, device=device, resume=resume)
-    summary = trainer.run()
-    if not trainer.dist.main:
-        return None
-    write_text(Path(cfg.run_dir) / SUMMARY, json.dumps(summary, indent=2) + "\n")
-    return summary
+    """Train with the recipe's trainer. The main process owns the run directory while
+    it trains, writes ``RUN/summary.json`` and returns the summary; other
+    data-parallel ranks return None."""
+    where = resolve_device(device)
+    dist = from_env(where.type)
+    try:
+        if dist.enabled and where.type == "cuda":
+            where = torch.device("cuda", dist.local_rank)
+            torch.cuda.set_device(where)
+        with owned(Path(cfg.run_dir)) if dist.main else nullcontext():
+            trainer = prepare(cfg, where, resume, dist)
+            summary = trainer.run()
+            if not dist.main:
+                return None
+            text = json.dumps(summary, indent=2) + "\n"
+            checkpoint.write_text(Path(cfg.run_dir) / SUMMARY, text)
+            return summary
+    finally:
+        dist.close()

@@ -1,7 +1,9 @@
 """The training loop: budgets, validation, early stopping, checkpoints and resume.
 
-The base :class:`Trainer` is teacher forcing; other regimes (scheduled
-sampling) subclass it and override :meth:`Trainer.compute_loss`.
+A :class:`Trainer` gets a built model and its data (``nmt.training.build``) and
+reads top to bottom: ``compute_loss`` -> ``train_step`` -> ``validate`` ->
+``run``. The base class is teacher forcing; other regimes (scheduled sampling)
+subclass it and override :meth:`Trainer.compute_loss`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 import resource
 import signal
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,18 +26,17 @@ from torch.nn.parallel import DistributedDataParallel
 
 from nmt import checkpoint, kernels
 from nmt.attention import Attended
-from nmt.data.batching import Batch, ParallelData
-from nmt.data.pipeline import check_files, encode_pairs, load_split, load_training
+from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
 from nmt.decoding import translate_lines
-from nmt.device import resolve_device
-from nmt.distributed import Distributed, from_env
+from nmt.distributed import Distributed
 from nmt.errors import NmtError
 from nmt.kernels.loss import projected_smoothed_nll
 from nmt.metrics import bleu
 from nmt.model import Transformer
 from nmt.progress import console, progress_bar
 from nmt.registry import Registry
+from nmt.training.build import TrainingData
 from nmt.training.schedule import inverse_sqrt
 
 if TYPE_CHECKING:
@@ -49,6 +51,10 @@ class Interrupted(Exception):
     def __init__(self, code: int, message: str) -> None:
         self.code = code
         super().__init__(message)
+
+
+class ValidationInterrupted(Exception):
+    """Raised by the signal handler inside validation, caught around it."""
 
 
 @dataclass
@@ -109,16 +115,6 @@ class Objective(torch.nn.Module):
         return self.compute_loss(batch)
 
 
-def resolve_from_data(cfg: RunConfig, data: ParallelData, log: Any) -> RunConfig:
-    """Fill the recipe values that the variant measures on the training data
-    (``AttentionConfig.from_data``: local_m's length ratio)."""
-    attention, measured = cfg.model.attention.from_data(data.lengths)
-    if measured is not None:
-        log(measured)
-    model = dataclasses.replace(cfg.model, attention=attention)
-    return dataclasses.replace(cfg, model=model)
-
-
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -129,61 +125,27 @@ class Trainer:
     with label-smoothed cross-entropy (Szegedy et al. 2016) and Adam under an
     inverse-square-root schedule (Vaswani et al. 2017)."""
 
-    def __init__(self, cfg: RunConfig, device: str = "auto", resume: bool = False) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        data: TrainingData,
+        cfg: RunConfig,
+        device: torch.device = torch.device("cpu"),
+        dist: Distributed = Distributed(),
+        log: Callable[..., None] = console.print,
+    ) -> None:
         self.cfg = cfg
-        self.device = resolve_device(device)
+        self.data = data
+        self.device = device
+        self.dist = dist
+        self.log = log if dist.main else lambda *args, **kwargs: None
         self.run_dir = Path(cfg.run_dir)
-        self.resume = resume
         self.state = RunState()
-        self.log = console.print
-        self.dist = Distributed()
-        self.objective: DistributedDataParallel | None = None  # set when data-parallel
+        self.step_tokens = 0  # target tokens of the last update, over all ranks
+        self.step_seconds = 0.0  # time inside train_step, for per-step cost figures
         self._stop_signal: int | None = None
-
-    # ------------------------------------------------------------------ setup
-
-    def setup(self) -> None:
-        cfg, run_dir = self.cfg, self.run_dir
-        check_files(cfg.data)
-        last = run_dir / "last.pt"
-        if self.resume and not last.is_file():
-            raise NmtError(f"{last}: nothing to resume (no last.pt in run_dir)")
-        if not self.resume and last.exists():
-            raise NmtError(
-                f"{run_dir}: already holds a run; add --resume to continue it "
-                "or set run_dir to a new directory"
-            )
-        self.dist = d = from_env(self.device.type)
-        if d.enabled and self.device.type == "cuda":
-            self.device = torch.device("cuda", d.local_rank)
-            torch.cuda.set_device(self.device)
-        if not d.main:
-            self.log = lambda *args, **kwargs: None
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
-        torch.manual_seed(cfg.train.seed)
-        if not d.main:
-            d.barrier()  # rank 0 trains and stores the vocabulary first
-        self.vocabs, self.data = load_training(cfg.data, run_dir, self.log)
-        if d.main:
-            d.barrier()
-        self.cfg = cfg = resolve_from_data(cfg, self.data, self.log)
-        if d.main:
-            checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
-        dev_src, self.dev_refs = load_split(cfg.data, cfg.data.dev)
-        self.dev_src = dev_src
-        self.dev_data = encode_pairs(
-            dev_src, self.dev_refs, self.vocabs, cfg.model.max_positions - 1, "dev", self.log
-        )
-        self.model = Transformer(
-            cfg.model,
-            len(self.vocabs.src),
-            len(self.vocabs.tgt),
-            PAD,
-            share_embeddings=self.vocabs.joint,
-        ).to(self.device)
+        self._in_validation = False  # a signal interrupts validation at once
+        self.model = model.to(device)
         t = cfg.train
         if t.kernels == "auto":  # faster CPU modules, same function (nmt.kernels)
             kernels.install(self.model)
@@ -202,27 +164,29 @@ class Trainer:
             # the unfused update took a fifth of a CPU step, half of a GPU step.
             fused=True,
         )
-        if d.enabled:
+        self.objective: DistributedDataParallel | None = None
+        if dist.enabled:
             # Each rank drops out differently; parameters stay identical (DDP syncs them).
-            torch.manual_seed(t.seed * 1000 + d.rank)
+            torch.manual_seed(t.seed * 1000 + dist.rank)
             self.objective = DistributedDataParallel(
                 Objective(self),
-                device_ids=[self.device.index] if self.device.index is not None else None,
+                device_ids=[device.index] if device.index is not None else None,
             )
-        if self.resume:
-            if d.main and (n := checkpoint.remove_stale_temps(run_dir)):
-                self.log(f"removed {n} temp file(s) left by an interrupted write")
-            self._restore(checkpoint.load(last))
+
+    def describe(self) -> str:
+        """One line on what is about to train."""
+        t = self.cfg.train
         plan = self.epoch_plan(self.state.epoch)
         params = sum(p.numel() for p in self.model.parameters())
-        self.log(
-            f"{len(self.data)} training pairs in {len(plan)} batches of <= {t.batch_tokens} "
-            f"tokens; padding {self.data.padding_fraction(plan):.1%}; "
+        return (
+            f"{len(self.data.train)} training pairs in {len(plan)} batches of <= "
+            f"{t.batch_tokens} tokens; padding {self.data.train.padding_fraction(plan):.1%}; "
             f"{params / 1e6:.2f}M parameters; device {self.device}"
             + (" (bf16 autocast)" if self.bf16 else "")
         )
 
-    def _restore(self, ckpt: dict[str, Any]) -> None:
+    def restore(self, ckpt: dict[str, Any]) -> None:
+        """Continue from a full checkpoint: parameters, optimiser, run state, RNG."""
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.state = RunState(**ckpt["state"])
@@ -350,8 +314,8 @@ class Trainer:
     def validate(self) -> dict[str, float]:
         self.model.eval()
         nll = tokens = 0.0
-        for idx in self.dev_data.epoch_batches(self.cfg.train.batch_tokens, 0, 0):
-            batch = self.dev_data.collate(idx).to(self.device)
+        for idx in self.data.dev.epoch_batches(self.cfg.train.batch_tokens, 0, 0):
+            batch = self.data.dev.collate(idx).to(self.device)
             with self._autocast():
                 logits = self.model(batch.src, batch.tgt_in)
             nll += float(
@@ -368,9 +332,14 @@ class Trainer:
             greedy = dataclasses.replace(self.cfg.decode, beam=1, n_best=1)
             with self._autocast():
                 hyps = translate_lines(
-                    self.model, self.vocabs.src, self.vocabs.tgt, self.dev_src, greedy, self.device
+                    self.model,
+                    self.data.vocabs.src,
+                    self.data.vocabs.tgt,
+                    self.data.dev_src,
+                    greedy,
+                    self.device,
                 )
-            out["valid_bleu"] = bleu([h[0].text for h in hyps], self.dev_refs)
+            out["valid_bleu"] = bleu([h[0].text for h in hyps], self.data.dev_refs)
         return out
 
     def _improved(self, metrics: dict[str, float]) -> bool:
@@ -390,9 +359,9 @@ class Trainer:
             "model": self.model.state_dict(),
             "state": dataclasses.asdict(self.state),
             "vocab": {
-                "src": self.vocabs.src.model,
-                "tgt": self.vocabs.tgt.model,
-                "joint": self.vocabs.joint,
+                "src": self.data.vocabs.src.model,
+                "tgt": self.data.vocabs.tgt.model,
+                "joint": self.data.vocabs.joint,
             },
         }
         if full:
@@ -415,8 +384,7 @@ class Trainer:
     def write_metrics(self, record: dict[str, Any]) -> None:
         if not self.dist.main:
             return
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        checkpoint.append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
 
     # ------------------------------------------------------------------- loop
 
@@ -434,7 +402,9 @@ class Trainer:
         """The epoch's batches, cut to a multiple of the number of ranks so that every
         rank takes part in every update (at most world − 1 batches an epoch are left out)."""
         t = self.cfg.train
-        plan = self.data.epoch_batches(t.batch_tokens, t.seed, epoch, t.batching == "bucketed")
+        plan = self.data.train.epoch_batches(
+            t.batch_tokens, t.seed, epoch, t.batching == "bucketed"
+        )
         return plan[: len(plan) - len(plan) % self.dist.world]
 
     def _expected_steps(self, batches_per_epoch: int) -> int | None:
@@ -451,11 +421,27 @@ class Trainer:
         return min(bounds) if bounds else None
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        """Note the signal; the loop saves and stops after the current step. Inside
+        validation (minutes of decoding on a large dev set) stop at once instead."""
         self._stop_signal = signum
+        if self._in_validation:
+            raise ValidationInterrupted
+
+    def _interruptible_validate(self) -> dict[str, float] | None:
+        """:meth:`validate`, or None if a signal came first or cut it short (the loop
+        then saves ``last.pt`` and stops)."""
+        try:
+            try:
+                self._in_validation = self._stop_signal is None
+                metrics = self.validate() if self._in_validation else None
+            finally:
+                self._in_validation = False
+        except ValidationInterrupted:
+            return None
+        return metrics
 
     def run(self) -> dict[str, Any]:
         """Train until the budget is spent or early stopping; returns a summary."""
-        self.setup()
         handlers = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
@@ -464,7 +450,6 @@ class Trainer:
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
-            self.dist.close()
 
     def _loop(self) -> dict[str, Any]:
         t, s = self.cfg.train, self.state
@@ -475,7 +460,6 @@ class Trainer:
             "train", total=self._expected_steps(len(plan)), completed=s.step, rate=0.0, info=""
         )
         interval, bad_steps, validated_at = IntervalStats(), 0, s.step
-        self.step_seconds = 0.0  # time inside train_step, for per-step cost figures
         stop_reason = "budget"
         with bar:
             while not self.budget_spent():
@@ -487,7 +471,7 @@ class Trainer:
                     plan = self.epoch_plan(s.epoch)
                 group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate * d.world]
                 s.batch_in_epoch += len(group)
-                batches = [self.data.collate(b) for b in group[d.rank :: d.world]]
+                batches = [self.data.train.collate(b) for b in group[d.rank :: d.world]]
                 result = self.train_step(batches)
                 self.step_seconds += time.perf_counter() - start
                 s.step += 1
@@ -516,16 +500,10 @@ class Trainer:
                     if self._validate_and_save(bar):
                         stop_reason = "early stopping"
                         break
-                if d.any(self._stop_signal is not None):
-                    self.save("last.pt")
-                    code = 130 if self._stop_signal == signal.SIGINT else 143
-                    raise Interrupted(
-                        code,
-                        f"interrupted at step {s.step}; last.pt saved. "
-                        f"Continue with: nmt train RECIPE --resume",
-                    )
+                self._stop_if_signalled()
             if validated_at != s.step:
                 self._validate_and_save(bar)
+                self._stop_if_signalled()
         return {
             "steps": s.step,
             "epochs": s.epoch + (s.batch_in_epoch > 0),
@@ -535,6 +513,17 @@ class Trainer:
             "tokens_per_s": s.tokens / max(s.elapsed, 1e-9),
             "peak_rss_mb": peak_rss_mb(),
         }
+
+    def _stop_if_signalled(self) -> None:
+        """After SIGINT/SIGTERM (on any rank): save ``last.pt`` and raise Interrupted."""
+        if self.dist.any(self._stop_signal is not None):
+            self.save("last.pt")
+            code = 130 if self._stop_signal == signal.SIGINT else 143
+            raise Interrupted(
+                code,
+                f"interrupted at step {self.state.step}; last.pt saved. "
+                f"Continue with: nmt train RECIPE --resume",
+            )
 
     def _skipped(self, bad_steps: int) -> int:
         """Log a skipped update; stop the run after ``max_bad_steps`` in a row."""
@@ -551,9 +540,8 @@ class Trainer:
     def _validate_and_save(self, bar: Any) -> bool:
         """Validate (rank 0), save best/last; True if early stopping says stop."""
         improved = stop = False
-        if self.dist.main:
-            start = time.perf_counter()
-            metrics = self.validate()
+        start = time.perf_counter()
+        if self.dist.main and (metrics := self._interruptible_validate()) is not None:
             s = self.state
             improved = self._improved(metrics)
             s.elapsed += time.perf_counter() - start

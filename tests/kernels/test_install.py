@@ -12,6 +12,7 @@ from torch import nn
 from nmt import kernels
 from nmt.attention import ATTENTION
 from nmt.kernels.dropout import PCGDropout
+from nmt.training.run import prepare
 from nmt.training.trainer import Trainer
 
 ARCHITECTURES = {
@@ -23,7 +24,7 @@ ARCHITECTURES = {
 
 
 def loss_and_grads(trainer: Trainer) -> tuple[float, list[torch.Tensor]]:
-    batch = trainer.data.collate(trainer.data.epoch_batches(512, 0, 0)[0])
+    batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
     trainer.model.train()
     torch.manual_seed(0)  # hard attention samples
     loss, _ = trainer.compute_loss(batch)
@@ -39,8 +40,7 @@ def test_off_and_auto_give_the_same_loss_and_gradients(name, tiny_config):
     """Dropout 0 here: the kernels' masks differ from PyTorch's by design (each
     kernel's own test compares the two under one mask)."""
     cfg = tiny_config(model={"dropout": 0.0, **ARCHITECTURES[name]}, train={"kernels": "off"})
-    trainer = Trainer(cfg, device="cpu")
-    trainer.setup()
+    trainer = prepare(cfg, "cpu")
     off = loss_and_grads(trainer)
     assert kernels.install(trainer.model) > 0
     trainer.cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, kernels="auto"))
@@ -55,15 +55,13 @@ def test_off_and_auto_give_the_same_loss_and_gradients(name, tiny_config):
 
 @pytest.mark.parametrize("setting", ["auto", "off"])
 def test_the_trainer_installs_the_kernels_only_under_auto(setting, tiny_config):
-    trainer = Trainer(tiny_config(train={"kernels": setting}), device="cpu")
-    trainer.setup()
+    trainer = prepare(tiny_config(train={"kernels": setting}), "cpu")
     kinds = {type(m) for m in trainer.model.modules()} & {nn.Dropout, PCGDropout}
     assert kinds == ({PCGDropout} if setting == "auto" else {nn.Dropout})
 
 
 def test_installing_keeps_parameter_names_and_values(tiny_config):
-    trainer = Trainer(tiny_config(train={"kernels": "off"}), device="cpu")
-    trainer.setup()
+    trainer = prepare(tiny_config(train={"kernels": "off"}), "cpu")
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     kernels.install(trainer.model)
     after = trainer.model.state_dict()

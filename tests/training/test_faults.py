@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from nmt import checkpoint
 from nmt.errors import NmtError
-from nmt.training.trainer import Trainer
+from nmt.training.build import build
+from nmt.training.run import train
+from nmt.training.trainer import Interrupted, Trainer
 from tests.conftest import subprocess_env, write_subprocess_recipe
 
 
@@ -54,7 +59,7 @@ class Exploding(Trainer):
 
 def test_non_finite_steps_are_skipped_and_logged(tiny_config):
     cfg = tiny_config(train={"max_steps": 6, "valid_every": 3})
-    trainer = Exploding(cfg, device="cpu")
+    trainer = Exploding(*build(cfg, print))
     trainer.bad = {2, 3}
     before = {}
 
@@ -78,7 +83,7 @@ def test_non_finite_steps_are_skipped_and_logged(tiny_config):
 
 def test_too_many_non_finite_steps_stop_the_run_and_keep_the_checkpoint(tiny_config):
     cfg = tiny_config(train={"max_steps": 20, "valid_every": 2, "max_bad_steps": 3})
-    trainer = Exploding(cfg, device="cpu")
+    trainer = Exploding(*build(cfg, print))
     trainer.bad = set(range(5, 100))
     with pytest.raises(NmtError, match="3 consecutive non-finite losses"):
         trainer.run()
@@ -87,21 +92,64 @@ def test_too_many_non_finite_steps_stop_the_run_and_keep_the_checkpoint(tiny_con
     assert all(torch.isfinite(v).all() for v in last["model"].values() if v.is_floating_point())
 
 
-def test_disk_full_keeps_the_previous_checkpoint(tiny_config, monkeypatch):
+class SlowValidation(Trainer):
+    """A validation that would decode for a minute, signalled as it starts."""
+
+    def validate(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
+        return super().validate()
+
+
+def test_a_signal_during_validation_stops_the_run_at_once(tiny_config):
+    cfg = tiny_config(train={"max_steps": 6, "valid_every": 2})
+    trainer = SlowValidation(*build(cfg, print))
+    start = time.perf_counter()
+    with pytest.raises(Interrupted) as e:
+        trainer.run()
+    assert time.perf_counter() - start < 20 and e.value.code == 143
+    assert checkpoint.load(f"{cfg.run_dir}/last.pt")["state"]["step"] == 2
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+
+
+@pytest.mark.parametrize("error", ["OSError", "RuntimeError"])
+def test_disk_full_keeps_the_previous_checkpoint(tiny_config, monkeypatch, error):
+    """PyTorch's writer reports a full disk as a RuntimeError, Python as OSError 28:
+    either way one line naming the file and "no space left", the previous intact."""
     cfg = tiny_config(train={"max_steps": 4, "valid_every": 2})
     original, saves = torch.save, []
 
     def save(obj, f, *args, **kwargs):
         saves.append(1)
         if len(saves) > 2:  # best.pt and last.pt at step 2 succeed; then the disk is full
-            raise OSError(28, "No space left on device")
+            if error == "OSError":
+                raise OSError(28, "No space left on device")
+            raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
         return original(obj, f, *args, **kwargs)
 
     monkeypatch.setattr(torch, "save", save)
-    with pytest.raises(NmtError, match=r"last\.pt|best\.pt") as e:
-        Trainer(cfg, device="cpu").run()
-    assert "No space left on device" in str(e.value)
+    if error == "RuntimeError":  # and the disk is indeed full
+        full = shutil._ntuple_diskusage(10**9, 10**9, 0)
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: full)
+    with pytest.raises(NmtError, match=r"(last|best)\.pt: cannot write \(No space left on"):
+        train(cfg, device="cpu")
     assert checkpoint.load(f"{cfg.run_dir}/last.pt")["state"]["step"] == 2
+    assert not list(Path(cfg.run_dir).glob(".*.tmp"))
+
+
+def test_a_failed_metrics_append_leaves_no_torn_line(tmp_path, monkeypatch):
+    path = tmp_path / "metrics.jsonl"
+    checkpoint.append_line(path, json.dumps({"step": 1}))
+    real_write = os.write
+
+    def half(fd, data):  # the disk fills in the middle of the line
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half)
+    with pytest.raises(NmtError, match=r"metrics\.jsonl: cannot write \(No space left"):
+        checkpoint.append_line(path, json.dumps({"step": 2, "loss": 1.5}))
+    assert path.read_text() == '{"step": 1}\n'
 
 
 def test_unwritable_run_dir(tiny_config, tmp_path):
@@ -109,4 +157,4 @@ def test_unwritable_run_dir(tiny_config, tmp_path):
     cfg = tiny_config()
     cfg = type(cfg)(**{**cfg.__dict__, "run_dir": str(tmp_path / "a_file" / "run")})
     with pytest.raises(NmtError, match=r"run_dir: .*a_file/run: cannot create"):
-        Trainer(cfg, device="cpu").run()
+        train(cfg, device="cpu")

@@ -10,9 +10,8 @@ from nmt.attention import ATTENTION
 from nmt.data.vocab import PAD
 from nmt.errors import NmtError
 from nmt.training.config import ScheduledSamplingConfig
-from nmt.training.run import TRAINERS
+from nmt.training.run import prepare, train
 from nmt.training.sampling_schedule import gold_probability
-from nmt.training.trainer import Trainer
 
 
 @pytest.mark.parametrize("schedule", ["linear", "exponential", "inverse_sigmoid"])
@@ -65,9 +64,8 @@ def make(tiny_config, **ss):
         model={"dropout": 0.0},
         train={"trainer": "scheduled_sampling", "scheduled_sampling": ss, "batch_tokens": 2048},
     )
-    trainer = TRAINERS.get("scheduled_sampling")(cfg, device="cpu")
-    trainer.setup()
-    batch = trainer.data.collate(trainer.data.epoch_batches(2048, 0, 0)[0])
+    trainer = prepare(cfg, "cpu")
+    batch = trainer.data.train.collate(trainer.data.train.epoch_batches(2048, 0, 0)[0])
     return trainer, batch
 
 
@@ -87,8 +85,7 @@ def spy_decode(trainer):
 
 def test_gold_probability_one_is_exactly_teacher_forcing(tiny_config):
     ss, batch = make(tiny_config, schedule="constant", k=1.0)
-    tf = Trainer(ss.cfg, device="cpu")
-    tf.setup()
+    tf = prepare(ss.cfg, "cpu")
     tf.model.load_state_dict(ss.model.state_dict())
     grads = []
     for trainer in (ss, tf):
@@ -155,7 +152,7 @@ def test_works_with_every_attention_variant(tiny_config, model):
             "scheduled_sampling": {"schedule": "constant", "k": 0.5},
         },
     )
-    summary = TRAINERS.get("scheduled_sampling")(cfg, device="cpu").run()
+    summary = train(cfg, device="cpu")
     assert summary["steps"] == 3
 
 
@@ -170,11 +167,10 @@ def test_gumbel_temperature_follows_updates_through_passes_and_accumulation(tiny
             "scheduled_sampling": {"schedule": "constant", "k": 0.5},
         },
     )
-    trainer = TRAINERS.get("scheduled_sampling")(cfg, device="cpu")
-    trainer.setup()
+    trainer = prepare(cfg, "cpu")
     plan = trainer.epoch_plan(0)
     for step in range(3):
         trainer.state.step = step
-        trainer.train_step([trainer.data.collate(b) for b in plan[2 * step : 2 * step + 2]])
+        trainer.train_step([trainer.data.train.collate(b) for b in plan[2 * step : 2 * step + 2]])
     for layer in trainer.model.decoder:
         assert int(layer.cross_attn.updates) == 2

@@ -8,8 +8,8 @@ import torch
 
 from nmt import checkpoint
 from nmt.errors import NmtError
+from nmt.training.run import prepare, train
 from nmt.training.schedule import inverse_sqrt
-from nmt.training.trainer import Trainer
 
 
 def test_inverse_sqrt_schedule():
@@ -20,7 +20,7 @@ def test_inverse_sqrt_schedule():
 
 def test_run_writes_checkpoints_and_metrics(tiny_config):
     cfg = tiny_config()
-    summary = Trainer(cfg, device="cpu").run()
+    summary = train(cfg, device="cpu")
     run = cfg.run_dir
     assert summary["steps"] == 6
     for name in ("best.pt", "last.pt", "recipe.yaml", "spm.model", "metrics.jsonl"):
@@ -35,12 +35,12 @@ def test_run_writes_checkpoints_and_metrics(tiny_config):
 
 def test_resume_equals_uninterrupted(tiny_config, tmp_path):
     full = tiny_config(train={"max_steps": 6})
-    Trainer(full, device="cpu").run()
+    train(full, device="cpu")
     part = tiny_config(train={"max_steps": 3})
     part = type(part)(**{**part.__dict__, "run_dir": str(tmp_path / "resumed")})
-    Trainer(part, device="cpu").run()
+    train(part, device="cpu")
     rest = type(full)(**{**full.__dict__, "run_dir": part.run_dir})
-    Trainer(rest, device="cpu", resume=True).run()
+    train(rest, device="cpu", resume=True)
     a = checkpoint.load(f"{full.run_dir}/last.pt")["model"]
     b = checkpoint.load(f"{rest.run_dir}/last.pt")["model"]
     assert a.keys() == b.keys()
@@ -51,26 +51,25 @@ def test_resume_equals_uninterrupted(tiny_config, tmp_path):
 def test_refuses_to_overwrite_or_resume_nothing(tiny_config):
     cfg = tiny_config(train={"max_steps": 1, "valid_every": 1})
     with pytest.raises(NmtError, match="nothing to resume"):
-        Trainer(cfg, device="cpu", resume=True).run()
-    Trainer(cfg, device="cpu").run()
+        train(cfg, device="cpu", resume=True)
+    train(cfg, device="cpu")
     with pytest.raises(NmtError, match="already holds a run"):
-        Trainer(cfg, device="cpu").run()
+        train(cfg, device="cpu")
 
 
 def test_gradient_accumulation_matches_one_big_batch(tiny_config):
     cfg = tiny_config(model={"dropout": 0.0})
-    a, b = Trainer(cfg, device="cpu"), Trainer(cfg, device="cpu")
-    a.setup()
+    a = prepare(cfg, "cpu")
     torch.manual_seed(0)
-    b.setup()
+    b = prepare(cfg, "cpu")
     b.model.load_state_dict(a.model.state_dict())
     # SGD: Adam's first step is ~lr·sign(g), which amplifies float noise in the
     # (theoretically zero) gradients of key biases.
     for t in (a, b):
         t.optimizer = torch.optim.SGD(t.model.parameters(), lr=1.0)
-    plan = a.data.epoch_batches(512, 0, 0)[:2]
-    a.train_step([a.data.collate(plan[0] + plan[1])])
-    b.train_step([b.data.collate(p) for p in plan])
+    plan = a.data.train.epoch_batches(512, 0, 0)[:2]
+    a.train_step([a.data.train.collate(plan[0] + plan[1])])
+    b.train_step([b.data.train.collate(p) for p in plan])
     for (name, p), q in zip(a.model.named_parameters(), b.model.parameters()):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
 
@@ -81,10 +80,8 @@ def test_compiled_training_matches_eager(tiny_config):
     """``train.compile`` changes the speed, not the maths: the same updates from the
     same start give the same losses and parameters (float tolerance), and the
     checkpoint keeps the eager model's parameter names."""
-    eager = Trainer(tiny_config(model={"dropout": 0.0}), device="cpu")
-    compiled = Trainer(tiny_config(model={"dropout": 0.0}, train={"compile": True}), device="cpu")
-    eager.setup()
-    compiled.setup()
+    eager = prepare(tiny_config(model={"dropout": 0.0}), "cpu")
+    compiled = prepare(tiny_config(model={"dropout": 0.0}, train={"compile": True}), "cpu")
     compiled.model.load_state_dict(eager.model.state_dict())
     for t in (eager, compiled):  # SGD, for the reason given in the test above
         t.optimizer = torch.optim.SGD(t.model.parameters(), lr=1.0)
@@ -95,9 +92,9 @@ def test_compiled_training_matches_eager(tiny_config):
         return decode_states(*args, **kwargs)
 
     compiled.model.decode_states = spy
-    for batch in eager.data.epoch_batches(512, 0, 0)[:3]:
-        a = eager.train_step([eager.data.collate(batch)])
-        b = compiled.train_step([compiled.data.collate(batch)])
+    for batch in eager.data.train.epoch_batches(512, 0, 0)[:3]:
+        a = eager.train_step([eager.data.train.collate(batch)])
+        b = compiled.train_step([compiled.data.train.collate(batch)])
         assert a is not None and b is not None
         assert b[0] == pytest.approx(a[0], rel=1e-4)
     assert traced and all(traced)  # training went through the compiled forward
@@ -116,19 +113,17 @@ def test_precision_sets_the_dtype_of_the_matmuls_only(tiny_config, precision, dt
     linear layers, while parameters and Adam's moments stay fp32 and the loss stays
     that of fp32 training to bf16's precision (8 bits of mantissa)."""
     reference, trainer = (
-        Trainer(tiny_config(model={"dropout": 0.0}, train={"precision": p}), device="cpu")
+        prepare(tiny_config(model={"dropout": 0.0}, train={"precision": p}), "cpu")
         for p in ("fp32", precision)
     )
-    reference.setup()
-    trainer.setup()
     trainer.model.load_state_dict(reference.model.state_dict())
     seen: list[torch.dtype] = []
     for module in trainer.model.modules():
         if isinstance(module, torch.nn.Linear):
             module.register_forward_hook(lambda m, args, out: seen.append(out.dtype))
-    batch = trainer.data.epoch_batches(512, 0, 0)[0]
-    expected = reference.train_step([reference.data.collate(batch)])
-    got = trainer.train_step([trainer.data.collate(batch)])
+    batch = trainer.data.train.epoch_batches(512, 0, 0)[0]
+    expected = reference.train_step([reference.data.train.collate(batch)])
+    got = trainer.train_step([trainer.data.train.collate(batch)])
     assert expected is not None and got is not None
     assert seen and set(seen) == {dtype}
     assert got[0] == pytest.approx(expected[0], rel=1e-2 if dtype == torch.bfloat16 else 1e-6)
@@ -145,9 +140,8 @@ def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
     from nmt.data.vocab import PAD
 
     cfg = tiny_config(model={"dropout": 0.0, "attention": {"kind": "hard"}})
-    trainer = Trainer(cfg, device="cpu")
-    trainer.setup()
-    batch = trainer.data.collate(trainer.data.epoch_batches(512, 0, 0)[0])
+    trainer = prepare(cfg, "cpu")
+    batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
     seen = []
 
     def extra_loss(records, reward, mask):
@@ -174,9 +168,8 @@ def test_local_m_measures_its_length_ratio_on_the_training_data(tiny_config):
     import yaml
 
     cfg = tiny_config(model={"attention": {"kind": "local_m", "center": "length_ratio"}})
-    trainer = Trainer(cfg, device="cpu")
-    trainer.setup()
-    want = sum(t / s for s, t in trainer.data.lengths) / len(trainer.data)
+    trainer = prepare(cfg, "cpu")
+    want = sum(t / s for s, t in trainer.data.train.lengths) / len(trainer.data.train)
     assert trainer.cfg.model.attention.ratio == pytest.approx(want)
     assert trainer.model.decoder[0].cross_attn.cfg.ratio == pytest.approx(want)
     stored = yaml.safe_load((trainer.run_dir / "recipe.yaml").read_text())

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from nmt.attention import ATTENTION
-from nmt.training.trainer import Trainer
+from nmt.training.run import prepare
 
 pytestmark = pytest.mark.slow  # several seconds per test: `make test` runs them
 
@@ -27,10 +27,10 @@ def train_toy(tiny_config, overrides: dict, steps: int) -> tuple[list[dict], flo
             "early_stopping": "loss",
         },
     )
-    trainer = Trainer(cfg, device="cpu")
+    trainer = prepare(cfg, "cpu")
     trainer.run()
     records = [json.loads(x) for x in open(f"{cfg.run_dir}/metrics.jsonl")]
-    return records, math.log(len(trainer.vocabs.tgt))
+    return records, math.log(len(trainer.data.vocabs.tgt))
 
 
 @pytest.mark.parametrize("kind", ATTENTION.names())

@@ -1,0 +1,90 @@
+"""A run directory belongs to one training process at a time, and a resume continues
+the run its checkpoint describes."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from nmt.errors import NmtError
+
+LOCK = "lock"  # holds the owner's pid; the advisory lock, not the file, is what counts
+
+# Keys a resumed run may change: budgets, logging, validation, how it runs, decoding.
+# Everything else describes the model, its data or its optimisation, which the
+# checkpoint already fixes.
+RUN_TIME_KEYS = (
+    "run_dir",
+    "train.max_steps",
+    "train.max_epochs",
+    "train.max_minutes",
+    "train.patience",
+    "train.log_every",
+    "train.valid_every",
+    "train.valid_bleu",
+    "train.max_bad_steps",
+    "train.compile",
+    "train.kernels",
+    "train.precision",
+    "decode.",
+)
+
+
+@contextmanager
+def owned(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir`` for the duration (an advisory ``flock``, which the kernel
+    releases when the process dies, so ``kill -9`` leaves no stale lock); a second
+    process gets an error naming the directory and the owner's pid."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise NmtError(
+                f"{run_dir}: in use by another nmt process (pid {owner}); wait for it to "
+                "finish or set run_dir to a new directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested recipe dict -> {"model.attention.kind": ..., ...}."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def recipe_changes(old: dict[str, Any], new: dict[str, Any], checkpoint: Path) -> list[str]:
+    """The keys a resume changes, as ``key old -> new``; an error naming every change
+    that is not a run-time key (:data:`RUN_TIME_KEYS`)."""
+    before, after = flatten(old), flatten(new)
+    changed = [
+        f"{key} {before.get(key)!r} -> {after.get(key)!r}"
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+    ]
+    refused = [c for c in changed if not c.split(" ")[0].startswith(RUN_TIME_KEYS)]
+    if refused:
+        raise NmtError(
+            f"{checkpoint}: --resume with a recipe that changes the run: {'; '.join(refused)}"
+            " (a resume may change only budgets, logging, validation and decoding keys; "
+            "start a new run_dir for the rest)"
+        )
+    return changed

@@ -1,0 +1,126 @@
+"""One process per run directory; a resume continues the run its checkpoint describes;
+a stored vocabulary is reused only for the settings that made it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from nmt import checkpoint
+from nmt.cli import app
+from nmt.config import from_dict
+from nmt.data.corpus import read_parallel
+from nmt.data.pipeline import build_vocabs, split_files
+from nmt.errors import NmtError
+from nmt.recipe import RunConfig
+from nmt.training.run import train
+from nmt.training.rundir import LOCK, owned
+from tests.conftest import subprocess_env, tiny_recipe_dict
+
+runner = CliRunner()
+
+
+def test_a_second_process_is_refused_naming_the_owner(tiny_recipe, tmp_path):
+    """While one process owns the run directory, ``nmt train`` there (fresh or
+    ``--resume``) exits 2 naming the directory and the owner's pid, and writes nothing."""
+    recipe = tiny_recipe()
+    run = tmp_path / "run"
+    with owned(run):
+        owner = (run / LOCK).read_text().strip()
+        for extra in ([], ["--resume"]):
+            result = runner.invoke(app, ["train", str(recipe), *extra])
+            assert result.exit_code == 2, result.output
+            assert f"in use by another nmt process (pid {owner})" in result.output
+        assert sorted(p.name for p in run.iterdir()) == [LOCK]
+    assert runner.invoke(app, ["train", str(recipe)]).exit_code == 0  # released
+
+
+def test_a_killed_owner_leaves_no_stale_lock(tmp_path):
+    run = tmp_path / "run"
+    code = (
+        "import sys, time; from pathlib import Path; from nmt.training.rundir import owned\n"
+        f"with owned(Path({str(run)!r})):\n    print('held', flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, env=subprocess_env()
+    )
+    assert proc.stdout.readline().strip() == b"held"
+    with pytest.raises(NmtError, match=f"pid {proc.pid}"), owned(run):
+        pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with owned(run):  # the kernel released the lock with the process
+        pass
+
+
+def resumed(toy_dir, run, **sections):
+    return from_dict(RunConfig, tiny_recipe_dict(toy_dir, run, **sections))
+
+
+REFUSED = {
+    "model.d_model": {"model": {"d_model": 64}},
+    "model.heads": {"model": {"heads": 4}},
+    "model.attention.kind": {"model": {"attention": {"kind": "local_m"}}},
+    "train.trainer": {"train": {"trainer": "scheduled_sampling"}},
+    "model.dropout": {"model": {"dropout": 0.3}},
+    "train.seed": {"train": {"seed": 9}},
+    "train.batch_tokens": {"train": {"batch_tokens": 1024}},
+    "data.vocab.size": {"data": {"vocab": {"size": 300}}},
+}
+
+
+@pytest.fixture(scope="module")
+def two_steps(toy_dir, tmp_path_factory):
+    run = tmp_path_factory.mktemp("resume") / "run"
+    train(resumed(toy_dir, run, train={"max_steps": 2, "valid_every": 2}), device="cpu")
+    return run
+
+
+@pytest.mark.parametrize("key", REFUSED)
+def test_resume_refuses_a_changed_model_data_or_optimisation(key, two_steps, toy_dir):
+    """Named with its old and new value, before anything in the run is rewritten."""
+    sections = REFUSED[key]
+    if key == "data.vocab.size":
+        sections = {"data": {**tiny_recipe_dict(toy_dir, two_steps)["data"], **sections["data"]}}
+    before = {p.name: p.read_bytes() for p in two_steps.iterdir() if p.is_file()}
+    with pytest.raises(NmtError, match=rf"changes the run: (.*; )?{key} .* -> "):
+        train(resumed(toy_dir, two_steps, **sections), device="cpu", resume=True)
+    after = {p.name: p.read_bytes() for p in two_steps.iterdir() if p.is_file()}
+    assert after == before
+
+
+def test_resume_accepts_run_time_keys_and_says_what_changed(two_steps, toy_dir, tmp_path, capsys):
+    run = tmp_path / "copy"
+    run.mkdir()
+    for p in two_steps.iterdir():
+        (run / p.name).write_bytes(p.read_bytes())
+    cfg = resumed(toy_dir, run, train={"max_steps": 4, "valid_every": 2}, decode={"beam": 3})
+    train(cfg, device="cpu", resume=True)
+    out = capsys.readouterr().out
+    assert "train.max_steps 2 -> 4" in out and "decode.beam 2 -> 3" in out
+    assert checkpoint.load(run / "last.pt")["state"]["step"] == 4
+    assert yaml.safe_load((run / "recipe.yaml").read_text())["train"]["max_steps"] == 4
+
+
+def test_a_stored_vocabulary_is_reused_only_for_its_settings(tiny_config):
+    """A run that failed after storing its vocabulary leaves ``spm.model``; a fresh run
+    there with another ``data.vocab.size`` trains its own, one with the same reuses it."""
+    stale = tiny_config(data={"vocab": {"size": 120}})
+    fresh = tiny_config(train={"max_steps": 1, "valid_every": 1})
+    run = Path(fresh.run_dir)
+    lines = read_parallel(*split_files(stale.data, stale.data.train))
+    old = build_vocabs(stale.data, *lines, run, print)
+    train(fresh, device="cpu")
+    vocab = checkpoint.load(run / "last.pt")["vocab"]["src"]
+    assert vocab != old.src.model and (run / "spm.model").read_bytes() == vocab
+
+    def no_training(message):
+        raise AssertionError(f"retrained: {message}")
+
+    assert build_vocabs(fresh.data, *lines, run, no_training).src.model == vocab
