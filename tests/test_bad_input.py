@@ -73,7 +73,7 @@ def test_a_variant_named_twice_in_a_compare_spec_is_refused(toy_dir, tmp_path):
         "  global: []\n  local: [model.attention.kind=local_m]\n"
         "  global: [model.attention.kind=hard]\n"
     )
-    fails_cleanly(["compare", spec], "line 7: key 'global' given twice (first on line 5)")
+    fails_cleanly(["compare", spec], "line 6: key 'global' given twice (first on line 4)")
     assert not (tmp_path / "out").exists()
 
 

@@ -102,7 +102,7 @@ def test_resume_accepts_run_time_keys_and_says_what_changed(two_steps, toy_dir, 
         (run / p.name).write_bytes(p.read_bytes())
     cfg = resumed(toy_dir, run, train={"max_steps": 4, "valid_every": 2}, decode={"beam": 3})
     train(cfg, device="cpu", resume=True)
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "train.max_steps 2 -> 4" in out and "decode.beam 2 -> 3" in out
     assert checkpoint.load(run / "last.pt")["state"]["step"] == 4
     assert yaml.safe_load((run / "recipe.yaml").read_text())["train"]["max_steps"] == 4
