@@ -82,12 +82,28 @@ def translate_file(
         )
     if attention_dir is not None:
         save_attention(loaded, lines, [hyps[0].tokens for hyps in nbest], attention_dir)
-    text = format_output(nbest, n_best)
-    if output is None:
+    write_output(output, format_output(nbest, n_best))
+
+
+def write_output(output: Path | None, text: str) -> None:
+    """Stdout (None or ``-``); a regular file or a new path is replaced atomically, a
+    symlink's target likewise; a FIFO or a device (``/dev/null``, a terminal) is
+    written to directly, never replaced by a regular file."""
+    if output is None or str(output) == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
-    else:
-        write_text(output, text)
+        return
+    target = output.resolve() if output.is_symlink() else output
+    if target.exists() and not target.is_file() and not target.is_dir():
+        try:
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise NmtError(f"{output}: cannot write ({e.strerror or e})") from None
+        return
+    if target.is_dir():
+        raise NmtError(f"{output}: is a directory")
+    write_text(target, text)
 
 
 def save_attention(loaded: Loaded, lines: list[str], hyps: list[list[int]], out_dir: Path) -> None:

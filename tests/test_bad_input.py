@@ -4,7 +4,10 @@ exit code 2, no traceback, and nothing half-written."""
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -238,6 +241,65 @@ def test_translate_binary_input_is_refused_and_nothing_written(tiny_run, tmp_pat
     result, out = translate(tiny_run, b"ok line\n\x89PNG\r\n\x1a\n\x00\xff\xfe", tmp_path)
     assert result.exit_code == 2 and "in.txt:2: not UTF-8 text" in result.output
     assert not out.exists()
+
+
+def test_translate_output_keeps_special_files(tiny_run, tmp_path):
+    """-o follows a symlink (its target is replaced, the link stays) and writes into a
+    FIFO or a device directly instead of replacing it with a regular file."""
+    (tmp_path / "in.txt").write_text("a b c\nd e\n")
+    target, link = tmp_path / "target.txt", tmp_path / "link.txt"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    result = runner.invoke(
+        app,
+        [
+            "translate",
+            str(tiny_run),
+            "-i",
+            str(tmp_path / "in.txt"),
+            "-o",
+            str(link),
+            "--device",
+            "cpu",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and target.read_text().count("\n") == 2
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    result = runner.invoke(
+        app,
+        [
+            "translate",
+            str(tiny_run),
+            "-i",
+            str(tmp_path / "in.txt"),
+            "-o",
+            str(fifo),
+            "--device",
+            "cpu",
+        ],
+    )
+    reader.join(timeout=60)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and received[0].count("\n") == 2
+    result = runner.invoke(
+        app,
+        [
+            "translate",
+            str(tiny_run),
+            "-i",
+            str(tmp_path / "in.txt"),
+            "-o",
+            "/dev/null",
+            "--device",
+            "cpu",
+        ],
+    )
+    assert result.exit_code == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 # -------------------------------------------------------------------- score
