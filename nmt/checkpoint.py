@@ -125,8 +125,14 @@ def load(path: str | Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "unsafe content"
-        raise NmtError(f"{path}: refused to load: not a plain nmt checkpoint ({first})") from None
+        # PyTorch's message advises weights_only=False, the one thing not to do here:
+        # keep only the line naming what was refused.
+        lines = [x.strip() for x in str(e).splitlines() if "GLOBAL" in x or "global" in x]
+        what = lines[0][:200] if lines else "unsafe content"
+        raise NmtError(
+            f"{path}: refused to load: not a plain nmt checkpoint ({what}); an nmt "
+            "checkpoint holds only tensors and plain values"
+        ) from None
     except Exception as e:  # torch.load on arbitrary bytes raises many kinds of error
         raise NmtError(
             f"{path}: not a readable checkpoint (truncated or corrupt: {type(e).__name__})"

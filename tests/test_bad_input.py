@@ -182,6 +182,10 @@ def bad_checkpoint(tmp_path: Path, tiny_run: Path, kind: str) -> Path:
     elif kind == "directory without best.pt":
         path = tmp_path / "emptyrun"
         path.mkdir()
+    elif kind == "weights of another size":
+        payload = torch.load(tiny_run / "best.pt", weights_only=True)
+        config = {**payload["config"], "model": {**payload["config"]["model"], "d_model": 64}}
+        torch.save({**payload, "config": config}, path)
     return path
 
 
@@ -197,13 +201,15 @@ CHECKPOINT_CASES = {
     "foreign": "not an nmt checkpoint",
     "code in pickle": "refused to load",
     "directory without best.pt": "best.pt: no such checkpoint",
+    "weights of another size": "weights do not fit the checkpoint's recipe: 39 of another shape",
 }
 
 
 @pytest.mark.parametrize("kind", CHECKPOINT_CASES, ids=list(CHECKPOINT_CASES))
 def test_bad_checkpoint(kind, tiny_run, tmp_path):
     path = bad_checkpoint(tmp_path, tiny_run, kind)
-    fails_cleanly(["translate", path], CHECKPOINT_CASES[kind], input="lo nute\n")
+    out = fails_cleanly(["translate", path], CHECKPOINT_CASES[kind], input="lo nute\n")
+    assert len(out) < 400 and "weights_only" not in out, out
 
 
 # ---------------------------------------------------------------- translate

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nmt.checkpoint import atomic_write, write_text
 from nmt.data.batching import ParallelData
@@ -24,6 +25,13 @@ class Vocabs:
     @property
     def joint(self) -> bool:
         return self.src is self.tgt
+
+
+def checkpoint_vocabs(ckpt: dict[str, Any], path: str | Path) -> Vocabs:
+    """The vocabularies a checkpoint's model was trained with."""
+    v = ckpt["vocab"]
+    src = Vocab(v["src"], f"{path} (source vocabulary)")
+    return Vocabs(src, src if v["joint"] else Vocab(v["tgt"], f"{path} (target vocabulary)"))
 
 
 def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
 from nmt import checkpoint
-from nmt.data.pipeline import Vocabs
-from nmt.data.vocab import PAD, Vocab
+from nmt.data.pipeline import Vocabs, checkpoint_vocabs
+from nmt.data.vocab import PAD
 from nmt.errors import ConfigError, NmtError
 from nmt.model.seq2seq import Transformer
 from nmt.recipe import RunConfig, config_from_dict
@@ -22,16 +24,36 @@ class Loaded:
     vocabs: Vocabs
 
 
+def mismatch(model: nn.Module, state: dict[str, Any]) -> str | None:
+    """A short account of how a state dict differs from the model's parameters."""
+    want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+    missing, unexpected = sorted(want.keys() - got.keys()), sorted(got.keys() - want.keys())
+    shaped = sorted(k for k in want.keys() & got.keys() if want[k] != got[k])
+    parts = [
+        f"{len(keys)} {what} (e.g. {keys[0]}{detail(keys[0])})"
+        for keys, what, detail in (
+            (missing, "missing", lambda k: ""),
+            (unexpected, "unexpected", lambda k: ""),
+            (shaped, "of another shape", lambda k: f": {got[k]} for {want[k]}"),
+        )
+        if keys
+    ]
+    return ", ".join(parts) or None
+
+
 def load_model(path: str | Path, device: torch.device) -> Loaded:
     """A checkpoint file, or a run directory (its ``best.pt``), ready for inference."""
     ckpt = checkpoint.load(path)
     try:
         cfg = config_from_dict(ckpt["config"])
-        v = ckpt["vocab"]
-        src = Vocab(v["src"], f"{path} (source vocabulary)")
-        vocabs = Vocabs(src, src) if v["joint"] else Vocabs(src, Vocab(v["tgt"], str(path)))
+        vocabs = checkpoint_vocabs(ckpt, path)
         model = Transformer(cfg.model, len(vocabs.src), len(vocabs.tgt), PAD, vocabs.joint)
+        if (differs := mismatch(model, ckpt["model"])) is not None:
+            raise NmtError(f"{path}: the weights do not fit the checkpoint's recipe: {differs}")
         model.load_state_dict(ckpt["model"])
     except (KeyError, TypeError, RuntimeError, ConfigError) as e:
-        raise NmtError(f"{path}: checkpoint does not match this nmt version ({e})") from None
+        message = " ".join(str(e).split())
+        message = message if len(message) <= 200 else message[:200] + "…"
+        raise NmtError(f"{path}: checkpoint does not match this nmt version ({message})") from None
     return Loaded(cfg, model.to(device).eval(), vocabs)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from nmt.data.batching import ParallelData
-from nmt.data.pipeline import Vocabs, encode_pairs, load_split, load_training
-from nmt.data.vocab import PAD, Vocab
+from nmt.data.pipeline import Vocabs, checkpoint_vocabs, encode_pairs, load_split, load_training
+from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
 from nmt.model import Transformer
 from nmt.model.config import ModelConfig
@@ -64,13 +64,6 @@ def resolve_from_data(cfg: RunConfig, data: ParallelData, log: Callable[[str], N
 
 def build_model(cfg: ModelConfig, vocabs: Vocabs) -> Transformer:
     return Transformer(cfg, len(vocabs.src), len(vocabs.tgt), PAD, share_embeddings=vocabs.joint)
-
-
-def checkpoint_vocabs(ckpt: dict[str, Any], path: Path) -> Vocabs:
-    """The vocabularies a checkpoint's model was trained with."""
-    v = ckpt["vocab"]
-    src = Vocab(v["src"], f"{path} (source vocabulary)")
-    return Vocabs(src, src if v["joint"] else Vocab(v["tgt"], f"{path} (target vocabulary)"))
 
 
 def build(
