@@ -38,7 +38,21 @@ def run_study(
     write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
     outcomes = bring_up_all(planned, spec.splits or (), device, jobs)
     report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
+    fail_if_any_failed(outcomes, out)
     return out
+
+
+def fail_if_any_failed(outcomes: list[RunResult], out: Path) -> None:
+    """After the report of what worked: an error (a non-zero exit) naming the runs that
+    failed, so that scripts and CI notice."""
+    failures = [r for r in outcomes if r.status == "failed"]
+    if failures:
+        named = "; ".join(f"{r.variant} seed {r.seed}: {r.error}" for r in failures[:3])
+        more = f" and {len(failures) - 3} more" if len(failures) > 3 else ""
+        raise NmtError(
+            f"{len(failures)} of {len(outcomes)} runs failed ({named}{more}); the report in "
+            f"{out} covers the others, each failed run's RUN/error.log has its traceback"
+        )
 
 
 def compare_runs(
@@ -83,6 +97,7 @@ def compare_runs(
             outcomes.append(failed(RunResult(name, seed, d, "reused"), e))
     out_dir.mkdir(parents=True, exist_ok=True)
     report(spec, outcomes, out_dir, device, title="Comparison of existing runs")
+    fail_if_any_failed(outcomes, out_dir)
     return out_dir
 
 

@@ -120,6 +120,7 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
 
 
 def test_a_failing_variant_does_not_stop_the_study(tmp_path, toy_dir):
+    """The others are trained and reported; the exit code says that a run failed."""
     spec = write_spec(
         tmp_path,
         toy_dir,
@@ -127,7 +128,8 @@ def test_a_failing_variant_does_not_stop_the_study(tmp_path, toy_dir):
         seeds=(1,),
     )
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 2, result.output
+    assert "error: 1 of 2 runs failed (broken seed 1: " in result.output
     results = json.loads((tmp_path / "study/results.json").read_text())
     assert [r["variant"] for r in results["rows"]] == ["global"]
     (failure,) = results["failed"]
