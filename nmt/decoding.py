@@ -27,10 +27,11 @@ class DecodeConfig:
     n_best: int = 1
 
     def __post_init__(self) -> None:
-        check(self.beam >= 1, "beam", "must be at least 1")
+        check(1 <= self.beam <= 1024, "beam", "must be in 1..1024 (and at most the vocabulary)")
         check(self.alpha >= 0, "alpha", "must be non-negative")
-        check(self.max_len_a >= 0 and self.max_len_b >= 1, "max_len_b", "must be at least 1")
-        check(self.batch_tokens >= 1, "batch_tokens", "must be at least 1")
+        check(0 <= self.max_len_a <= 1000, "max_len_a", "must be in 0..1000")
+        check(1 <= self.max_len_b <= 2**20, "max_len_b", "must be in 1..1,048,576")
+        check(1 <= self.batch_tokens <= 2**26, "batch_tokens", "must be in 1..67,108,864")
         check(1 <= self.n_best <= self.beam, "n_best", "must be between 1 and decode.beam")
 
 

@@ -48,7 +48,7 @@ def translate_file(
     loaded = load_model(checkpoint, dev)
     cfg = loaded.cfg.decode
     beam = beam if beam is not None else max(cfg.beam, n_best or 1)
-    changes = {"beam": beam, "n_best": n_best or 1}
+    changes = {"beam": beam, "n_best": n_best if n_best is not None else 1}
     if alpha is not None:
         changes["alpha"] = alpha
     if batch_tokens is not None:
@@ -57,6 +57,10 @@ def translate_file(
         cfg = dataclasses.replace(cfg, **changes)
     except NmtError as e:  # ConfigError from DecodeConfig's checks
         raise NmtError(f"--beam/--n-best/--batch-tokens: {e}") from None
+    if beam > len(loaded.vocabs.tgt):
+        raise NmtError(
+            f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"
+        )
     lines = (
         read_lines(input) if input is not None else decode_lines(sys.stdin.buffer.read(), "<stdin>")
     )

@@ -21,12 +21,16 @@ from tests.conftest import tiny_recipe_dict
 runner = CliRunner()
 
 
-def fails_cleanly(args: list, expect: str, input: str | bytes | None = None) -> str:
+def fails_cleanly(
+    args: list, expect: str, input: str | bytes | None = None, after_logs: bool = False
+) -> str:
+    """Exit 2 with one line of error (``after_logs``: the last line, after progress)."""
     result = runner.invoke(app, [str(a) for a in args], input=input)
     out = result.output
+    lines = out.strip().splitlines()
     assert result.exit_code == 2, out
-    assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
-    assert expect in out, out
+    assert "Traceback" not in out and (len(lines) == 1 or after_logs), out
+    assert lines[-1].startswith("error: ") and expect in lines[-1], out
     return out
 
 
@@ -64,6 +68,12 @@ RECIPE_CASES = {
     "missing data dir": ({"data": {"dir": "/nonexistent/corpus"}}, "data.dir: /nonexistent/corpus"),
     "missing split": ({"data": {"dev": "nosuchsplit"}}, "nosuchsplit.src: no such file"),
     "no budget": ({"train": {"max_steps": None}}, "set a budget"),
+    "absurd size": ({"model": {"d_model": 10**30}}, "model.d_model: must be at most 65,536"),
+    "too big to train": (
+        {"model": {"d_model": 8192, "ffn": 2**20, "heads": 8}},
+        "parameters need",
+    ),
+    "beam beyond the vocabulary": ({"decode": {"beam": 1000}}, "decode.beam: 1000 is more than"),
 }
 
 
@@ -80,6 +90,10 @@ def test_a_variant_named_twice_in_a_compare_spec_is_refused(toy_dir, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+# Checked once the vocabulary is trained (its size matters), after its log line.
+AFTER_THE_VOCABULARY = {"too big to train", "beam beyond the vocabulary"}
+
+
 @pytest.mark.parametrize("case", RECIPE_CASES, ids=list(RECIPE_CASES))
 def test_bad_recipe(case, toy_dir, tmp_path):
     change, expect = RECIPE_CASES[case]
@@ -91,7 +105,7 @@ def test_bad_recipe(case, toy_dir, tmp_path):
         for section, values in change.items():
             recipe[section] = {**recipe.get(section, {}), **values} if values else values
         path.write_text(yaml.safe_dump(recipe))
-    fails_cleanly(["train", path], expect)
+    fails_cleanly(["train", path], expect, after_logs=case in AFTER_THE_VOCABULARY)
     assert not (tmp_path / "run" / "last.pt").exists()
 
 
@@ -247,6 +261,20 @@ def test_translate_binary_input_is_refused_and_nothing_written(tiny_run, tmp_pat
     result, out = translate(tiny_run, b"ok line\n\x89PNG\r\n\x1a\n\x00\xff\xfe", tmp_path)
     assert result.exit_code == 2 and "in.txt:2: not UTF-8 text" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "expect"),
+    [
+        (["--beam", "5000"], "must be in 1..1024"),
+        (["--beam", "500"], "--beam 500: more than the"),
+        (["--n-best", "0"], "n_best: must be between 1 and"),
+        (["--beam", "2", "--n-best", "3"], "n_best: must be between 1 and"),
+    ],
+    ids=["beam over the bound", "beam over the vocabulary", "n-best 0", "n-best over beam"],
+)
+def test_search_sizes_are_bounded(tiny_run, option, expect):
+    fails_cleanly(["translate", tiny_run, *option], expect, input="lo nute\n")
 
 
 def test_translate_output_keeps_special_files(tiny_run, tmp_path):

@@ -20,7 +20,7 @@ class VocabConfig:
     tgt_model: str | None = None
 
     def __post_init__(self) -> None:
-        check(self.size >= 8, "size", "must be at least 8")
+        check(8 <= self.size <= 2**20, "size", "must be in 8..1,048,576")
         if self.joint:
             check(
                 self.src_model is None and self.tgt_model is None,

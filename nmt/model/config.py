@@ -51,6 +51,18 @@ class DecoderConfig:
         )
 
 
+# Upper bounds on the sizes (far beyond any model this toolkit trains), so that an
+# absurd value is a clear error before anything is allocated; what fits in memory
+# is checked when the model is built (nmt.training.build).
+LIMITS = {
+    "d_model": 2**16,
+    "heads": 2**10,
+    "ffn": 2**20,
+    "encoder_layers": 2**10,
+    "decoder_layers": 2**10,
+}
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Pre-norm Transformer encoder-decoder (Vaswani et al. 2017)."""
@@ -76,15 +88,17 @@ class ModelConfig:
     decoder: DecoderConfig = field(default_factory=DecoderConfig)
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "heads", "ffn", "encoder_layers", "decoder_layers"):
-            check(getattr(self, name) >= 1, name, "must be at least 1")
+        for name, most in LIMITS.items():
+            value = getattr(self, name)
+            check(value >= 1, name, "must be at least 1")
+            check(value <= most, name, f"must be at most {most:,} (a bound on what can be built)")
         check(
             self.d_model % self.heads == 0, "heads", f"must divide model.d_model ({self.d_model})"
         )
         check(0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)")
         e = self.embed_dropout
         check(e is None or 0.0 <= e < 1.0, "embed_dropout", "must be in [0, 1) or null")
-        check(self.max_positions >= 8, "max_positions", "must be at least 8")
+        check(8 <= self.max_positions <= 2**20, "max_positions", "must be in 8..1,048,576")
         check(
             self.decoder.order == "left_to_right"
             or getattr(self.attention, "estimator", None) != "reinforce",

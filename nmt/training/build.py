@@ -14,6 +14,7 @@ from nmt.data.batching import ParallelData
 from nmt.data.pipeline import Vocabs, checkpoint_vocabs, encode_pairs, load_split, load_training
 from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
+from nmt.errors import NmtError
 from nmt.model import Transformer
 from nmt.model.config import ModelConfig
 from nmt.training.rundir import recipe_changes
@@ -66,23 +67,58 @@ def build_model(cfg: ModelConfig, vocabs: Vocabs) -> Transformer:
     return Transformer(cfg, len(vocabs.src), len(vocabs.tgt), PAD, share_embeddings=vocabs.joint)
 
 
+def available_memory(device: torch.device) -> int | None:
+    """Free bytes on ``device`` (the GPU's, or the system's MemAvailable); None if unknown."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def check_fits(cfg: ModelConfig, vocabs: Vocabs, device: torch.device) -> None:
+    """Refuse, before allocating anything, a model whose weights, gradients and Adam
+    moments alone (4 fp32 copies) exceed the device's free memory: counted on
+    PyTorch's meta device, which builds the modules without storage."""
+    with torch.device("meta"):
+        params = sum(p.numel() for p in build_model(cfg, vocabs).parameters())
+    need, free = 16 * params, available_memory(device)
+    if free is not None and need > free:
+        raise NmtError(
+            f"model: {params:,} parameters need {need / 2**30:,.1f} GiB to train (weights, "
+            f"gradients, Adam moments) and {device} has {free / 2**30:,.1f} GiB free; lower "
+            "model.d_model, model.ffn or the layer counts"
+        )
+
+
 def build(
     cfg: RunConfig,
     log: Callable[[str], None],
     resumed: tuple[Path, dict[str, Any]] | None = None,
     dist: Distributed = Distributed(),
+    device: torch.device = torch.device("cpu"),
 ) -> tuple[Transformer, TrainingData, RunConfig]:
     """The model (initialised from ``train.seed``), its data, and the recipe with its
     data-measured values filled in: ``Trainer(*build(cfg, log))`` trains it.
 
     ``resumed``: the checkpoint (path, contents) a resume continues, whose
     vocabularies are used and whose recipe the new one may change only in run-time
-    keys (checked before the model is built)."""
+    keys (checked before the model is built). A model that cannot fit ``device`` is
+    refused before it is built."""
     vocabs = checkpoint_vocabs(resumed[1], resumed[0]) if resumed is not None else None
     data = load_data(cfg, log, vocabs, dist)
     cfg = resolve_from_data(cfg, data.train, log)
     if resumed is not None:
         for change in recipe_changes(resumed[1]["config"], cfg.to_dict(), resumed[0]):
             log(f"resume: {change}")
+    check_fits(cfg.model, data.vocabs, device)
+    if cfg.decode.beam > len(data.vocabs.tgt):
+        raise NmtError(
+            f"decode.beam: {cfg.decode.beam} is more than the {len(data.vocabs.tgt)} pieces "
+            "of the target vocabulary"
+        )
     torch.manual_seed(cfg.train.seed)
     return build_model(cfg.model, data.vocabs), data, cfg

@@ -108,6 +108,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name in ("batch_tokens", "accumulate", "valid_every", "log_every", "max_bad_steps"):
             check(getattr(self, name) >= 1, name, "must be at least 1")
+        check(self.batch_tokens <= 2**26, "batch_tokens", "must be at most 67,108,864")
+        check(self.accumulate <= 2**16, "accumulate", "must be at most 65,536")
         check(self.lr > 0, "lr", "must be positive")
         check(self.warmup >= 0, "warmup", "must be non-negative")
         check(

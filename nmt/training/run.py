@@ -55,7 +55,7 @@ def prepare(
     except OSError as e:
         raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
     ckpt = checkpoint.load(last) if resume else None
-    model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist)
+    model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)
     if dist.main:
         checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
     trainer = TRAINERS.get(cfg.train.trainer)(model, data, cfg, device, dist, log)

@@ -115,6 +115,12 @@ class Objective(torch.nn.Module):
         return self.compute_loss(batch)
 
 
+def out_of_memory(e: RuntimeError) -> bool:
+    """Whether an error is a failed allocation (CUDA's OutOfMemoryError or the CPU
+    allocator's RuntimeError)."""
+    return isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in str(e)
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -145,6 +151,7 @@ class Trainer:
         self.step_seconds = 0.0  # time inside train_step, for per-step cost figures
         self._stop_signal: int | None = None
         self._in_validation = False  # a signal interrupts validation at once
+        self.saved_step: int | None = None  # of the last full checkpoint
         self.model = model.to(device)
         t = cfg.train
         if t.kernels == "auto":  # faster CPU modules, same function (nmt.kernels)
@@ -190,6 +197,7 @@ class Trainer:
         self.model.load_state_dict(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.state = RunState(**ckpt["state"])
+        self.saved_step = self.state.step
         rng = ckpt["rng"][self.dist.rank % len(ckpt["rng"])]  # one state per rank
         torch.set_rng_state(rng["torch"])
         if self.device.type == "cuda" and rng.get("cuda") is not None:
@@ -380,6 +388,8 @@ class Trainer:
         payload = self.checkpoint_payload(full)
         if self.dist.main:
             checkpoint.save(self.run_dir / name, payload)
+        if full:
+            self.saved_step = self.state.step
 
     def write_metrics(self, record: dict[str, Any]) -> None:
         if not self.dist.main:
@@ -472,7 +482,12 @@ class Trainer:
                 group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate * d.world]
                 s.batch_in_epoch += len(group)
                 batches = [self.data.train.collate(b) for b in group[d.rank :: d.world]]
-                result = self.train_step(batches)
+                try:
+                    result = self.train_step(batches)
+                except RuntimeError as e:
+                    if not out_of_memory(e):
+                        raise
+                    self._out_of_memory(batches)
                 self.step_seconds += time.perf_counter() - start
                 s.step += 1
                 if result is None:
@@ -513,6 +528,19 @@ class Trainer:
             "tokens_per_s": s.tokens / max(s.elapsed, 1e-9),
             "peak_rss_mb": peak_rss_mb(),
         }
+
+    def _out_of_memory(self, batches: list[Batch]) -> None:
+        """A failed allocation in a step: one line naming what to lower and how to go on."""
+        tokens = sum(b.tgt_tokens for b in batches)
+        then = (
+            f"then continue with --resume (last.pt is at step {self.saved_step})"
+            if self.saved_step is not None
+            else "then start again (no checkpoint was written yet)"
+        )
+        raise NmtError(
+            f"out of memory at step {self.state.step + 1} ({tokens} target tokens on this "
+            f"rank); lower train.batch_tokens (or the model sizes), {then}"
+        )
 
     def _stop_if_signalled(self) -> None:
         """After SIGINT/SIGTERM (on any rank): save ``last.pt`` and raise Interrupted."""

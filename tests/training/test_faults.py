@@ -152,6 +152,27 @@ def test_a_failed_metrics_append_leaves_no_torn_line(tmp_path, monkeypatch):
     assert path.read_text() == '{"step": 1}\n'
 
 
+def test_out_of_memory_names_the_key_and_the_run_resumes(tiny_config, monkeypatch):
+    cfg = tiny_config(train={"max_steps": 6, "valid_every": 2})
+    original = Trainer.train_step
+
+    def train_step(self, batches):
+        if self.state.step == 2:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate")
+        return original(self, batches)
+
+    monkeypatch.setattr(Trainer, "train_step", train_step)
+    with pytest.raises(
+        NmtError,
+        match=r"out of memory at step 3 .*lower train\.batch_tokens.*"
+        r"--resume \(last\.pt is at step 2\)",
+    ):
+        train(cfg, device="cpu")
+    monkeypatch.setattr(Trainer, "train_step", original)
+    train(cfg, device="cpu", resume=True)
+    assert checkpoint.load(f"{cfg.run_dir}/last.pt")["state"]["step"] == 6
+
+
 def test_unwritable_run_dir(tiny_config, tmp_path):
     (tmp_path / "a_file").write_text("x")
     cfg = tiny_config()
