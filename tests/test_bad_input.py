@@ -277,6 +277,10 @@ def test_search_sizes_are_bounded(tiny_run, option, expect):
     fails_cleanly(["translate", tiny_run, *option], expect, input="lo nute\n")
 
 
+def translate_into(run: Path, src: Path, out: Path | str):
+    return runner.invoke(app, ["translate", str(run), "-i", str(src), "-o", str(out)])
+
+
 def test_translate_output_keeps_special_files(tiny_run, tmp_path):
     """-o follows a symlink (its target is replaced, the link stays) and writes into a
     FIFO or a device directly instead of replacing it with a regular file."""
@@ -284,19 +288,7 @@ def test_translate_output_keeps_special_files(tiny_run, tmp_path):
     target, link = tmp_path / "target.txt", tmp_path / "link.txt"
     target.write_text("old\n")
     link.symlink_to(target)
-    result = runner.invoke(
-        app,
-        [
-            "translate",
-            str(tiny_run),
-            "-i",
-            str(tmp_path / "in.txt"),
-            "-o",
-            str(link),
-            "--device",
-            "cpu",
-        ],
-    )
+    result = translate_into(tiny_run, tmp_path / "in.txt", link)
     assert result.exit_code == 0, result.output
     assert link.is_symlink() and target.read_text().count("\n") == 2
     fifo = tmp_path / "fifo"
@@ -304,35 +296,11 @@ def test_translate_output_keeps_special_files(tiny_run, tmp_path):
     received = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
     reader.start()
-    result = runner.invoke(
-        app,
-        [
-            "translate",
-            str(tiny_run),
-            "-i",
-            str(tmp_path / "in.txt"),
-            "-o",
-            str(fifo),
-            "--device",
-            "cpu",
-        ],
-    )
+    result = translate_into(tiny_run, tmp_path / "in.txt", fifo)
     reader.join(timeout=60)
     assert result.exit_code == 0, result.output
     assert stat.S_ISFIFO(fifo.stat().st_mode) and received[0].count("\n") == 2
-    result = runner.invoke(
-        app,
-        [
-            "translate",
-            str(tiny_run),
-            "-i",
-            str(tmp_path / "in.txt"),
-            "-o",
-            "/dev/null",
-            "--device",
-            "cpu",
-        ],
-    )
+    result = translate_into(tiny_run, tmp_path / "in.txt", "/dev/null")
     assert result.exit_code == 0 and stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 

@@ -83,47 +83,33 @@ class TwoStreamLayer(DecoderLayer):
         self-attention keys/values with the content stream's fusion history, and the
         query stream's fusion history; ``content``: whether the content stream is
         computed (no query reads the last layer's)."""
+        content_cache, query_cache = caches if caches is not None else (None, None)
+        source = (memory, src_mask, positions)
         q_h, k, v = self.self_attn.project(self.self_norm(h))  # 3 x (B,H,T,Dh)
-        if caches is not None:
-            k, v = extend_cache(caches[0], k, v)  # (B,H,t,Dh)
+        if content_cache is not None:
+            k, v = extend_cache(content_cache, k, v)  # (B,H,t,Dh)
         q_g = self.self_attn.query(self.self_norm(g))  # (B,H,T,Dh)
         g = g + self.dropout(self.self_attn.attend(q_g, k, v, masks.query, masks.causal))
-        g, attended = self.cross_sublayer(
-            g,
-            memory,
-            src_mask,
-            positions,
-            need_weights,
-            masks.fusion_query,
-            caches[1] if caches is not None else None,
-        )
+        g, attended = self.cross_sublayer(g, source, need_weights, masks.fusion_query, query_cache)
         records = [attended]
         if content:
             h = h + self.dropout(self.self_attn.attend(q_h, k, v, masks.content, masks.causal))
-            h, attended = self.cross_sublayer(
-                h,
-                memory,
-                src_mask,
-                positions,
-                False,
-                masks.fusion_content,
-                caches[0] if caches is not None else None,
-            )
+            h, attended = self.cross_sublayer(h, source, False, masks.fusion_content, content_cache)
             records.append(attended)
         return h, g, records
 
     def cross_sublayer(
         self,
         x: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
+        source: tuple[Memory, Tensor, Tensor],
         need_weights: bool,
         see: Tensor | None,
         history: dict[str, Tensor] | None,
     ) -> tuple[Tensor, Attended]:
-        """x + drop(cross-attention(LN(x))), then the feed-forward sub-layer; the
-        fusion (if any) summarises what ``see`` allows."""
+        """x + drop(cross-attention(LN(x))), then the feed-forward sub-layer; ``source``
+        is (memory, src_mask, positions); the fusion (if any) summarises what ``see``
+        allows."""
+        memory, src_mask, positions = source
         h = self.cross_norm(x)
         if isinstance(self.cross_attn, BiDAFFusion):
             attended = self.cross_attn(h, memory, src_mask, positions, need_weights, see, history)
