@@ -24,8 +24,8 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / "results.json"
     try:
         results = read_json(path)
-    except NmtError as e:
-        console.print(f"{e}: rebuilding it")
+    except NmtError:
+        console.print(f"warning: {path} was damaged; rebuilding it")
         return {}
     return results if isinstance(results, dict) else {}
 

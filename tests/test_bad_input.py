@@ -4,6 +4,7 @@ exit code 2, no traceback, and nothing half-written."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import stat
@@ -16,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.errors import NmtError
 from tests.conftest import tiny_recipe_dict
 
 runner = CliRunner()
@@ -324,3 +326,33 @@ def test_score_unknown_metric(tmp_path):
         ["score", tmp_path / "h", "--ref", tmp_path / "h", "--metrics", "meteor"],
         "--metrics: unknown meteor",
     )
+
+
+# ------------------------------------------------------- derived run files
+
+
+def test_a_damaged_results_json_is_rebuilt(tiny_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    (run / "results.json").write_text('{"test": {"bleu": 1')  # cut by a crash
+    result = runner.invoke(app, ["evaluate", str(run), "--split", "test"])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0 and "results.json was damaged; rebuilding it" in out, out
+    assert "bleu" in json.loads((run / "results.json").read_text())["test"]
+
+
+def test_damaged_summary_and_requested_recipe_are_named(tiny_run, tmp_path):
+    from nmt.compare.analysis import training_figures
+    from nmt.compare.runs import check_reusable, finished_run
+    from nmt.compare.spec import PlannedRun
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    (run / "summary.json").write_bytes(b"\x00\x00")
+    assert not finished_run(run)  # compare resumes the run, which rewrites it
+    with pytest.raises(NmtError, match=r"summary\.json: damaged"):
+        training_figures(run)
+    (run / "requested.yaml").write_text("model: [unclosed")
+    planned = PlannedRun("global", 1, run, {}, None)
+    with pytest.raises(NmtError, match=r"requested\.yaml: damaged"):
+        check_reusable(planned)

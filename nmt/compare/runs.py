@@ -54,8 +54,8 @@ def finished_run(run_dir: Path) -> bool:
     resuming, which ends at once where the budget is spent."""
     try:
         return read_json(run_dir / SUMMARY) is not None
-    except NmtError as e:
-        console.print(f"{e}: resuming to rebuild it")
+    except NmtError:
+        console.print(f"warning: {run_dir / SUMMARY} was damaged; resuming to rebuild it")
         return False
 
 
