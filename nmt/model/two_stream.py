@@ -55,8 +55,9 @@ def random_order(real: Tensor) -> tuple[Tensor, Tensor]:
 class Masks:
     """Who may read whom (True = may attend) in one pass; None = plainly causal."""
 
-    content: Tensor | None = None  # (B,1,T,t) [p, p']: content reads content
-    query: Tensor | None = None  # (B,1,T,t) [j, p]: queries read content
+    # (B,1,T,t) in random order, (T,t) after a cache: broadcast over batch and heads
+    content: Tensor | None = None  # [p, p']: content reads content
+    query: Tensor | None = None  # [j, p]: queries read content
     fusion_content: Tensor | None = None  # (B,T,t): fusion summaries of the content stream
     fusion_query: Tensor | None = None  # (B,T,t): fusion summaries of the query stream
     causal: bool = False  # the fused kernel's own causal mask (a square left-to-right pass)

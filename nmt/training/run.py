@@ -18,7 +18,7 @@ from nmt.errors import NmtError
 from nmt.progress import console
 from nmt.training import scheduled_sampling  # noqa: F401  (registers its trainer)
 from nmt.training.build import build
-from nmt.training.rundir import owned
+from nmt.training.rundir import make_run_dir, owned
 from nmt.training.trainer import TRAINERS, Interrupted, Trainer
 
 if TYPE_CHECKING:
@@ -50,10 +50,7 @@ def prepare(
             f"{run_dir}: already holds a run; add --resume to continue it "
             "or set run_dir to a new directory"
         )
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
+    make_run_dir(run_dir)
     ckpt = checkpoint.load(last) if resume else None
     model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)
     if dist.main:

@@ -34,16 +34,23 @@ RUN_TIME_KEYS = (
 )
 
 
+def make_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
+
+
 @contextmanager
 def owned(run_dir: Path) -> Iterator[None]:
     """Hold ``run_dir`` for the duration (an advisory ``flock``, which the kernel
     releases when the process dies, so ``kill -9`` leaves no stale lock); a second
     process gets an error naming the directory and the owner's pid."""
+    make_run_dir(run_dir)
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as e:
-        raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
+        raise NmtError(f"{run_dir / LOCK}: cannot create ({e.strerror or e})") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -75,16 +82,13 @@ def recipe_changes(old: dict[str, Any], new: dict[str, Any], checkpoint: Path) -
     """The keys a resume changes, as ``key old -> new``; an error naming every change
     that is not a run-time key (:data:`RUN_TIME_KEYS`)."""
     before, after = flatten(old), flatten(new)
-    changed = [
-        f"{key} {before.get(key)!r} -> {after.get(key)!r}"
-        for key in sorted(before.keys() | after.keys())
-        if before.get(key) != after.get(key)
-    ]
-    refused = [c for c in changed if not c.split(" ")[0].startswith(RUN_TIME_KEYS)]
+    keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    changed = {k: f"{k} {before.get(k)!r} -> {after.get(k)!r}" for k in keys}
+    refused = [line for k, line in changed.items() if not k.startswith(RUN_TIME_KEYS)]
     if refused:
         raise NmtError(
             f"{checkpoint}: --resume with a recipe that changes the run: {'; '.join(refused)}"
             " (a resume may change only budgets, logging, validation and decoding keys; "
             "start a new run_dir for the rest)"
         )
-    return changed
+    return list(changed.values())

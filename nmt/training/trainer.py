@@ -543,9 +543,11 @@ class Trainer:
         )
 
     def _stop_if_signalled(self) -> None:
-        """After SIGINT/SIGTERM (on any rank): save ``last.pt`` and raise Interrupted."""
+        """After SIGINT/SIGTERM (on any rank): save ``last.pt`` (unless validation just
+        did) and raise Interrupted."""
         if self.dist.any(self._stop_signal is not None):
-            self.save("last.pt")
+            if self.saved_step != self.state.step:
+                self.save("last.pt")
             code = 130 if self._stop_signal == signal.SIGINT else 143
             raise Interrupted(
                 code,
