@@ -76,29 +76,31 @@ def from_dict(cls: type, data: Any, path: str = "") -> Any:
     return built
 
 
-def by_kind(registry: Registry, default: str) -> dict[str, Any]:
+def by_kind(registry: Registry, default: str, key: str = "kind") -> dict[str, Any]:
     """Field metadata: the section is read into the config that ``registry`` holds for
-    the entry its ``kind`` key names (``default`` when it names none)."""
-    return {"registry": (registry, default)}
+    the entry its ``key`` names (``default`` when it names none)."""
+    return {"registry": (registry, default, key)}
 
 
-def _from_registry(registry: Registry, default: str, data: Any, path: str) -> Any:
-    """``data`` into the config of entry ``data["kind"]`` (else ``default``); an
-    option of another entry, given to this one, is named as such."""
+def _from_registry(registry: Registry, default: str, key: str, data: Any, path: str) -> Any:
+    """``data`` into the config of entry ``data[key]`` (else ``default``); an option
+    of another entry, given to this one, is named as such."""
+    if isinstance(data, str):
+        raise ConfigError(path, f"expected a mapping; write {data!r} as its {key!r} key")
     if not isinstance(data, dict):
         raise ConfigError(path, f"expected a mapping, got {_type_name(data)}")
-    kind = data.get("kind", default)
+    kind = data.get(key, default)
     if not isinstance(kind, str) or kind not in registry:
-        raise ConfigError(_join(path, "kind"), registry.unknown(kind))
+        raise ConfigError(_join(path, key), registry.unknown(kind))
     options = {n: {f.name for f in fields(registry.config(n))} for n in registry.names()}
-    for key in data:
-        owners = [n for n, names in options.items() if key in names]
-        if key not in options[kind] and owners:
+    for name in data:
+        owners = [n for n, names in options.items() if name in names]
+        if name not in options[kind] and owners:
             raise ConfigError(
-                _join(path, str(key)),
-                f"an option of kind {' and '.join(owners)}, not of kind {kind!r}",
+                _join(path, str(name)),
+                f"an option of {key} {' and '.join(owners)}, not of {key} {kind!r}",
             )
-    return from_dict(registry.config(kind), {"kind": kind, **data}, path)
+    return from_dict(registry.config(kind), {key: kind, **data}, path)
 
 
 def _default(f: dataclasses.Field) -> Any:

@@ -2,11 +2,13 @@
 
 ``load_recipe`` reads a YAML file, applies ``--set`` overrides and validates it
 into a :class:`RunConfig` (errors name the file and the dotted key);
-``config_from_dict`` rebuilds one stored in a checkpoint or a run directory.
+``config_from_dict`` rebuilds one stored in a checkpoint or a run directory
+(``upgrade`` first brings a stored recipe of an earlier layout to today's).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +22,6 @@ from nmt.decoding import DecodeConfig
 from nmt.errors import ConfigError, NmtError
 from nmt.model.config import ModelConfig
 from nmt.training.config import TrainConfig
-from nmt.training.run import TRAINERS
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,6 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(max_epochs=10))
     decode: DecodeConfig = field(default_factory=DecodeConfig)
-
-    def __post_init__(self) -> None:
-        if self.train.trainer not in TRAINERS:
-            raise ConfigError("train.trainer", TRAINERS.unknown(self.train.trainer))
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))
@@ -57,6 +54,11 @@ def _plain(value: Any) -> Any:
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     """Load a recipe file, apply ``--set`` overrides, validate into a RunConfig."""
     data = apply_overrides(read_yaml(path), overrides or [])
+    if isinstance(data.get("train"), dict) and "scheduled_sampling" in data["train"]:
+        raise NmtError(
+            f"{path}: train.scheduled_sampling: its options now go under train.trainer, "
+            "beside kind: scheduled_sampling (docs/training.md)"
+        )
     try:
         return from_dict(RunConfig, data)
     except ConfigError as e:
@@ -65,4 +67,38 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConf
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Rebuild a RunConfig stored in a checkpoint or a run directory."""
-    return from_dict(RunConfig, data)
+    return from_dict(RunConfig, upgrade(data))
+
+
+# Options every earlier checkpoint stored for each encoder block and decoder kind,
+# whichever was chosen, at their defaults where another one was.
+_OTHER_KINDS = {
+    ("encoder", "block", "qanet"): ("convs", "kernel", "survival"),
+    ("decoder", "kind", "two_stream"): ("order",),
+}
+
+
+def upgrade(stored: Any) -> Any:
+    """A recipe stored (in a checkpoint or a run directory) before trainers, encoder
+    blocks and decoders had configs of their own, in today's layout: ``train.trainer``
+    was a name with its options under ``train.scheduled_sampling``, and a checkpoint
+    held every block's and decoder's options whichever was chosen. Today's layout is
+    returned as it is, so that such runs still load, resume and are reused by
+    ``compare``."""
+    if not isinstance(stored, dict):
+        return stored
+    data = copy.deepcopy(stored)
+    train = data.get("train")
+    if isinstance(train, dict) and (
+        isinstance(train.get("trainer"), str) or "scheduled_sampling" in train
+    ):
+        kind = train.get("trainer", "teacher_forcing")
+        options = train.pop("scheduled_sampling", None) or {}
+        train["trainer"] = {"kind": kind, **(options if kind == "scheduled_sampling" else {})}
+    model = data.get("model")
+    for (section, key, kind), keys in _OTHER_KINDS.items():
+        part = model.get(section) if isinstance(model, dict) else None
+        if isinstance(part, dict) and part.get(key) != kind:
+            for name in keys:
+                part.pop(name, None)
+    return data

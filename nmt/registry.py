@@ -4,11 +4,16 @@ An entry may carry its own config dataclass (fairseq's ``dataclass=`` pattern):
 ``@ATTENTION.register("local_p", config=LocalPConfig)``. A recipe section whose
 field names the registry (:func:`nmt.config.registered`) is then read into the
 config of the entry its ``kind`` key names.
+
+A registry names the modules that hold its built-in entries; they are imported
+at the first lookup, so that a config module can name its registry without
+importing the (heavier) modules that fill it, and without an import cycle.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -21,10 +26,16 @@ class Registry(Generic[T]):
     """Maps names to classes (and their configs); ``get`` on an unknown name lists
     the valid ones."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, modules: tuple[str, ...] = ()) -> None:
         self.what = what
+        self._modules = modules  # imported at the first lookup (they register the built-ins)
         self._items: dict[str, T] = {}
         self._configs: dict[str, type] = {}
+
+    def _load(self) -> None:
+        modules, self._modules = self._modules, ()
+        for module in modules:
+            importlib.import_module(module)
 
     def register(self, name: str, config: type | None = None) -> Callable[[T], T]:
         def add(item: T) -> T:
@@ -38,6 +49,7 @@ class Registry(Generic[T]):
         return add
 
     def get(self, name: str) -> T:
+        self._load()
         if name not in self._items:
             raise NmtError(self.unknown(name))
         return self._items[name]
@@ -54,7 +66,9 @@ class Registry(Generic[T]):
         return f"unknown {self.what} {name!r}{hint}; valid: {', '.join(self.names())}"
 
     def names(self) -> list[str]:
+        self._load()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        self._load()
         return name in self._items

@@ -8,7 +8,7 @@ import yaml
 from nmt.attention import ATTENTION
 from nmt.data.pipeline import check_files
 from nmt.errors import NmtError
-from nmt.recipe import RunConfig, config_from_dict, load_recipe
+from nmt.recipe import RunConfig, config_from_dict, load_recipe, upgrade
 
 
 def write(tmp_path: Path, data) -> Path:
@@ -36,6 +36,40 @@ def test_valid_recipe_round_trips(base, tmp_path):
     assert config_from_dict(yaml.safe_load(cfg.to_yaml())) == cfg
 
 
+@pytest.mark.parametrize("trainer", ["teacher_forcing", "scheduled_sampling"])
+def test_a_recipe_stored_in_the_earlier_layout_loads_as_it_was(base, tmp_path, trainer):
+    """Checkpoints and run directories written before trainers, blocks and decoders
+    had configs of their own: ``train.trainer`` a name, its options under
+    ``train.scheduled_sampling``, every block's and decoder's options stored."""
+    base["train"]["trainer"] = {"kind": trainer}
+    if trainer == "scheduled_sampling":
+        base["train"]["trainer"].update(schedule="constant", k=0.5)
+    cfg = load_recipe(write(tmp_path, base))
+    old = cfg.to_dict()
+    options = old["train"].pop("trainer")
+    old["train"]["trainer"] = options.pop("kind")
+    old["train"]["scheduled_sampling"] = options or {"schedule": "inverse_sigmoid", "k": 2000.0}
+    old["model"]["encoder"] = {"block": "transformer", "convs": 2, "kernel": 7, "survival": 1.0}
+    old["model"]["decoder"] = {"kind": "standard", "order": "left_to_right"}
+    assert config_from_dict(old) == cfg
+    assert upgrade(cfg.to_dict()) == cfg.to_dict()  # today's layout is left as it is
+
+
+def test_a_recipe_file_in_the_earlier_layout_says_where_the_options_went(base, tmp_path):
+    base["train"]["scheduled_sampling"] = {"schedule": "linear"}
+    msg = recipe_error(tmp_path, base)
+    assert "train.scheduled_sampling: its options now go under train.trainer" in msg
+
+
+def test_an_option_of_another_kind_is_named_as_such(base, tmp_path):
+    base["model"]["decoder"] = {"order": "random"}
+    msg = recipe_error(tmp_path, base)
+    assert "model.decoder.order: an option of kind two_stream, not of kind 'standard'" in msg
+    base["model"]["decoder"] = "two_stream"
+    msg = recipe_error(tmp_path, base)
+    assert "model.decoder: expected a mapping; write 'two_stream' as its 'kind' key" in msg
+
+
 def test_misspelt_key_suggests_the_right_one(base, tmp_path):
     base["model"]["atention"] = {"kind": "global"}
     msg = recipe_error(tmp_path, base)
@@ -56,7 +90,7 @@ def test_misspelt_key_suggests_the_right_one(base, tmp_path):
             "lokal_m",
             "model.attention.kind: unknown attention kind 'lokal_m'",
         ),
-        ("train.trainer", "teacher", "train.trainer: unknown trainer 'teacher'"),
+        ("train.trainer.kind", "teacher", "train.trainer.kind: unknown trainer 'teacher'"),
         ("data.vocab.type", "wordpiece", "data.vocab.type: must be one of unigram, bpe"),
         ("data", 3, "data: expected a mapping"),
     ],
@@ -134,18 +168,11 @@ def test_shipped_recipes_load(recipe):
 @pytest.mark.parametrize(
     ("section", "values", "key"),
     [
-        ("train", {"scheduled_sampling": {"mix": "argmax"}}, "train.scheduled_sampling"),
-        (
-            "train",
-            {"trainer": "scheduled_sampling", "scheduled_sampling": {"topk": 3}},
-            "train.scheduled_sampling.topk",
-        ),
-        (
-            "train",
-            {"trainer": "scheduled_sampling", "scheduled_sampling": {"c": 0.1}},
-            "train.scheduled_sampling.c",
-        ),
+        ("train", {"trainer": {"mix": "argmax"}}, "train.trainer.mix"),
+        ("train", {"trainer": {"kind": "scheduled_sampling", "topk": 3}}, "train.trainer.topk"),
+        ("train", {"trainer": {"kind": "scheduled_sampling", "c": 0.1}}, "train.trainer.c"),
         ("model", {"encoder": {"convs": 4}}, "model.encoder.convs"),
+        ("model", {"decoder": {"order": "random"}}, "model.decoder.order"),
         ("model", {"attention": {"kind": "global", "window": 3}}, "model.attention.window"),
         ("model", {"attention": {"kind": "hard", "tau": 0.5}}, "model.attention.tau"),
         (
@@ -164,7 +191,7 @@ def test_keys_that_would_do_nothing_are_refused(base, tmp_path, section, values,
 
 def test_inert_keys_at_their_default_are_accepted(base, tmp_path):
     """A resolved recipe (every key written out) loads again: inert keys hold defaults."""
-    base["model"]["encoder"] = {"convs": 2, "kernel": 7, "survival": 1.0}
+    base["model"]["encoder"] = {"block": "qanet", "convs": 2, "kernel": 7, "survival": 1.0}
     base["model"]["attention"] = {"kind": "hard", "estimator": "reinforce", "tau": 1.0}
     cfg = load_recipe(write(tmp_path, base))
     assert config_from_dict(yaml.safe_load(cfg.to_yaml())) == cfg

@@ -118,3 +118,19 @@ def test_a_training_config_does_not_load_the_trainer():
         "nmt.training",
         "nmt.training.config",
     ]
+
+
+def test_a_registry_loads_its_built_in_entries_at_the_first_lookup():
+    """A config module names its registry without importing the modules that fill
+    it; reading a recipe section that names an entry imports them then."""
+    probe = (
+        "import sys\n"
+        "from nmt.config import from_dict\n"
+        "from nmt.training.config import TrainConfig\n"
+        "assert 'nmt.training.scheduled_sampling' not in sys.modules\n"
+        "data = {'max_steps': 1, 'trainer': {'kind': 'scheduled_sampling'}}\n"
+        "cfg = from_dict(TrainConfig, data)\n"
+        "print(type(cfg.trainer).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.strip() == "ScheduledSamplingConfig", done.stderr

@@ -18,6 +18,7 @@ from nmt.compare.spec import PlannedRun
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console
+from nmt.recipe import upgrade
 from nmt.training.run import SUMMARY, train
 from nmt.training.trainer import Interrupted
 
@@ -42,7 +43,7 @@ def check_reusable(run: PlannedRun) -> None:
         requested = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
-    if requested != run.recipe:
+    if upgrade(requested) != run.recipe:
         raise NmtError(
             f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
             "move it away or choose another out_dir"

@@ -1,7 +1,6 @@
-"""The Transformer encoder-decoder; importing the block and decoder modules
-registers them (``ENCODER_BLOCKS``, ``DECODERS``)."""
+"""The Transformer encoder-decoder; its encoder blocks and decoder stacks are the
+registries ``ENCODER_BLOCKS`` and ``DECODERS`` (nmt.model.config)."""
 
-from nmt.model import qanet, two_stream  # noqa: F401  (registration)
 from nmt.model.decoder import DecoderState
 from nmt.model.seq2seq import Transformer
 

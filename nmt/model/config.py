@@ -6,49 +6,42 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from torch import nn
+
 from nmt.attention import ATTENTION
 from nmt.attention.base import AttentionConfig
 from nmt.config import by_kind, check
+from nmt.registry import Registry
 
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """The encoder's block: ``transformer`` (self-attention, FFN) or ``qanet`` (Yu et
-    al. 2018: depthwise-separable convolutions, self-attention, FFN)."""
+    """Base of every encoder block's options (``model.encoder``); ``transformer``
+    takes none, others register a subclass (``qanet``: nmt.model.qanet)."""
 
-    block: Literal["transformer", "qanet"] = "transformer"
-    convs: int = 2  # qanet: convolutions per block (QANet: 4 embedding, 2 model encoder)
-    kernel: int = 7  # qanet: convolution width, odd (QANet: 7)
-    # qanet: stochastic depth; the deepest sub-layer survives with this probability,
-    # shallower ones linearly more often (QANet: 0.9); 1 = off
-    survival: float = 1.0
-
-    def __post_init__(self) -> None:
-        check(self.convs >= 0, "convs", "must be non-negative")
-        check(self.kernel >= 1 and self.kernel % 2 == 1, "kernel", "must be odd and positive")
-        check(0 < self.survival <= 1, "survival", "must be in (0, 1]")
-
-    def inert_keys(self) -> dict[str, str]:
-        if self.block == "qanet":
-            return {}
-        why = f"only block qanet uses it (block is {self.block!r})"
-        return {"convs": why, "kernel": why, "survival": why}
+    block: str = "transformer"
 
 
 @dataclass(frozen=True)
 class DecoderConfig:
-    """``standard`` (one causal stream) or ``two_stream`` (XLNet, Yang et al. 2019)."""
+    """Base of every decoder stack's options (``model.decoder``); ``standard`` takes
+    none, others register a subclass (``two_stream``: nmt.model.two_stream)."""
 
-    kind: Literal["standard", "two_stream"] = "standard"
-    # two_stream: the factorisation order in training; decoding is always left to right
-    order: Literal["left_to_right", "random"] = "left_to_right"
+    kind: str = "standard"
 
-    def __post_init__(self) -> None:
-        check(
-            self.order == "left_to_right" or self.kind == "two_stream",
-            "order",
-            "a random order needs model.decoder.kind two_stream",
-        )
+    def trains_left_to_right(self) -> bool:
+        """Whether training predicts each token after the ones before it only."""
+        return True
+
+
+# The encoder blocks and decoder stacks, each registered with its config beside its
+# module; the modules are imported at the first lookup (nmt.registry).
+ENCODER_BLOCKS: Registry[type[nn.Module]] = Registry(
+    "encoder block", modules=("nmt.model.layers", "nmt.model.qanet")
+)
+DECODERS: Registry[type[nn.Module]] = Registry(
+    "decoder kind", modules=("nmt.model.decoder", "nmt.model.two_stream")
+)
 
 
 # Upper bounds on the sizes (far beyond any model this toolkit trains), so that an
@@ -84,8 +77,12 @@ class ModelConfig:
     attention: AttentionConfig = field(
         default_factory=ATTENTION.config("global"), metadata=by_kind(ATTENTION, "global")
     )
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    decoder: DecoderConfig = field(default_factory=DecoderConfig)
+    encoder: EncoderConfig = field(
+        default_factory=EncoderConfig, metadata=by_kind(ENCODER_BLOCKS, "transformer", "block")
+    )
+    decoder: DecoderConfig = field(
+        default_factory=DecoderConfig, metadata=by_kind(DECODERS, "standard")
+    )
 
     def __post_init__(self) -> None:
         for name, most in LIMITS.items():
@@ -100,7 +97,7 @@ class ModelConfig:
         check(e is None or 0.0 <= e < 1.0, "embed_dropout", "must be in [0, 1) or null")
         check(8 <= self.max_positions <= 2**20, "max_positions", "must be in 8..1,048,576")
         check(
-            self.decoder.order == "left_to_right"
+            self.decoder.trains_left_to_right()
             or getattr(self.attention, "estimator", None) != "reinforce",
             "decoder.order",
             "REINFORCE's reward to go assumes a left-to-right order; "

@@ -13,11 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention import Attended, Memory
-from nmt.model.config import ModelConfig
+from nmt.model.config import DECODERS, DecoderConfig, ModelConfig
 from nmt.model.layers import DecoderLayer, Embedding
-from nmt.registry import Registry
-
-DECODERS: Registry[type[DecoderStack]] = Registry("decoder kind")
 
 
 @dataclass
@@ -80,7 +77,7 @@ class DecoderStack(nn.ModuleList):
         raise NotImplementedError
 
 
-@DECODERS.register("standard")
+@DECODERS.register("standard", config=DecoderConfig)
 class StandardDecoder(DecoderStack):
     """One causal stream: position t reads target inputs ≤ t (Vaswani et al. 2017)."""
 

@@ -11,10 +11,7 @@ from torch import Tensor, nn
 from nmt.attention import ATTENTION, Attended, Memory
 from nmt.attention.fusion import BiDAFFusion
 from nmt.attention.sdpa import scaled_dot_product
-from nmt.model.config import ModelConfig
-from nmt.registry import Registry
-
-ENCODER_BLOCKS: Registry[type[nn.Module]] = Registry("encoder block")
+from nmt.model.config import ENCODER_BLOCKS, EncoderConfig, ModelConfig
 
 
 def sinusoids(length: int, dim: int) -> Tensor:
@@ -118,7 +115,7 @@ class FeedForward(nn.Sequential):
         )
 
 
-@ENCODER_BLOCKS.register("transformer")
+@ENCODER_BLOCKS.register("transformer", config=EncoderConfig)
 class EncoderLayer(nn.Module):
     """Pre-norm: x + drop(SelfAttn(LN(x))); x + drop(FFN(LN(x)))."""
 

@@ -12,9 +12,9 @@ from torch import Tensor, nn
 
 from nmt.attention import Attended
 from nmt.attention.base import key_bias
-from nmt.model.config import ModelConfig
-from nmt.model.decoder import DECODERS, DecoderState
-from nmt.model.layers import ENCODER_BLOCKS, Embedding
+from nmt.model.config import DECODERS, ENCODER_BLOCKS, ModelConfig
+from nmt.model.decoder import DecoderState
+from nmt.model.layers import Embedding
 
 
 class Transformer(nn.Module):

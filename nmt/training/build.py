@@ -17,6 +17,7 @@ from nmt.distributed import Distributed
 from nmt.errors import NmtError
 from nmt.model import Transformer
 from nmt.model.config import ModelConfig
+from nmt.recipe import upgrade
 from nmt.training.rundir import recipe_changes
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def build(
     data = load_data(cfg, log, vocabs, dist)
     cfg = resolve_from_data(cfg, data.train, log)
     if resumed is not None:
-        for change in recipe_changes(resumed[1]["config"], cfg.to_dict(), resumed[0]):
+        for change in recipe_changes(upgrade(resumed[1]["config"]), cfg.to_dict(), resumed[0]):
             log(f"resume: {change}")
     check_fits(cfg.model, data.vocabs, device)
     if cfg.decode.beam > len(data.vocabs.tgt):

@@ -16,15 +16,15 @@ from nmt.device import resolve_device
 from nmt.distributed import Distributed, from_env
 from nmt.errors import NmtError
 from nmt.progress import console
-from nmt.training import scheduled_sampling  # noqa: F401  (registers its trainer)
 from nmt.training.build import build
+from nmt.training.config import TRAINERS
 from nmt.training.rundir import make_run_dir, owned
-from nmt.training.trainer import TRAINERS, Interrupted, Trainer
+from nmt.training.trainer import Interrupted, Trainer
 
 if TYPE_CHECKING:
     from nmt.recipe import RunConfig
 
-__all__ = ["SUMMARY", "TRAINERS", "Interrupted", "Trainer", "prepare", "train"]
+__all__ = ["SUMMARY", "Interrupted", "Trainer", "prepare", "train"]
 
 SUMMARY = "summary.json"  # written when training ends; its presence marks a finished run
 
@@ -55,7 +55,7 @@ def prepare(
     model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)
     if dist.main:
         checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
-    trainer = TRAINERS.get(cfg.train.trainer)(model, data, cfg, device, dist, log)
+    trainer = TRAINERS.get(cfg.train.trainer.kind)(model, data, cfg, device, dist, log)
     if ckpt is not None:
         if dist.main and (n := checkpoint.remove_stale_temps(run_dir)):
             log(f"removed {n} temp file(s) left by an interrupted write")

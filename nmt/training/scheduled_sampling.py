@@ -24,9 +24,9 @@ from torch import Tensor
 
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
-from nmt.training.config import ScheduledSamplingConfig
-from nmt.training.sampling_schedule import gold_probability
-from nmt.training.trainer import TRAINERS, Trainer
+from nmt.training.config import TRAINERS
+from nmt.training.sampling_schedule import ScheduledSamplingConfig, gold_probability
+from nmt.training.trainer import Trainer
 
 
 def prediction_embeddings(logits: Tensor, table: Tensor, cfg: ScheduledSamplingConfig) -> Tensor:
@@ -46,9 +46,9 @@ def prediction_embeddings(logits: Tensor, table: Tensor, cfg: ScheduledSamplingC
     return F.gumbel_softmax(logits.float(), tau=cfg.temperature, dim=-1).to(table.dtype) @ table
 
 
-@TRAINERS.register("scheduled_sampling")
+@TRAINERS.register("scheduled_sampling", config=ScheduledSamplingConfig)
 class ScheduledSamplingTrainer(Trainer):
-    """See the module docstring; options under ``train.scheduled_sampling``."""
+    """See the module docstring; options under ``train.trainer``."""
 
     extra_seconds = 0.0  # time spent in the extra passes, for the cost report
 
@@ -63,7 +63,7 @@ class ScheduledSamplingTrainer(Trainer):
         return {**summary, "cost_vs_teacher_forcing": ratio}
 
     def compute_loss(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
-        cfg = self.cfg.train.scheduled_sampling
+        cfg = self.cfg.train.trainer
         eps = gold_probability(cfg, self.state.step)
         if eps >= 1.0:  # warm-up or ε = 1: exactly teacher forcing, one pass
             loss, stats = super().compute_loss(batch)

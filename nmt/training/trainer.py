@@ -35,14 +35,12 @@ from nmt.kernels.loss import projected_smoothed_nll
 from nmt.metrics import bleu
 from nmt.model import Transformer
 from nmt.progress import console, progress_bar
-from nmt.registry import Registry
 from nmt.training.build import TrainingData
+from nmt.training.config import TRAINERS, TrainerConfig
 from nmt.training.schedule import inverse_sqrt
 
 if TYPE_CHECKING:
     from nmt.recipe import RunConfig
-
-TRAINERS: Registry[type[Trainer]] = Registry("trainer")
 
 
 class Interrupted(Exception):
@@ -125,7 +123,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-@TRAINERS.register("teacher_forcing")
+@TRAINERS.register("teacher_forcing", config=TrainerConfig)
 class Trainer:
     """Teacher forcing: the decoder reads the gold prefix (Williams & Zipser 1989),
     with label-smoothed cross-entropy (Szegedy et al. 2016) and Adam under an

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import typing
-
 import pytest
 import torch
 
 from nmt.attention import ATTENTION
-from nmt.attention.base import SCORES, DotScore, TrilinearScore
+from nmt.attention.base import DotScore, TrilinearScore
 from nmt.config import from_dict
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import ConfigError
 from nmt.model import two_stream
-from nmt.model.config import DecoderConfig, EncoderConfig, ModelConfig
-from nmt.model.decoder import DECODERS
-from nmt.model.layers import ENCODER_BLOCKS
+from nmt.model.config import DECODERS, ENCODER_BLOCKS, DecoderConfig, EncoderConfig, ModelConfig
 from nmt.model.qanet import QANetBlock
 from tests.attention.test_attention import build, inputs
 from tests.helpers import VOCAB, random_batch, tiny_model
@@ -47,13 +43,20 @@ def target(lengths: list[int]) -> torch.Tensor:
     return torch.cat([torch.full((B, 1), BOS), random_batch(lengths)], 1)
 
 
-def test_registries_match_the_recipe_choices():
-    def choices(cls, name):
-        return set(typing.get_args(typing.get_type_hints(cls)[name]))
-
-    assert set(ENCODER_BLOCKS.names()) == choices(EncoderConfig, "block")
-    assert set(DECODERS.names()) == choices(DecoderConfig, "kind")
-    assert "trilinear" in SCORES.names()
+@pytest.mark.parametrize(
+    ("registry", "base", "section", "key", "built_in"),
+    [
+        (ENCODER_BLOCKS, EncoderConfig, "encoder", "block", {"transformer", "qanet"}),
+        (DECODERS, DecoderConfig, "decoder", "kind", {"standard", "two_stream"}),
+    ],
+)
+def test_each_block_and_decoder_reads_its_own_config(registry, base, section, key, built_in):
+    assert built_in <= set(registry.names())
+    for name in registry.names():
+        cfg = from_dict(ModelConfig, {section: {key: name}})
+        part = getattr(cfg, section)
+        assert isinstance(part, registry.config(name)) and issubclass(type(part), base)
+        assert getattr(part, key) == name
 
 
 # ------------------------------------------------------------------ trilinear

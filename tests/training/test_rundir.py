@@ -67,7 +67,7 @@ REFUSED = {
     "model.d_model": {"model": {"d_model": 64}},
     "model.heads": {"model": {"heads": 4}},
     "model.attention.kind": {"model": {"attention": {"kind": "local_m"}}},
-    "train.trainer": {"train": {"trainer": "scheduled_sampling"}},
+    "train.trainer.kind": {"train": {"trainer": {"kind": "scheduled_sampling"}}},
     "model.dropout": {"model": {"dropout": 0.3}},
     "train.seed": {"train": {"seed": 9}},
     "train.batch_tokens": {"train": {"batch_tokens": 1024}},

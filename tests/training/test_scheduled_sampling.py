@@ -9,9 +9,8 @@ import torch.nn.functional as F
 from nmt.attention import ATTENTION
 from nmt.data.vocab import PAD
 from nmt.errors import NmtError
-from nmt.training.config import ScheduledSamplingConfig
 from nmt.training.run import prepare, train
-from nmt.training.sampling_schedule import gold_probability
+from nmt.training.sampling_schedule import ScheduledSamplingConfig, gold_probability
 
 
 @pytest.mark.parametrize("schedule", ["linear", "exponential", "inverse_sigmoid"])
@@ -53,16 +52,14 @@ def test_schedule_values(options, expected):
 def test_bad_options_are_refused(tiny_recipe, options):
     from nmt.recipe import load_recipe
 
-    with pytest.raises(NmtError, match=r"train\.scheduled_sampling"):
-        load_recipe(
-            tiny_recipe(train={"trainer": "scheduled_sampling", "scheduled_sampling": options})
-        )
+    with pytest.raises(NmtError, match=r"train\.trainer\."):
+        load_recipe(tiny_recipe(train={"trainer": {"kind": "scheduled_sampling", **options}}))
 
 
 def make(tiny_config, **ss):
     cfg = tiny_config(
         model={"dropout": 0.0},
-        train={"trainer": "scheduled_sampling", "scheduled_sampling": ss, "batch_tokens": 2048},
+        train={"trainer": {"kind": "scheduled_sampling", **ss}, "batch_tokens": 2048},
     )
     trainer = prepare(cfg, "cpu")
     batch = trainer.data.train.collate(trainer.data.train.epoch_batches(2048, 0, 0)[0])
@@ -146,10 +143,9 @@ def test_works_with_every_attention_variant(tiny_config, model):
     cfg = tiny_config(
         model=model,
         train={
-            "trainer": "scheduled_sampling",
+            "trainer": {"kind": "scheduled_sampling", "schedule": "constant", "k": 0.5},
             "max_steps": 3,
             "valid_every": 3,
-            "scheduled_sampling": {"schedule": "constant", "k": 0.5},
         },
     )
     summary = train(cfg, device="cpu")
@@ -162,9 +158,8 @@ def test_gumbel_temperature_follows_updates_through_passes_and_accumulation(tiny
     cfg = tiny_config(
         model={"decoder_layers": 2, "attention": {"kind": "hard", "estimator": "gumbel"}},
         train={
-            "trainer": "scheduled_sampling",
+            "trainer": {"kind": "scheduled_sampling", "schedule": "constant", "k": 0.5},
             "accumulate": 2,
-            "scheduled_sampling": {"schedule": "constant", "k": 0.5},
         },
     )
     trainer = prepare(cfg, "cpu")
