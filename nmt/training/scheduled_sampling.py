@@ -54,6 +54,8 @@ class ScheduledSamplingTrainer(Trainer):
 
     def run(self) -> dict[str, Any]:
         summary = super().run()
+        if self.step_seconds == 0:  # a resume with the budget already spent: no steps
+            return summary
         # Teacher forcing would have cost the step time without the extra passes.
         ratio = self.step_seconds / max(self.step_seconds - self.extra_seconds, 1e-9)
         self.log(
