@@ -21,6 +21,12 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _data_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Prepared corpora go to a directory of the session, not the user's cache."""
+    os.environ["NMT_CACHE_DIR"] = str(tmp_path_factory.mktemp("nmt-cache"))
+
+
 @pytest.fixture(scope="session")
 def toy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small toy corpus (300 training pairs), generated once per test session."""

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -33,9 +34,9 @@ class AttentionConfig:
     # bidaf: fuse [h; c; h∘c; h∘c̃] after the cross-attention (nmt.attention.fusion)
     fusion: Literal["none", "bidaf"] = "none"
 
-    def from_data(self, lengths: list[tuple[int, int]]) -> tuple[AttentionConfig, str | None]:
+    def from_data(self, lengths: np.ndarray) -> tuple[AttentionConfig, str | None]:
         """The config with values measured on the training data filled in, given its
-        (source, target) lengths in pieces, and a line saying what was measured (None:
+        (source, target) lengths in pieces (N,2), and a line saying what was measured (None:
         nothing). The trainer calls it once, before building the model."""
         return self, None
 

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -71,10 +72,10 @@ class LocalMConfig(LocalConfig):
             return {}
         return {"ratio": f"only center length_ratio uses it (center is {self.center!r})"}
 
-    def from_data(self, lengths: list[tuple[int, int]]) -> tuple[LocalMConfig, str | None]:
+    def from_data(self, lengths: np.ndarray) -> tuple[LocalMConfig, str | None]:
         if self.center != "length_ratio" or self.ratio is not None:
             return self, None
-        ratio = sum(t / s for s, t in lengths) / len(lengths)
+        ratio = sum(t / s for s, t in lengths.tolist()) / len(lengths)
         measured = f"{ratio:.3f} (mean target/source length on the training data)"
         return replace(self, ratio=ratio), f"model.attention.ratio = {measured}"
 

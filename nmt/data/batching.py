@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -30,89 +33,120 @@ class Batch:
         )
 
 
-def pad(seqs: list[list[int]], prefix: list[int] = (), suffix: list[int] = ()) -> Tensor:
-    """Ragged id lists -> (N, L) padded with PAD, each wrapped in prefix/suffix."""
-    rows = [list(prefix) + s + list(suffix) for s in seqs]
-    out = torch.full((len(rows), max(map(len, rows), default=0)), PAD, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return out
+def pad(seqs: Sequence[Sequence[int]], prefix: list[int] = (), suffix: list[int] = ()) -> Tensor:
+    """Ragged id sequences -> (N, L) padded with PAD, each wrapped in prefix/suffix."""
+    p, q = len(prefix), len(suffix)
+    out = np.full((len(seqs), max(map(len, seqs), default=-p - q) + p + q), PAD, dtype=np.int64)
+    for row, seq in enumerate(seqs):
+        n = len(seq)
+        out[row, :p], out[row, p : p + n], out[row, p + n : p + n + q] = prefix, seq, suffix
+    return torch.from_numpy(out)
 
 
-def cut(order: list[int], lengths: list[tuple[int, int]], batch_tokens: int) -> list[list[int]]:
+def cut(order: np.ndarray, sizes: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
     """Cut pair indices, in ``order``, into consecutive batches with
-    ``n * max(longest source, longest target) <= batch_tokens`` (a pair longer than
-    the budget gets a batch of its own)."""
-    batches, current, longest = [], [], 0
-    for i in order:
-        size = max(lengths[i])
-        if current and (len(current) + 1) * max(longest, size) > batch_tokens:
-            batches.append(current)
-            current, longest = [], 0
-        current.append(i)
+    ``n * max(size) <= batch_tokens``, where a pair's size is the longer side's length
+    (a pair longer than the budget gets a batch of its own)."""
+    bounds, start, longest = [], 0, 0
+    for j, size in enumerate(sizes[order].tolist()):
+        if j > start and (j - start + 1) * max(longest, size) > batch_tokens:
+            bounds.append(j)
+            start, longest = j, 0
         longest = max(longest, size)
-    if current:
-        batches.append(current)
-    return batches
+    return np.split(order, bounds) if len(order) else []
 
 
 def bucket(
-    lengths: list[tuple[int, int]], batch_tokens: int, generator: torch.Generator | None = None
-) -> list[list[int]]:
-    """Group pair indices into batches of similar length: ``cut`` of the pairs sorted
-    by the longer side's length (what the budget counts), then the target's, then
-    the source's. The target side carries about two thirds of a step's work (the
-    decoder and the output layer), so its padding costs most: on Multi30k with a
-    budget of 2,048 this order pads 2.4% of source and 3.2% of target positions in
-    244 batches, where sorting by (source, target) padded 0.3% and 8.1% in 256, and
-    the reference recipe trains 5% more target tokens a second. With a
-    ``generator``, ties break at random, so batch composition varies between
-    epochs. Every index appears once."""
+    lengths: np.ndarray, batch_tokens: int, generator: torch.Generator | None = None
+) -> list[np.ndarray]:
+    """Group pair indices, given their (source, target) ``lengths`` (N,2), into
+    batches of similar length: ``cut`` of the pairs sorted by the longer side's length
+    (what the budget counts), then the target's, then the source's. The target side
+    carries about two thirds of a step's work (the decoder and the output layer), so
+    its padding costs most: on Multi30k with a budget of 2,048 this order pads 2.4% of
+    source and 3.2% of target positions in 244 batches, where sorting by (source,
+    target) padded 0.3% and 8.1% in 256, and the reference recipe trains 5% more
+    target tokens a second. With a ``generator``, ties break at random, so batch
+    composition varies between epochs. Every index appears once."""
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
     n = len(lengths)
-    noise = torch.rand(n, generator=generator).tolist() if generator else [0.0] * n
-    order = sorted(range(n), key=lambda i: (max(lengths[i]), *lengths[i][::-1], noise[i]))
-    return cut(order, lengths, batch_tokens)
+    noise = torch.rand(n, generator=generator).numpy() if generator else np.zeros(n)
+    longest = lengths.max(1)
+    order = np.lexsort((noise, lengths[:, 0], lengths[:, 1], longest))  # last key first
+    return cut(order, longest, batch_tokens)
+
+
+class Tokens:
+    """One side's encoded sentences: their ids in one flat array, sentence i at
+    ``ids[offsets[i]:offsets[i + 1]]`` (memory-mapped from the data cache, or in
+    memory)."""
+
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray) -> None:
+        self.ids, self.offsets = ids, offsets
+
+    @classmethod
+    def from_lists(cls, seqs: list[list[int]]) -> Tokens:
+        offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in seqs], out=offsets[1:])
+        ids = np.fromiter(itertools.chain.from_iterable(seqs), np.int64, int(offsets[-1]))
+        return cls(ids, offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
 
 
 class ParallelData:
-    """Encoded sentence pairs and their per-epoch batch plans."""
+    """Encoded sentence pairs and their per-epoch batch plans. Batching reads only
+    the (N,2) lengths array, so a memory-mapped corpus stays on disk but for the
+    pairs of the batches collated."""
 
-    def __init__(self, src: list[list[int]], tgt: list[list[int]]) -> None:
+    def __init__(self, src: Tokens, tgt: Tokens) -> None:
         self.src, self.tgt = src, tgt
         # +1: EOS on the source, BOS/EOS on the shifted target.
-        self.lengths = [(len(s) + 1, len(t) + 1) for s, t in zip(src, tgt)]
+        self.lengths = np.stack([src.lengths() + 1, tgt.lengths() + 1], 1).astype(np.int32)
+
+    @classmethod
+    def from_lists(cls, src: list[list[int]], tgt: list[list[int]]) -> ParallelData:
+        return cls(Tokens.from_lists(src), Tokens.from_lists(tgt))
 
     def __len__(self) -> int:
         return len(self.src)
 
     def epoch_batches(
         self, batch_tokens: int, seed: int, epoch: int, bucketed: bool = True
-    ) -> list[list[int]]:
+    ) -> list[np.ndarray]:
         """The batch plan of ``epoch``, a pure function of its arguments: bucketed by
         length, then shuffled; or (``bucketed=False``) pairs shuffled, then cut in
         that order, as toolkits without bucketing do (more padding, mixed lengths)."""
         g = torch.Generator().manual_seed(seed * 100_003 + epoch)
         if not bucketed:
-            return cut(torch.randperm(len(self), generator=g).tolist(), self.lengths, batch_tokens)
+            order = torch.randperm(len(self), generator=g).numpy()
+            return cut(order, self.lengths.max(1), batch_tokens)
         batches = bucket(self.lengths, batch_tokens, g)
         return [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
 
-    def collate(self, indices: list[int]) -> Batch:
-        src = [self.src[i] for i in indices]
-        tgt = [self.tgt[i] for i in indices]
+    def collate(self, indices: Sequence[int]) -> Batch:
+        index = np.asarray(indices, dtype=np.int64)
+        src = [self.src[i] for i in index]
+        tgt = [self.tgt[i] for i in index]
         return Batch(
             pad(src, suffix=[EOS]),
             pad(tgt, prefix=[BOS]),
             pad(tgt, suffix=[EOS]),
-            torch.tensor(indices, dtype=torch.long),
+            torch.from_numpy(index),
         )
 
-    def padding_fraction(self, batches: list[list[int]]) -> float:
+    def padding_fraction(self, batches: list[np.ndarray]) -> float:
         """Share of padded slots over source and target tensors of these batches."""
         real = padded = 0
         for b in batches:
-            s = [self.lengths[i][0] for i in b]
-            t = [self.lengths[i][1] for i in b]
-            real += sum(s) + sum(t)
-            padded += len(b) * (max(s) + max(t))
+            s, t = self.lengths[b, 0], self.lengths[b, 1]
+            real += int(s.sum()) + int(t.sum())
+            padded += len(b) * (int(s.max()) + int(t.max()))
         return 1.0 - real / max(padded, 1)

@@ -18,9 +18,12 @@ class VocabConfig:
     model: str | None = None  # joint: one .model file; separate: use src_model/tgt_model
     src_model: str | None = None
     tgt_model: str | None = None
+    # sentences SentencePiece trains on, drawn at random (seeded) from larger corpora
+    sample: int = 2_000_000
 
     def __post_init__(self) -> None:
         check(8 <= self.size <= 2**20, "size", "must be in 8..1,048,576")
+        check(1_000 <= self.sample <= 2**30, "sample", "must be in 1,000..1,073,741,824")
         if self.joint:
             check(
                 self.src_model is None and self.tgt_model is None,
@@ -43,7 +46,7 @@ class VocabConfig:
         if self.model is None and self.src_model is None:
             return {}
         why = "a given SentencePiece model fixes the vocabulary"
-        return {"size": why, "type": why}
+        return {"size": why, "type": why, "sample": why}
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class DataConfig:
     test: tuple[str, ...] = ()
     max_len: int = 100  # subword pieces; longer training pairs are dropped
     vocab: VocabConfig = field(default_factory=VocabConfig)
+    # where prepared corpora are kept (nmt.data.cache); null: $NMT_CACHE_DIR or ~/.cache/nmt
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         check(self.src_lang != self.tgt_lang, "tgt_lang", "must differ from data.src_lang")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from nmt.errors import NmtError
@@ -25,18 +27,37 @@ def read_lines(path: str | Path) -> list[str]:
 
     An undecodable byte is an error naming the file and line.
     """
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of :func:`read_lines` one at a time, for corpora too large to hold."""
     path = Path(path)
     if path.is_dir():
         raise NmtError(f"{path}: is a directory, expected a text file")
+    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as f:
-            raw = f.read()
+            for number, line in enumerate(f, 1):
+                yield decode_line(line.removesuffix(b"\n"), str(path), number)
     except FileNotFoundError:
         raise NmtError(f"{path}: no such file") from None
     except (OSError, EOFError, zlib.error) as e:  # zlib: a corrupt deflate stream
         raise NmtError(f"{path}: cannot read ({e})") from None
-    return decode_lines(raw, str(path))
+
+
+def count_lines(path: str | Path) -> int:
+    """The number of lines :func:`iter_lines` yields, counted without decoding."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    count, last = 0, b"\n"
+    try:
+        with opener(path, "rb") as f:
+            while block := f.read(1 << 20):
+                count, last = count + block.count(b"\n"), block[-1:]
+    except (OSError, EOFError, zlib.error) as e:
+        raise NmtError(f"{path}: cannot read ({e})") from None
+    return count + (last != b"\n")
 
 
 def decode_lines(raw: bytes, name: str) -> list[str]:
@@ -44,16 +65,29 @@ def decode_lines(raw: bytes, name: str) -> list[str]:
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            out.append(line.decode("utf-8").removesuffix("\r"))
-        except UnicodeDecodeError as e:
-            raise NmtError(
-                f"{name}:{number}: not UTF-8 text (byte 0x{line[e.start]:02x} "
-                f"at column {e.start + 1})"
-            ) from None
-    return out
+    return [decode_line(line, name, number) for number, line in enumerate(lines, 1)]
+
+
+def decode_line(line: bytes, name: str, number: int) -> str:
+    """One line of UTF-8 without its LF, its CR dropped; a bad byte names the line."""
+    try:
+        return line.decode("utf-8").removesuffix("\r")
+    except UnicodeDecodeError as e:
+        raise NmtError(
+            f"{name}:{number}: not UTF-8 text (byte 0x{line[e.start]:02x} at column {e.start + 1})"
+        ) from None
+
+
+def iter_parallel(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
+    """Source and target lines in pairs, streamed; their counts must match."""
+    src, tgt = iter_lines(src_path), iter_lines(tgt_path)
+    for count, pair in enumerate(itertools.zip_longest(src, tgt)):
+        if None in pair:
+            longer = src if pair[0] is not None else tgt
+            more = count + 1 + sum(1 for _ in longer)
+            n_src, n_tgt = (more, count) if pair[0] is not None else (count, more)
+            raise NmtError(f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}")
+        yield pair
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:

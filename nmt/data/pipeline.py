@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import atomic_write, write_text
+from nmt.checkpoint import atomic_write
+from nmt.data import cache
 from nmt.data.batching import ParallelData
 from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel, split_path
@@ -47,67 +46,34 @@ def check_files(cfg: DataConfig) -> None:
         split_files(cfg, split)
 
 
-VOCAB_STAMP = "spm.json"  # the settings and training files that made the stored models
-
-
-def vocab_stamp(cfg: DataConfig) -> str:
-    """What a stored vocabulary was made from: the vocabulary settings and the
-    training files' paths and sizes."""
-    files = {str(p): p.stat().st_size for p in split_files(cfg, cfg.train)}
-    return json.dumps({"vocab": dataclasses.asdict(cfg.vocab), "train": files}, sort_keys=True)
-
-
-def build_vocabs(
-    cfg: DataConfig, src: list[str], tgt: list[str], run_dir: Path, log: Callable[[str], None]
-) -> Vocabs:
-    """Load the recipe's SentencePiece models, reuse those stored in the run directory
-    when the same settings and files made them (a run that failed early, the other
-    ranks of a data-parallel run), or train and store new ones."""
-    stamp_path, stamp = run_dir / VOCAB_STAMP, vocab_stamp(cfg)
-    try:
-        reuse = stamp_path.read_text(encoding="utf-8") == stamp
-    except (OSError, UnicodeDecodeError):
-        reuse = False
-    vocabs = stored_or_trained(cfg, src, tgt, run_dir, reuse, log)
-    write_text(stamp_path, stamp)
-    return vocabs
-
-
-def stored_or_trained(
-    cfg: DataConfig,
-    src: list[str],
-    tgt: list[str],
-    run_dir: Path,
-    reuse: bool,
-    log: Callable[[str], None],
-) -> Vocabs:
-    """The given models, else the stored ones if ``reuse``, else newly trained; each
-    written to the run directory."""
+def recipe_vocabs(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], None]) -> Vocabs:
+    """The recipe's SentencePiece models: those it gives, else the ones its settings
+    train on the training files (trained once, kept in the data cache)."""
     v = cfg.vocab
-    if v.joint:
-        stored = run_dir / "spm.model"
-        if v.model is not None:
-            joint = Vocab.load(v.model)
-        elif reuse and stored.is_file():
-            joint = Vocab.load(stored)
-        else:
-            log(f"training a joint SentencePiece {v.type} model ({v.size} pieces)")
-            joint = Vocab.train(src + tgt, v.size, v.type)
-        atomic_write(stored, lambda f: f.write(joint.model))
+    if v.joint and v.model is not None:
+        joint = Vocab.load(v.model)
         return Vocabs(joint, joint)
-    vocabs = []
-    for side, lines, given in (("src", src, v.src_model), ("tgt", tgt, v.tgt_model)):
-        stored = run_dir / f"spm.{side}.model"
-        if given is not None:
-            vocab = Vocab.load(given)
-        elif reuse and stored.is_file():
-            vocab = Vocab.load(stored)
-        else:
-            log(f"training the {side} SentencePiece {v.type} model ({v.size} pieces)")
-            vocab = Vocab.train(lines, v.size, v.type)
-        atomic_write(stored, lambda f, vocab=vocab: f.write(vocab.model))
-        vocabs.append(vocab)
-    return Vocabs(*vocabs)
+    if v.src_model is not None:
+        return Vocabs(Vocab.load(v.src_model), Vocab.load(v.tgt_model))
+    entry = cache.vocab_entry(cfg, files, log)
+    if v.joint:
+        joint = Vocab.load(entry / "spm.model")
+        return Vocabs(joint, joint)
+    return Vocabs(Vocab.load(entry / "spm.src.model"), Vocab.load(entry / "spm.tgt.model"))
+
+
+def store_vocabs(vocabs: Vocabs, run_dir: Path) -> None:
+    """Copy the models into the run directory, for tools that want the files."""
+    names = (
+        {"spm.model": vocabs.src}
+        if vocabs.joint
+        else {
+            "spm.src.model": vocabs.src,
+            "spm.tgt.model": vocabs.tgt,
+        }
+    )
+    for name, vocab in names.items():
+        atomic_write(run_dir / name, lambda f, vocab=vocab: f.write(vocab.model))
 
 
 def encode_pairs(
@@ -129,26 +95,32 @@ def encode_pairs(
             f"{what}: dropped {empty} empty and {long} over-long (> {max_len} pieces) pairs "
             f"of {len(src_ids)}"
         )
-    return ParallelData([src_ids[i] for i in short], [tgt_ids[i] for i in short])
+    return ParallelData.from_lists([src_ids[i] for i in short], [tgt_ids[i] for i in short])
 
 
 def load_training(
     cfg: DataConfig, run_dir: Path, log: Callable[[str], None], vocabs: Vocabs | None = None
 ) -> tuple[Vocabs, ParallelData]:
-    """Read and check the training split, get vocabularies (``vocabs`` if given),
-    encode and filter."""
-    src_path, tgt_path = split_files(cfg, cfg.train)
-    src, tgt = read_parallel(src_path, tgt_path)
-    if not any(s.strip() and t.strip() for s, t in zip(src, tgt)):
-        raise NmtError(f"{src_path}: empty training set (no pair with text on both sides)")
+    """Vocabularies (``vocabs`` if given) and the training pairs, encoded and
+    filtered, memory-mapped from the data cache (prepared there first if no run
+    has prepared them: :mod:`nmt.data.cache`)."""
+    files = split_files(cfg, cfg.train)
     if vocabs is None:
-        vocabs = build_vocabs(cfg, src, tgt, run_dir, log)
-    data = encode_pairs(src, tgt, vocabs, cfg.max_len, "train", log)
-    if len(data) == 0:
-        raise NmtError(
-            f"{src_path}: empty training set after dropping pairs longer than "
-            f"data.max_len={cfg.max_len}"
+        vocabs = recipe_vocabs(cfg, files, log)
+    store_vocabs(vocabs, run_dir)
+    data, meta = cache.prepared(cfg, files, vocabs.src, vocabs.tgt, log)
+    if meta["empty"] or meta["long"]:
+        log(
+            f"train: dropped {meta['empty']} empty and {meta['long']} over-long "
+            f"(> {cfg.max_len} pieces) pairs of {meta['lines']}"
         )
+    if meta["pairs"] == 0:
+        why = (
+            "no pair with text on both sides"
+            if meta["empty"] == meta["lines"]
+            else f"after dropping pairs longer than data.max_len={cfg.max_len}"
+        )
+        raise NmtError(f"{files[0]}: empty training set ({why})")
     return vocabs, data
 
 

@@ -37,8 +37,13 @@ class Vocab:
         return cls(path.read_bytes(), str(path))
 
     @classmethod
-    def train(cls, sentences: Iterable[str], size: int, model_type: str) -> Vocab:
-        """Train on ``sentences``; ``size`` is a soft limit so small corpora still work."""
+    def train(
+        cls, sentences: Iterable[str], size: int, model_type: str, sample: int = 2_000_000
+    ) -> Vocab:
+        """Train on ``sentences``, or on ``sample`` of them drawn at random (with a fixed
+        seed, so that every run on the same corpus gets the same vocabulary) when
+        there are more; ``size`` is a soft limit so small corpora still work."""
+        spm.set_random_generator_seed(1)
         out = io.BytesIO()
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
@@ -52,7 +57,7 @@ class Vocab:
             bos_id=BOS,
             eos_id=EOS,
             minloglevel=2,
-            input_sentence_size=2_000_000,
+            input_sentence_size=sample,
             shuffle_input_sentence=True,
             num_threads=2,
         )

@@ -19,6 +19,7 @@ LOCK = "lock"  # holds the owner's pid; the advisory lock, not the file, is what
 # checkpoint already fixes.
 RUN_TIME_KEYS = (
     "run_dir",
+    "data.cache_dir",
     "train.max_steps",
     "train.max_epochs",
     "train.max_minutes",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,8 +14,6 @@ from typer.testing import CliRunner
 from nmt import checkpoint
 from nmt.cli import app
 from nmt.config import from_dict
-from nmt.data.corpus import read_parallel
-from nmt.data.pipeline import build_vocabs, split_files
 from nmt.errors import NmtError
 from nmt.recipe import RunConfig
 from nmt.training.run import train
@@ -106,21 +103,3 @@ def test_resume_accepts_run_time_keys_and_says_what_changed(two_steps, toy_dir, 
     assert "train.max_steps 2 -> 4" in out and "decode.beam 2 -> 3" in out
     assert checkpoint.load(run / "last.pt")["state"]["step"] == 4
     assert yaml.safe_load((run / "recipe.yaml").read_text())["train"]["max_steps"] == 4
-
-
-def test_a_stored_vocabulary_is_reused_only_for_its_settings(tiny_config):
-    """A run that failed after storing its vocabulary leaves ``spm.model``; a fresh run
-    there with another ``data.vocab.size`` trains its own, one with the same reuses it."""
-    stale = tiny_config(data={"vocab": {"size": 120}})
-    fresh = tiny_config(train={"max_steps": 1, "valid_every": 1})
-    run = Path(fresh.run_dir)
-    lines = read_parallel(*split_files(stale.data, stale.data.train))
-    old = build_vocabs(stale.data, *lines, run, print)
-    train(fresh, device="cpu")
-    vocab = checkpoint.load(run / "last.pt")["vocab"]["src"]
-    assert vocab != old.src.model and (run / "spm.model").read_bytes() == vocab
-
-    def no_training(message):
-        raise AssertionError(f"retrained: {message}")
-
-    assert build_vocabs(fresh.data, *lines, run, no_training).src.model == vocab

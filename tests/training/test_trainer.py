@@ -68,7 +68,7 @@ def test_gradient_accumulation_matches_one_big_batch(tiny_config):
     for t in (a, b):
         t.optimizer = torch.optim.SGD(t.model.parameters(), lr=1.0)
     plan = a.data.train.epoch_batches(512, 0, 0)[:2]
-    a.train_step([a.data.train.collate(plan[0] + plan[1])])
+    a.train_step([a.data.train.collate([*plan[0], *plan[1]])])
     b.train_step([b.data.train.collate(p) for p in plan])
     for (name, p), q in zip(a.model.named_parameters(), b.model.parameters()):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
@@ -169,7 +169,7 @@ def test_local_m_measures_its_length_ratio_on_the_training_data(tiny_config):
 
     cfg = tiny_config(model={"attention": {"kind": "local_m", "center": "length_ratio"}})
     trainer = prepare(cfg, "cpu")
-    want = sum(t / s for s, t in trainer.data.train.lengths) / len(trainer.data.train)
+    want = sum(t / s for s, t in trainer.data.train.lengths.tolist()) / len(trainer.data.train)
     assert trainer.cfg.model.attention.ratio == pytest.approx(want)
     assert trainer.model.decoder[0].cross_attn.cfg.ratio == pytest.approx(want)
     stored = yaml.safe_load((trainer.run_dir / "recipe.yaml").read_text())

@@ -1,0 +1,238 @@
+"""Prepare a training corpus once; every later run memory-maps it.
+
+What ``fairseq-preprocess`` and nanoGPT's ``prepare.py`` do, done on first use:
+the vocabulary is trained on a sample of the training text, and the training
+split is encoded, filtered (empty pairs, pairs over ``data.max_len`` pieces) and
+written as each side's token ids in one flat array (uint16 when the vocabulary
+fits, else uint32) plus int64 offsets. Two entries live under the cache
+directory, each keyed by a hash of what made it:
+
+- ``vocab-KEY/``: the SentencePiece model(s), from the vocabulary settings and
+  the training files (path, size, modification time);
+- ``data-KEY/``: the encoded split, from the training files, the vocabulary's
+  bytes and ``max_len``.
+
+A changed file or setting makes a new entry, never a stale one; every variant
+and seed of a study, every DDP rank and every ``--resume`` with the same data
+and vocabulary maps the same pages. An entry is built in a temporary directory
+and renamed into place, under a file lock, so two processes never build it
+twice nor read it half-written; a damaged entry is rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nmt.data.batching import ParallelData, Tokens
+from nmt.data.config import DataConfig
+from nmt.data.corpus import count_lines, iter_lines, iter_parallel
+from nmt.data.vocab import Vocab
+from nmt.errors import NmtError
+from nmt.progress import progress_bar
+
+FORMAT = 1  # bump when the layout of an entry changes
+CHUNK = 20_000  # pairs encoded per SentencePiece batch call
+
+
+def cache_root(cfg: DataConfig) -> Path:
+    """``data.cache_dir``, else ``$NMT_CACHE_DIR``, else ``~/.cache/nmt``."""
+    root = cfg.cache_dir or os.environ.get("NMT_CACHE_DIR") or "~/.cache/nmt"
+    return Path(root).expanduser()
+
+
+def file_stamp(path: Path) -> list[Any]:
+    """What identifies a data file's contents without reading it: its resolved path,
+    size and modification time (any edit changes the last two)."""
+    st = path.stat()
+    return [str(path.resolve()), st.st_size, st.st_mtime_ns]
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()[:20]
+
+
+@contextlib.contextmanager
+def building(entry: Path) -> Iterator[Path | None]:
+    """Hold the entry's lock; yield a fresh directory to build it in, or None when
+    it is already there. What is built is renamed into place when the block ends
+    without an error, else removed."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(entry.with_name(entry.name + ".lock"), "w")
+    except OSError as e:
+        why = e.strerror or e
+        raise NmtError(f"data.cache_dir: {entry.parent}: cannot write ({why})") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process building it: wait for it
+        if (entry / "meta.json").is_file():
+            yield None
+            return
+        shutil.rmtree(entry, ignore_errors=True)  # a damaged or unfinished entry
+        tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            yield tmp
+            os.rename(tmp, entry)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def vocab_entry(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], None]) -> Path:
+    """The directory holding the vocabulary that the recipe's settings train on
+    ``files``, trained now if no run has trained it before."""
+    v = cfg.vocab
+    settings = {k: getattr(v, k) for k in ("size", "joint", "type", "sample")}
+    entry = cache_root(cfg) / f"vocab-{digest([FORMAT, settings, *map(file_stamp, files)])}"
+    with building(entry) as tmp:
+        if tmp is not None:
+            check_corpus(files)
+            joint = {"": itertools.chain(*map(iter_lines, files))}
+            sides = (
+                joint if v.joint else {".src": iter_lines(files[0]), ".tgt": iter_lines(files[1])}
+            )
+            for suffix, lines in sides.items():
+                what = "a joint" if v.joint else f"the {suffix[1:]}"
+                log(f"training {what} SentencePiece {v.type} model ({v.size} pieces)")
+                model = Vocab.train(lines, v.size, v.type, v.sample).model
+                (tmp / f"spm{suffix}.model").write_bytes(model)
+            (tmp / "meta.json").write_text(json.dumps({"settings": settings}))
+    return entry
+
+
+def id_dtype(size: int) -> np.dtype:
+    """The narrowest unsigned type holding the ids of a vocabulary of ``size``."""
+    return np.dtype(np.uint16 if size <= 2**16 else np.uint32)
+
+
+def check_corpus(files: tuple[Path, Path]) -> None:
+    """Fail before training a vocabulary on files that cannot make a training set:
+    unequal line counts, bad UTF-8 (each named by :func:`iter_parallel`), no pair
+    with text on both sides."""
+    text = False
+    for s, t in iter_parallel(*files):  # to the end: the line counts are checked there
+        text = text or bool(s.strip() and t.strip())
+    if not text:
+        raise NmtError(f"{files[0]}: empty training set (no pair with text on both sides)")
+
+
+def encode_split(
+    files: tuple[Path, Path], src: Vocab, tgt: Vocab, max_len: int, out: Path
+) -> dict[str, int]:
+    """Encode, filter and write one split to ``out`` in chunks (bounded memory, a
+    progress bar); returns the counts for ``meta.json``."""
+    dtypes = [id_dtype(len(v)) for v in (src, tgt)]
+    counts = {"lines": 0, "empty": 0, "long": 0, "pairs": 0, "src_ids": 0, "tgt_ids": 0}
+    sides = [("src", src, dtypes[0]), ("tgt", tgt, dtypes[1])]
+    names = [f"{side}.{part}" for side, *_ in sides for part in ("ids", "offsets")]
+    outputs = {name: open(out / name, "wb") for name in names}
+    threads = os.cpu_count() or 1
+    try:
+        for side, *_ in sides:
+            outputs[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
+        bar = progress_bar("pairs/s")
+        with bar:
+            total, start = count_lines(files[0]), time.perf_counter()
+            task = bar.add_task(f"encoding {files[0].name}", total=total, rate=0.0, info="")
+            pairs = iter_parallel(*files)
+            while chunk := list(itertools.islice(pairs, CHUNK)):
+                encoded = [
+                    vocab.sp.encode([pair[i] for pair in chunk], num_threads=threads)
+                    for i, (_, vocab, _) in enumerate(sides)
+                ]
+                keep = [i for i, (s, t) in enumerate(zip(*encoded)) if s and t]
+                short = [i for i in keep if max(len(encoded[0][i]), len(encoded[1][i])) <= max_len]
+                counts["lines"] += len(chunk)
+                counts["empty"] += len(chunk) - len(keep)
+                counts["long"] += len(keep) - len(short)
+                counts["pairs"] += len(short)
+                for (side, _, dtype), seqs in zip(sides, encoded):
+                    kept = [seqs[i] for i in short]
+                    lengths = np.fromiter(map(len, kept), np.int64, len(kept))
+                    ends = counts[f"{side}_ids"] + np.cumsum(lengths)
+                    outputs[f"{side}.offsets"].write(ends.tobytes())
+                    total = int(lengths.sum())
+                    ids = np.fromiter(itertools.chain.from_iterable(kept), dtype, total)
+                    outputs[f"{side}.ids"].write(ids.tobytes())
+                    counts[f"{side}_ids"] += total
+                rate = counts["lines"] / max(time.perf_counter() - start, 1e-9)
+                bar.update(task, completed=counts["lines"], rate=rate)
+        for f in outputs.values():
+            f.flush()
+            os.fsync(f.fileno())
+    finally:
+        for f in outputs.values():
+            f.close()
+    return {**counts, "src_dtype": np.dtype(dtypes[0]).name, "tgt_dtype": np.dtype(dtypes[1]).name}
+
+
+def data_entry(
+    cfg: DataConfig, files: tuple[Path, Path], src: Vocab, tgt: Vocab, log: Callable[[str], None]
+) -> Path:
+    """The directory holding the training split encoded with these vocabularies,
+    encoded now if no run has encoded it before."""
+    vocab = [hashlib.sha256(v.model).hexdigest() for v in (src, tgt)]
+    key = digest([FORMAT, vocab, cfg.max_len, *map(file_stamp, files)])
+    entry = cache_root(cfg) / f"data-{key}"
+    with building(entry) as tmp:
+        if tmp is not None:
+            log(f"preparing {files[0]} and {files[1]} in {entry}")
+            meta = {"files": [str(f) for f in files], "max_len": cfg.max_len}
+            meta.update(encode_split(files, src, tgt, cfg.max_len, tmp))
+            (tmp / "meta.json").write_text(json.dumps(meta))
+    return entry
+
+
+def read_meta(entry: Path) -> dict[str, Any]:
+    try:
+        return json.loads((entry / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DamagedEntry(f"{entry}/meta.json: {e}") from None
+
+
+class DamagedEntry(Exception):
+    """A cache entry whose files do not match its meta.json."""
+
+
+def mapped(entry: Path) -> tuple[ParallelData, dict[str, Any]]:
+    """The encoded pairs of an entry, memory-mapped, and its meta.json."""
+    meta = read_meta(entry)
+    sides = []
+    for side in ("src", "tgt"):
+        count, dtype = meta[f"{side}_ids"], np.dtype(meta[f"{side}_dtype"])
+        files = (entry / f"{side}.ids", entry / f"{side}.offsets")
+        sizes = [count * dtype.itemsize, (meta["pairs"] + 1) * 8]
+        if [f.stat().st_size if f.is_file() else -1 for f in files] != sizes:
+            raise DamagedEntry(f"{entry}: {side} files do not match meta.json")
+        ids = np.memmap(files[0], dtype, "r", shape=(count,)) if count else np.zeros(0, dtype)
+        offsets = np.memmap(files[1], np.int64, "r", shape=(meta["pairs"] + 1,))
+        if offsets[-1] != count:
+            raise DamagedEntry(f"{entry}: {side}.offsets do not end at {count}")
+        sides.append(Tokens(ids, offsets))
+    return ParallelData(*sides), meta
+
+
+def prepared(
+    cfg: DataConfig, files: tuple[Path, Path], src: Vocab, tgt: Vocab, log: Callable[[str], None]
+) -> tuple[ParallelData, dict[str, Any]]:
+    """The training pairs from the cache (prepared first if need be); a damaged entry
+    is removed and prepared again."""
+    entry = data_entry(cfg, files, src, tgt, log)
+    try:
+        return mapped(entry)
+    except (DamagedEntry, KeyError, TypeError, ValueError) as e:
+        log(f"warning: damaged data cache entry ({e}); preparing it again")
+        (entry / "meta.json").unlink(missing_ok=True)
+        return mapped(data_entry(cfg, files, src, tgt, log))

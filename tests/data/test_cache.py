@@ -1,0 +1,143 @@
+"""The data cache: prepared once, memory-mapped after, the same batches as the
+in-memory pairs, a new entry for any change, damaged entries rebuilt."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nmt.config import from_dict
+from nmt.data import cache
+from nmt.data.batching import ParallelData
+from nmt.data.config import DataConfig
+from nmt.data.corpus import read_parallel
+from nmt.data.pipeline import encode_pairs, load_training, split_files
+from nmt.data.toy import write_corpus
+from nmt.errors import NmtError
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    write_corpus(tmp_path / "corpus", size=300, seed=3)
+    return tmp_path / "corpus"
+
+
+def config(corpus: Path, tmp_path: Path, **vocab) -> DataConfig:
+    data = {"dir": str(corpus), "src_lang": "src", "tgt_lang": "tgt", "max_len": 60}
+    data["vocab"] = {"size": 120, **vocab}
+    return from_dict(DataConfig, {**data, "cache_dir": str(tmp_path / "cache")})
+
+
+def load(cfg: DataConfig, tmp_path: Path) -> tuple[object, ParallelData, list[str]]:
+    said: list[str] = []
+    vocabs, data = load_training(cfg, tmp_path / "run", said.append)
+    return vocabs, data, said
+
+
+def test_cached_pairs_and_batches_equal_the_in_memory_ones(corpus, tmp_path):
+    cfg = config(corpus, tmp_path)
+    vocabs, data, said = load(cfg, tmp_path)
+    assert isinstance(data.src.ids, np.memmap) and data.src.ids.dtype == np.uint16
+    src, tgt = read_parallel(*split_files(cfg, cfg.train))
+    memory = encode_pairs(src, tgt, vocabs, cfg.max_len, "train", said.append)
+    assert said[-1] == said[-2]  # the same "dropped N empty and M over-long" line
+    assert len(data) == len(memory) and 0 < len(data) < len(src)
+    for i in range(len(data)):
+        assert data.src[i].tolist() == memory.src[i].tolist()
+        assert data.tgt[i].tolist() == memory.tgt[i].tolist()
+    for bucketed in (True, False):
+        for epoch in (0, 1):
+            got = data.epoch_batches(64, 5, epoch, bucketed)
+            want = memory.epoch_batches(64, 5, epoch, bucketed)
+            assert [b.tolist() for b in got] == [b.tolist() for b in want]
+    a, b = data.collate(got[0]), memory.collate(want[0])
+    assert all((x == y).all() for x, y in zip(vars(a).values(), vars(b).values()))
+
+
+def test_a_second_run_trains_and_encodes_nothing(corpus, tmp_path):
+    cfg = config(corpus, tmp_path)
+    first, data, said = load(cfg, tmp_path)
+    assert any("training a joint" in s for s in said) and any("preparing" in s for s in said)
+    again, same, said = load(cfg, tmp_path)
+    assert not any("training" in s or "preparing" in s for s in said)
+    assert again.src.model == first.src.model and (same.src.ids == data.src.ids).all()
+    assert (tmp_path / "run" / "spm.model").read_bytes() == first.src.model
+
+
+def test_a_changed_file_or_setting_makes_a_new_entry(corpus, tmp_path):
+    cfg = config(corpus, tmp_path)
+    load(cfg, tmp_path)
+    entries = set(entries_in(tmp_path))
+    for path in split_files(cfg, cfg.train):  # one more pair, same sizes elsewhere
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("a b c\n")
+    _, _, said = load(cfg, tmp_path)
+    assert any("training" in s for s in said) and any("preparing" in s for s in said)
+    _, _, said = load(config(corpus, tmp_path, size=100), tmp_path)
+    assert any("training" in s for s in said)
+    _, _, said = load(from_dict(DataConfig, {**_plain(cfg), "max_len": 20}), tmp_path)
+    assert any("preparing" in s for s in said) and not any("training" in s for s in said)
+    assert len(set(entries_in(tmp_path)) - entries) == 5  # 2 vocabularies, 3 data
+
+
+def entries_in(tmp_path: Path) -> list[Path]:
+    return [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+
+
+def _plain(cfg: DataConfig) -> dict:
+    import dataclasses
+
+    return {**dataclasses.asdict(cfg), "test": list(cfg.test)}
+
+
+@pytest.mark.parametrize("damage", ["truncate", "meta"])
+def test_a_damaged_entry_is_prepared_again(corpus, tmp_path, damage):
+    cfg = config(corpus, tmp_path)
+    _, data, _ = load(cfg, tmp_path)
+    want = np.array(data.tgt.ids)  # a copy: the mapped file is about to be damaged
+    (entry,) = [p for p in entries_in(tmp_path) if p.name.startswith("data-")]
+    if damage == "truncate":
+        path = entry / "tgt.ids"
+        path.write_bytes(path.read_bytes()[:-6])
+    else:
+        (entry / "meta.json").write_text("{not json")
+    _, again, said = load(cfg, tmp_path)
+    assert any("damaged data cache entry" in s for s in said)
+    assert (again.tgt.ids == want).all() and len(again) == len(data)
+
+
+def test_processes_that_meet_build_one_entry(corpus, tmp_path):
+    """Two loaders at once: one builds while the other waits on the lock, then maps it."""
+    cfg = config(corpus, tmp_path)
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(load(cfg, tmp_path))) for _ in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    built = [s for _, _, said in results for s in said if "preparing" in s]
+    assert len(built) == 1 and (results[0][1].src.ids == results[1][1].src.ids).all()
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_unequal_files_are_an_error_and_leave_no_entry(corpus, tmp_path):
+    cfg = config(corpus, tmp_path)
+    src, _ = split_files(cfg, cfg.train)
+    with open(src, "a", encoding="utf-8") as f:
+        f.write("one more\n")
+    with pytest.raises(NmtError, match=r"has 301 lines but .* has 300"):
+        load(cfg, tmp_path)
+    assert not entries_in(tmp_path)
+
+
+def test_ids_take_two_bytes_while_the_vocabulary_fits(corpus, tmp_path, monkeypatch):
+    assert cache.id_dtype(2**16) == np.uint16 and cache.id_dtype(2**16 + 1) == np.uint32
+    cfg = config(corpus, tmp_path)
+    _, small, _ = load(cfg, tmp_path)
+    monkeypatch.setattr(cache, "id_dtype", lambda size: np.dtype(np.uint32))
+    monkeypatch.setattr(cache, "FORMAT", cache.FORMAT + 100)  # a separate entry
+    _, large, _ = load(cfg, tmp_path)
+    assert large.src.ids.dtype == np.uint32 and (large.src.ids == small.src.ids).all()
