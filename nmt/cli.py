@@ -20,7 +20,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Transformer NMT with pluggable cross-attention and scheduled sampling.",
 )
-data_app = typer.Typer(no_args_is_help=True, help="Corpora: the toy corpus, downloads.")
+data_app = typer.Typer(
+    no_args_is_help=True, help="Corpora: the toy corpus, downloads, preparing a recipe's data."
+)
 app.add_typer(data_app, name="data")
 
 
@@ -245,6 +247,28 @@ def data_fetch(
 
     written = fetch(corpus, out_dir, pairs, mirror, log=lambda m: typer.echo(m, err=True))
     typer.echo(f"wrote {len(written)} files to {out_dir}")
+
+
+@data_app.command(
+    "prepare",
+    epilog="Example: nmt data prepare recipes/multi30k-de-en.yaml "
+    "--set data.dir=../shared/data/multi30k",
+)
+@user_errors
+def data_prepare(
+    recipe: Path = typer.Argument(..., help="YAML recipe (its data section is used)."),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+) -> None:
+    """Train the recipe's vocabulary and encode its training split into the data
+    cache (data.cache_dir), which every later run with the same data memory-maps."""
+    from nmt.data.pipeline import prepare
+    from nmt.recipe import load_recipe
+
+    meta = prepare(load_recipe(recipe, set_).data, log=lambda m: typer.echo(m, err=True))
+    typer.echo(
+        f"{meta['pairs']:,} training pairs of {meta['lines']:,} (dropped {meta['empty']:,} "
+        f"empty, {meta['long']:,} over-long), {meta['bytes'] / 2**20:,.1f} MiB in {meta['entry']}"
+    )
 
 
 def main() -> None:

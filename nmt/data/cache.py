@@ -207,7 +207,8 @@ class DamagedEntry(Exception):
 
 
 def mapped(entry: Path) -> tuple[ParallelData, dict[str, Any]]:
-    """The encoded pairs of an entry, memory-mapped, and its meta.json."""
+    """The encoded pairs of an entry, memory-mapped, and its meta.json (with the
+    entry's path and size on disk added)."""
     meta = read_meta(entry)
     sides = []
     for side in ("src", "tgt"):
@@ -221,7 +222,8 @@ def mapped(entry: Path) -> tuple[ParallelData, dict[str, Any]]:
         if offsets[-1] != count:
             raise DamagedEntry(f"{entry}: {side}.offsets do not end at {count}")
         sides.append(Tokens(ids, offsets))
-    return ParallelData(*sides), meta
+    size = sum(f.stat().st_size for f in entry.iterdir())
+    return ParallelData(*sides), {**meta, "entry": str(entry), "bytes": size}
 
 
 def prepared(

@@ -98,6 +98,14 @@ def encode_pairs(
     return ParallelData.from_lists([src_ids[i] for i in short], [tgt_ids[i] for i in short])
 
 
+def prepare(cfg: DataConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    """Put the recipe's vocabulary and training split in the data cache (``nmt data
+    prepare``); returns the entry's meta.json with its path and size."""
+    files = split_files(cfg, cfg.train)
+    vocabs = recipe_vocabs(cfg, files, log)
+    return cache.prepared(cfg, files, vocabs.src, vocabs.tgt, log)[1]
+
+
 def load_training(
     cfg: DataConfig, run_dir: Path, log: Callable[[str], None], vocabs: Vocabs | None = None
 ) -> tuple[Vocabs, ParallelData]:
