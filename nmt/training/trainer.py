@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
@@ -149,6 +150,7 @@ class Trainer:
         self.step_seconds = 0.0  # time inside train_step, for per-step cost figures
         self._stop_signal: int | None = None
         self._in_validation = False  # a signal interrupts validation at once
+        self._plan: tuple[int, list[np.ndarray]] | None = None  # (epoch, its batches)
         self.saved_step: int | None = None  # of the last full checkpoint
         self.model = model.to(device)
         t = cfg.train
@@ -406,14 +408,17 @@ class Trainer:
         )
         return self.dist.any(spent)
 
-    def epoch_plan(self, epoch: int) -> list[list[int]]:
+    def epoch_plan(self, epoch: int) -> list[np.ndarray]:
         """The epoch's batches, cut to a multiple of the number of ranks so that every
-        rank takes part in every update (at most world − 1 batches an epoch are left out)."""
-        t = self.cfg.train
-        plan = self.data.train.epoch_batches(
-            t.batch_tokens, t.seed, epoch, t.batching == "bucketed"
-        )
-        return plan[: len(plan) - len(plan) % self.dist.world]
+        rank takes part in every update (at most world − 1 batches an epoch are left
+        out). Kept for the epoch in progress: on millions of pairs a plan takes seconds."""
+        if self._plan is None or self._plan[0] != epoch:
+            t = self.cfg.train
+            plan = self.data.train.epoch_batches(
+                t.batch_tokens, t.seed, epoch, t.batching == "bucketed"
+            )
+            self._plan = epoch, plan[: len(plan) - len(plan) % self.dist.world]
+        return self._plan[1]
 
     def _expected_steps(self, batches_per_epoch: int) -> int | None:
         """Where training will stop, in steps, for the progress bar's ETA; a time
