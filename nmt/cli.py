@@ -16,9 +16,10 @@ from nmt.errors import NmtError
 
 app = typer.Typer(
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
     help="Transformer NMT with pluggable cross-attention and scheduled sampling.",
+    epilog="Example: nmt train recipes/toy.yaml && nmt translate runs/toy -i data/toy/test.src"
+    "  (every command: nmt COMMAND --help; shell completion: nmt --install-completion)",
 )
 data_app = typer.Typer(
     no_args_is_help=True, help="Corpora: the toy corpus, downloads, preparing a recipe's data."
@@ -47,6 +48,23 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(e.code) from None
 
     return wrapper
+
+
+def _version(show: bool) -> None:
+    if show:
+        from importlib.metadata import version
+
+        typer.echo(f"nmt {version('nmt')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Transformer NMT with pluggable cross-attention and scheduled sampling."""
 
 
 SET_HELP = "Override a recipe value, e.g. --set model.attention.kind=local_m (repeatable)."
@@ -194,10 +212,14 @@ def compare(
     compare_runs(runs, out, split, baseline, device=device)
 
 
-@app.command(epilog="Example: nmt score hyp.txt --ref data/toy/test.tgt --metrics bleu,chrf")
+@app.command(
+    epilog="Example: nmt score hyp.txt --ref data/toy/test.tgt --metrics bleu,chrf  "
+    "(from a pipe: nmt translate runs/toy -i data/toy/test.src "
+    "| nmt score - --ref data/toy/test.tgt)"
+)
 @user_errors
 def score(
-    hyp: Path = typer.Argument(..., help="Hypotheses, one per line."),
+    hyp: Path = typer.Argument(..., help="Hypotheses, one per line; - reads standard input."),
     ref: list[Path] = typer.Option(..., "--ref", help="Reference file (repeatable)."),
     metrics: str = typer.Option("bleu,chrf", help="Comma-separated: bleu, chrf, ter."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),

@@ -6,13 +6,14 @@ randomisation, Riezler & Maxwell 2005) for BLEU, chrF and TER."""
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from nmt.data.corpus import read_lines
+from nmt.data.corpus import decode_lines, read_lines
 from nmt.errors import NmtError
 
 METRICS = {"bleu": BLEU, "chrf": CHRF, "ter": TER}
@@ -39,14 +40,19 @@ def bleu(hyps: list[str], refs: list[str]) -> float:
 
 
 def score_files(hyp_path: Path, ref_paths: list[Path], metrics: list[str]) -> list[Score]:
-    """Score a hypothesis file against reference files; counts must match and be non-zero."""
+    """Score a hypothesis file (``-``: standard input, as sacreBLEU reads it) against
+    reference files; counts must match and be non-zero."""
     unknown = [m for m in metrics if m not in METRICS]
     if unknown or not metrics:
         raise NmtError(
             f"--metrics: unknown {', '.join(unknown) or '(none given)'}; "
             f"valid: {', '.join(METRICS)}"
         )
-    hyps = read_lines(hyp_path)
+    hyps = (
+        decode_lines(sys.stdin.buffer.read(), "<stdin>")
+        if str(hyp_path) == "-"
+        else read_lines(hyp_path)
+    )
     if not hyps:
         raise NmtError(f"{hyp_path}: empty file, nothing to score")
     refs = []

@@ -102,6 +102,30 @@ def test_translate_refuses_a_non_checkpoint(tmp_path):
 def test_toy_command_and_help_examples(tmp_path):
     result = invoke("data", "toy", tmp_path / "toy", "--size", 40)
     assert result.exit_code == 0 and (tmp_path / "toy" / "test_long.align").is_file()
-    commands = (["train"], ["translate"], ["score"], ["evaluate"], ["attention"], ["data", "toy"])
-    for command in commands:
+    commands = (["train"], ["translate"], ["score"], ["evaluate"], ["attention"], ["compare"])
+    for command in [*commands, ["data", "toy"], ["data", "prepare"], ["data", "fetch"], []]:
         assert "Example: nmt" in invoke(*command, "--help").output
+    assert "--install-completion" in invoke("--help").output
+
+
+def test_version():
+    from importlib.metadata import version
+
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"nmt {version('nmt')}"
+
+
+def test_score_reads_hypotheses_from_stdin(tmp_path):
+    (tmp_path / "h").write_text("a small cat sat\non the mat\n")
+    (tmp_path / "r").write_text("a small cat sat\non a mat\n")
+    from_file = invoke("score", tmp_path / "h", "--ref", tmp_path / "r", "--json")
+    piped = invoke(
+        "score", "-", "--ref", tmp_path / "r", "--json", input="a small cat sat\non the mat\n"
+    )
+    assert piped.exit_code == 0 and json.loads(piped.output) == json.loads(from_file.output)
+
+
+def test_data_prepare_reports_the_cache_entry(tiny_recipe):
+    result = invoke("data", "prepare", tiny_recipe())
+    assert result.exit_code == 0, result.output
+    assert "training pairs of 300" in result.output and "data-" in result.output
