@@ -63,11 +63,9 @@ def bucket(
     batches of similar length: ``cut`` of the pairs sorted by the longer side's length
     (what the budget counts), then the target's, then the source's. The target side
     carries about two thirds of a step's work (the decoder and the output layer), so
-    its padding costs most: on Multi30k with a budget of 2,048 this order pads 2.4% of
-    source and 3.2% of target positions in 244 batches, where sorting by (source,
-    target) padded 0.3% and 8.1% in 256, and the reference recipe trains 5% more
-    target tokens a second. With a ``generator``, ties break at random, so batch
-    composition varies between epochs. Every index appears once."""
+    its padding costs most (figures in docs/performance.md). With a ``generator``,
+    ties break at random, so batch composition varies between epochs. Every index
+    appears once."""
     lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
     n = len(lengths)
     noise = torch.rand(n, generator=generator).numpy() if generator else np.zeros(n)
