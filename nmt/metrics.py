@@ -6,14 +6,13 @@ randomisation, Riezler & Maxwell 2005) for BLEU, chrF and TER."""
 from __future__ import annotations
 
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from nmt.data.corpus import decode_lines, read_lines
+from nmt.data.corpus import read_input, read_lines
 from nmt.errors import NmtError
 
 METRICS = {"bleu": BLEU, "chrf": CHRF, "ter": TER}
@@ -48,11 +47,7 @@ def score_files(hyp_path: Path, ref_paths: list[Path], metrics: list[str]) -> li
             f"--metrics: unknown {', '.join(unknown) or '(none given)'}; "
             f"valid: {', '.join(METRICS)}"
         )
-    hyps = (
-        decode_lines(sys.stdin.buffer.read(), "<stdin>")
-        if str(hyp_path) == "-"
-        else read_lines(hyp_path)
-    )
+    hyps = read_input(hyp_path)
     if not hyps:
         raise NmtError(f"{hyp_path}: empty file, nothing to score")
     refs = []

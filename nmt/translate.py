@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nmt.attention_maps import each_attention_map, save_npz
 from nmt.checkpoint import write_text
-from nmt.data.corpus import decode_lines, read_lines
+from nmt.data.corpus import read_input
 from nmt.decoding import Translation, encode_source, translate_lines
 from nmt.device import resolve_device
 from nmt.errors import NmtError
@@ -61,9 +61,7 @@ def translate_file(
         raise NmtError(
             f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"
         )
-    lines = (
-        read_lines(input) if input is not None else decode_lines(sys.stdin.buffer.read(), "<stdin>")
-    )
+    lines = read_input(input)
     show = input is not None and console.is_terminal
     bar = progress_bar("sent/s", disable=not show)
     task = bar.add_task("translate", total=len(lines), rate=0.0, info="")

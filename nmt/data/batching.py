@@ -74,6 +74,16 @@ def bucket(
     return cut(order, longest, batch_tokens)
 
 
+def keep_pairs(
+    src: list[list[int]], tgt: list[list[int]], max_len: int
+) -> tuple[list[int], int, int]:
+    """The indices of the encoded pairs that training keeps, and how many were dropped
+    as empty (a side with no piece) and as over-long (a side over ``max_len``)."""
+    kept = [i for i, (s, t) in enumerate(zip(src, tgt)) if s and t]
+    short = [i for i in kept if len(src[i]) <= max_len and len(tgt[i]) <= max_len]
+    return short, len(src) - len(kept), len(kept) - len(short)
+
+
 class Tokens:
     """One side's encoded sentences: their ids in one flat array, sentence i at
     ``ids[offsets[i]:offsets[i + 1]]`` (memory-mapped from the data cache, or in

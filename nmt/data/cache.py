@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nmt.data.batching import ParallelData, Tokens
+from nmt.data.batching import ParallelData, Tokens, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import count_lines, iter_lines, iter_parallel
 from nmt.data.vocab import Vocab
@@ -99,10 +99,10 @@ def vocab_entry(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], 
     with building(entry) as tmp:
         if tmp is not None:
             check_corpus(files)
-            joint = {"": itertools.chain(*map(iter_lines, files))}
-            sides = (
-                joint if v.joint else {".src": iter_lines(files[0]), ".tgt": iter_lines(files[1])}
-            )
+            if v.joint:
+                sides = {"": itertools.chain(*map(iter_lines, files))}
+            else:
+                sides = {".src": iter_lines(files[0]), ".tgt": iter_lines(files[1])}
             for suffix, lines in sides.items():
                 what = "a joint" if v.joint else f"the {suffix[1:]}"
                 log(f"training {what} SentencePiece {v.type} model ({v.size} pieces)")
@@ -152,21 +152,20 @@ def encode_split(
                     vocab.sp.encode([pair[i] for pair in chunk], num_threads=threads)
                     for i, (_, vocab, _) in enumerate(sides)
                 ]
-                keep = [i for i, (s, t) in enumerate(zip(*encoded)) if s and t]
-                short = [i for i in keep if max(len(encoded[0][i]), len(encoded[1][i])) <= max_len]
+                short, empty, long = keep_pairs(*encoded, max_len)
                 counts["lines"] += len(chunk)
-                counts["empty"] += len(chunk) - len(keep)
-                counts["long"] += len(keep) - len(short)
+                counts["empty"] += empty
+                counts["long"] += long
                 counts["pairs"] += len(short)
                 for (side, _, dtype), seqs in zip(sides, encoded):
                     kept = [seqs[i] for i in short]
                     lengths = np.fromiter(map(len, kept), np.int64, len(kept))
                     ends = counts[f"{side}_ids"] + np.cumsum(lengths)
                     outputs[f"{side}.offsets"].write(ends.tobytes())
-                    total = int(lengths.sum())
-                    ids = np.fromiter(itertools.chain.from_iterable(kept), dtype, total)
+                    n_ids = int(lengths.sum())
+                    ids = np.fromiter(itertools.chain.from_iterable(kept), dtype, n_ids)
                     outputs[f"{side}.ids"].write(ids.tobytes())
-                    counts[f"{side}_ids"] += total
+                    counts[f"{side}_ids"] += n_ids
                 rate = counts["lines"] / max(time.perf_counter() - start, 1e-9)
                 bar.update(task, completed=counts["lines"], rate=rate)
         for f in outputs.values():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,13 @@ def read_lines(path: str | Path) -> list[str]:
     An undecodable byte is an error naming the file and line.
     """
     return list(iter_lines(path))
+
+
+def read_input(path: str | Path | None) -> list[str]:
+    """The lines of ``path``, or of standard input when it is None or ``-``."""
+    if path is None or str(path) == "-":
+        return decode_lines(sys.stdin.buffer.read(), "<stdin>")
+    return read_lines(path)
 
 
 def iter_lines(path: str | Path) -> Iterator[str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from nmt.checkpoint import atomic_write
 from nmt.data import cache
-from nmt.data.batching import ParallelData
+from nmt.data.batching import ParallelData, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel, split_path
 from nmt.data.vocab import Vocab
@@ -86,16 +86,19 @@ def encode_pairs(
 ) -> ParallelData:
     """Encode pairs, dropping empty ones and those longer than ``max_len`` pieces."""
     src_ids, tgt_ids = vocabs.src.encode(src), vocabs.tgt.encode(tgt)
-    keep = [i for i, (s, t) in enumerate(zip(src_ids, tgt_ids)) if s and t]
-    empty = len(src_ids) - len(keep)
-    short = [i for i in keep if len(src_ids[i]) <= max_len and len(tgt_ids[i]) <= max_len]
-    long = len(keep) - len(short)
+    short, empty, long = keep_pairs(src_ids, tgt_ids, max_len)
+    report_dropped(log, what, empty, long, max_len, len(src_ids))
+    return ParallelData.from_lists([src_ids[i] for i in short], [tgt_ids[i] for i in short])
+
+
+def report_dropped(
+    log: Callable[[str], None], what: str, empty: int, long: int, max_len: int, lines: int
+) -> None:
     if empty or long:
         log(
             f"{what}: dropped {empty} empty and {long} over-long (> {max_len} pieces) pairs "
-            f"of {len(src_ids)}"
+            f"of {lines}"
         )
-    return ParallelData.from_lists([src_ids[i] for i in short], [tgt_ids[i] for i in short])
 
 
 def prepare(cfg: DataConfig, log: Callable[[str], None]) -> dict[str, Any]:
@@ -117,11 +120,7 @@ def load_training(
         vocabs = recipe_vocabs(cfg, files, log)
     store_vocabs(vocabs, run_dir)
     data, meta = cache.prepared(cfg, files, vocabs.src, vocabs.tgt, log)
-    if meta["empty"] or meta["long"]:
-        log(
-            f"train: dropped {meta['empty']} empty and {meta['long']} over-long "
-            f"(> {cfg.max_len} pieces) pairs of {meta['lines']}"
-        )
+    report_dropped(log, "train", meta["empty"], meta["long"], cfg.max_len, meta["lines"])
     if meta["pairs"] == 0:
         why = (
             "no pair with text on both sides"

@@ -3,6 +3,7 @@ in-memory pairs, a new entry for any change, damaged entries rebuilt."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -88,8 +89,6 @@ def entries_in(tmp_path: Path) -> list[Path]:
 
 
 def _plain(cfg: DataConfig) -> dict:
-    import dataclasses
-
     return {**dataclasses.asdict(cfg), "test": list(cfg.test)}
 
 
