@@ -7,6 +7,11 @@
 #   benchmarks/gpu.sh converge DATA_DIR   # reference recipes for MINUTES (default 7):
 #                                         # de-en, en-de, de-en with scheduled sampling,
 #                                         # de-en with 4x the batch
+#   benchmarks/gpu.sh study    DATA_DIR   # the Multi30k studies of docs/results.md, all
+#                                         # runs sharing the GPU through MPS; idempotent:
+#                                         # each call starts what is not yet running,
+#                                         # waits WAIT seconds (default 540), reports and
+#                                         # packs the reports; SPECS names the specs
 #
 # DATA_DIR holds Multi30k (train/val/test_2016_flickr .de/.en, gzipped or not).
 set -uo pipefail
@@ -74,6 +79,60 @@ converge() {
         tail -n 6 "$out/$run.log"
         cat "/tmp/nmt-$run/results.json"
     done
+}
+
+mps() {
+    # MPS lets the runs' small kernels share the GPU's SMs instead of taking turns
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+    [[ -e $CUDA_MPS_PIPE_DIRECTORY/control ]] && return
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d && $py -c "import torch; torch.ones(1, device='cuda')"; then
+        echo "MPS on"
+    else
+        echo quit | nvidia-cuda-mps-control 2>/dev/null
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        echo "MPS unavailable: the runs take turns on the GPU"
+    fi
+}
+
+study() {
+    mps
+    [[ $(realpath data/multi30k 2>/dev/null) == "$data" ]] || ln -sfn "$data" data/multi30k
+    export OMP_NUM_THREADS=1
+    deadline=$((SECONDS + ${WAIT:-540}))
+    for spec in ${SPECS:-compare-multi30k compare-multi30k-architectures}; do
+        log="runs/$spec.log"
+        mkdir -p runs
+        if [[ -e runs/$spec.pid ]] && kill -0 "$(cat "runs/$spec.pid")" 2>/dev/null; then
+            continue  # started by an earlier call, still running
+        fi
+        [[ -e runs/$spec/report.md ]] && continue
+        jobs=$($py -c "import yaml; s = yaml.safe_load(open('recipes/$spec.yaml'))
+print(len(s['variants']) * len(s['seeds']))")
+        setsid $py -m nmt compare "recipes/$spec.yaml" --device cuda --jobs "$jobs" \
+            >>"$log" 2>&1 </dev/null &
+        echo $! >"runs/$spec.pid"
+        echo "started $spec: $jobs runs at once"
+    done
+    while ((SECONDS < deadline)); do
+        sleep 20
+        ls runs/*/report.md >/dev/null 2>&1 && [[ $(ls runs/*/report.md | wc -l) -ge $(wc -w <<<"${SPECS:-a b}") ]] && break
+    done
+    step "progress"
+    $py - <<'PY'
+import json, pathlib
+for run in sorted(pathlib.Path("runs").glob("*/runs/*/seed*")):
+    lines = (run / "metrics.jsonl").read_text().splitlines() if (run / "metrics.jsonl").exists() else []
+    last = json.loads(lines[-1]) if lines else {}
+    done = "done" if (run / "summary.json").exists() else "..."
+    print(f"{run}: step {last.get('step', 0)}, {last.get('elapsed', 0):.0f} s {done}")
+PY
+    nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv
+    for spec in ${SPECS:-compare-multi30k compare-multi30k-architectures}; do
+        [[ -e runs/$spec/report.md ]] && tail -n 30 "runs/$spec/report.md"
+        tail -n 3 "runs/$spec.log" 2>/dev/null
+    done
+    tar czf "$out/study.tar.gz" --exclude='*.pt' --exclude='spm.*' runs 2>/dev/null
 }
 
 "$mode"
