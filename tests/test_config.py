@@ -174,7 +174,11 @@ def test_shipped_recipes_load(recipe):
         ("model", {"encoder": {"convs": 4}}, "model.encoder.convs"),
         ("model", {"decoder": {"order": "random"}}, "model.decoder.order"),
         ("model", {"attention": {"kind": "global", "window": 3}}, "model.attention.window"),
-        ("model", {"attention": {"kind": "hard", "tau": 0.5}}, "model.attention.tau"),
+        (
+            "model",
+            {"attention": {"kind": "hard", "estimator": "reinforce", "tau": 0.5}},
+            "model.attention.tau",
+        ),
         (
             "model",
             {"attention": {"kind": "hard", "estimator": "gumbel", "entropy_weight": 0.1}},

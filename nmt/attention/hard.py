@@ -50,7 +50,7 @@ from nmt.config import check
 class HardConfig(AttentionConfig):
     kind: str = "hard"
     score: ScoreName = "dot"
-    estimator: Literal["reinforce", "straight_through", "gumbel"] = "reinforce"
+    estimator: Literal["reinforce", "straight_through", "gumbel"] = "gumbel"
     entropy_weight: float = 0.01  # λ_e, REINFORCE only
     baseline_decay: float = 0.9  # moving-average baseline b ← decay·b + (1 − decay)·R
     expected_prob: float = 0.0  # REINFORCE: probability of the soft context instead

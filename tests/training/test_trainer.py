@@ -139,7 +139,9 @@ def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
 
     from nmt.data.vocab import PAD
 
-    cfg = tiny_config(model={"dropout": 0.0, "attention": {"kind": "hard"}})
+    cfg = tiny_config(
+        model={"dropout": 0.0, "attention": {"kind": "hard", "estimator": "reinforce"}}
+    )
     trainer = prepare(cfg, "cpu")
     batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
     seen = []
