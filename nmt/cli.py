@@ -137,9 +137,14 @@ def translate(
     attention_dir: Optional[Path] = typer.Option(
         None, "--attention-dir", help="Save each sentence's cross-attention as DIR/LINE.npz."
     ),
+    sample: bool = typer.Option(False, "--sample", help="Draw each token instead of searching."),
+    temperature: Optional[float] = typer.Option(None, help="--sample: temperature (1)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="--sample: keep k tokens (0: all)."),
+    top_p: Optional[float] = typer.Option(None, "--top-p", help="--sample: nucleus mass (1: all)."),
+    seed: Optional[int] = typer.Option(None, help="--sample: random seed (1)."),
 ) -> None:
     """Translate one sentence per line; always exactly one output line per input line."""
-    from nmt.translate import translate_file
+    from nmt.translate import sampling_options, translate_file
 
     translate_file(
         checkpoint,
@@ -151,6 +156,7 @@ def translate(
         batch_tokens=batch_tokens,
         device=device,
         attention_dir=attention_dir,
+        sampling=sampling_options(sample, temperature, top_k, top_p, seed),
     )
 
 

@@ -1,7 +1,9 @@
-"""Greedy and batched beam search on the incremental (cached) decoder."""
+"""Greedy search, ancestral sampling and batched beam search on the incremental
+(cached) decoder."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -12,6 +14,7 @@ from torch import Tensor
 from nmt.config import check
 from nmt.data.batching import bucket, pad
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
+from nmt.errors import NmtError
 from nmt.model import Transformer
 
 
@@ -33,6 +36,40 @@ class DecodeConfig:
         check(1 <= self.max_len_b <= 2**20, "max_len_b", "must be in 1..1,048,576")
         check(1 <= self.batch_tokens <= 2**26, "batch_tokens", "must be in 1..67,108,864")
         check(1 <= self.n_best <= self.beam, "n_best", "must be between 1 and decode.beam")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Draw each token instead of searching (``nmt translate --sample``): from the
+    model's distribution at ``temperature``, cut to the ``top_k`` most probable
+    tokens (Fan et al. 2018; 0: no cut) and to the smallest set holding ``top_p`` of
+    the probability (nucleus sampling, Holtzman et al. 2020; 1: no cut). Draws come
+    from one generator seeded with ``seed``: the same input, settings and seed give
+    the same output."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        check(0 < self.temperature <= 100, "temperature", "must be in (0, 100]")
+        check(self.top_k >= 0, "top_k", "must be non-negative (0: no cut)")
+        check(0 < self.top_p <= 1, "top_p", "must be in (0, 1] (1: no cut)")
+
+
+def sample_tokens(logp: Tensor, cfg: Sampling, generator: torch.Generator) -> Tensor:
+    """One token per row of log-probabilities (n,V) -> (n,)."""
+    logits = logp / cfg.temperature
+    if cfg.top_k:
+        kth = logits.topk(min(cfg.top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (n,1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if cfg.top_p < 1:
+        ranked, order = logits.sort(dim=-1, descending=True)  # (n,V)
+        probs = ranked.softmax(-1)
+        outside = probs.cumsum(-1) - probs >= cfg.top_p  # the most probable always stays
+        logits = logits.scatter(-1, order, ranked.masked_fill(outside, float("-inf")))
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(1)
 
 
 @dataclass(frozen=True)
@@ -83,11 +120,19 @@ def _strip(row: list[int]) -> list[int]:
 
 
 @torch.no_grad()
-def greedy(model: Transformer, src: Tensor, limits: Tensor, alpha: float = 0.0) -> list[Hypothesis]:
-    """Pick the most probable token at each step. src (B,S), limits (B,).
+def greedy(
+    model: Transformer,
+    src: Tensor,
+    limits: Tensor,
+    alpha: float = 0.0,
+    draw: Callable[[Tensor], Tensor] | None = None,
+) -> list[Hypothesis]:
+    """Pick the most probable token at each step, or the one ``draw`` picks from the
+    log-probabilities (n,V) -> (n,) (sampling). src (B,S), limits (B,).
 
-    A sentence leaves the batch when it emits EOS. Scores are normalised by the
-    length penalty like beam search's.
+    A sentence leaves the batch when it emits EOS. Scores are the model's
+    log-probability of the output, normalised by the length penalty like beam
+    search's.
     """
     memory, src_mask = model.encode(src)
     state = model.start(memory, src_mask, incremental=True)
@@ -98,7 +143,11 @@ def greedy(model: Transformer, src: Tensor, limits: Tensor, alpha: float = 0.0) 
     results: list[Hypothesis] = [Hypothesis([], 0.0)] * B
     for t in range(int(limits.max())):
         logp = _restrict(_step_log_probs(model, tokens[:, -1:], state), None, t + 1 >= limits)
-        score, nxt = logp.max(dim=-1)  # (n,)
+        if draw is None:
+            score, nxt = logp.max(dim=-1)  # (n,)
+        else:
+            nxt = draw(logp)  # (n,)
+            score = logp.gather(-1, nxt.unsqueeze(1)).squeeze(1)
         total += score
         tokens = torch.cat([tokens, nxt.unsqueeze(1)], dim=1)
         done = nxt == EOS  # (n,)
@@ -196,13 +245,21 @@ def translate_ids(
     cfg: DecodeConfig,
     device: torch.device,
     on_batch: Callable[[int], None] | None = None,
+    sampling: Sampling | None = None,
 ) -> list[list[Hypothesis]]:
-    """Translate encoded sentences (each without EOS) in input order.
+    """Translate encoded sentences (each without EOS) in input order, by search or,
+    with ``sampling``, by drawing one output per sentence (``cfg.beam`` must be 1).
 
     Sentences are bucketed by length into ``cfg.batch_tokens`` batches; an empty
     sentence gets an empty hypothesis without being decoded. ``on_batch(n)`` is
     called after each batch of n sentences (progress bars).
     """
+    draw = None
+    if sampling is not None:
+        if cfg.beam != 1:
+            raise NmtError(f"sampling draws one output per sentence; beam is {cfg.beam}, not 1")
+        generator = torch.Generator(device).manual_seed(sampling.seed)
+        draw = functools.partial(sample_tokens, cfg=sampling, generator=generator)
     limit = model.cfg.max_positions - 1
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in src_ids]
     todo = [i for i, s in enumerate(src_ids) if s]
@@ -213,7 +270,7 @@ def translate_ids(
         src = pad([src_ids[i] for i in idx], suffix=[EOS]).to(device)
         limits = max_lengths(src, cfg, limit)
         if cfg.beam == 1:
-            hyps = [[h] for h in greedy(model, src, limits, cfg.alpha)]
+            hyps = [[h] for h in greedy(model, src, limits, cfg.alpha, draw)]
         else:
             hyps = beam_search(model, src, limits, cfg.beam, cfg.alpha, cfg.n_best)
         for i, h in zip(idx, hyps):
@@ -232,6 +289,7 @@ def translate_lines(
     device: torch.device,
     on_batch: Callable[[int], None] | None = None,
     warn: Callable[[str], None] | None = None,
+    sampling: Sampling | None = None,
 ) -> list[list[Translation]]:
     """Detokenised n-best lists, one per input line, in input order.
 
@@ -239,7 +297,7 @@ def translate_lines(
     """
     ids = encode_source(src_vocab, lines, model.cfg.max_positions - 1, warn)
     model.eval()
-    nbest = translate_ids(model, ids, cfg, device, on_batch)
+    nbest = translate_ids(model, ids, cfg, device, on_batch, sampling)
     flat = tgt_vocab.decode([h.tokens for hyps in nbest for h in hyps])
     out, k = [], 0
     for hyps in nbest:

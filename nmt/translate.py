@@ -10,9 +10,9 @@ from pathlib import Path
 from nmt.attention_maps import each_attention_map, save_npz
 from nmt.checkpoint import write_text
 from nmt.data.corpus import read_input
-from nmt.decoding import Translation, encode_source, translate_lines
+from nmt.decoding import Sampling, Translation, encode_source, translate_lines
 from nmt.device import resolve_device
-from nmt.errors import NmtError
+from nmt.errors import ConfigError, NmtError
 from nmt.model.load import Loaded, load_model
 from nmt.progress import console, progress_bar
 
@@ -32,6 +32,28 @@ def format_output(nbest: list[list[Translation]], n_best: int | None) -> str:
     )
 
 
+def sampling_options(
+    sample: bool,
+    temperature: float | None,
+    top_k: int | None,
+    top_p: float | None,
+    seed: int | None,
+) -> Sampling | None:
+    """``--sample`` and its options as a :class:`Sampling` (None: search); an option
+    given without ``--sample`` is refused, as it would do nothing."""
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
+    given = {k: v for k, v in given.items() if v is not None}
+    if not sample:
+        if given:
+            option = "--" + next(iter(given)).replace("_", "-")
+            raise NmtError(f"{option}: only --sample uses it")
+        return None
+    try:
+        return Sampling(**given)
+    except ConfigError as e:
+        raise NmtError(f"--{e.key.replace('_', '-')}: {e.message}") from None
+
+
 def translate_file(
     checkpoint: Path,
     input: Path | None,
@@ -43,10 +65,16 @@ def translate_file(
     batch_tokens: int | None = None,
     device: str = "auto",
     attention_dir: Path | None = None,
+    sampling: Sampling | None = None,
 ) -> None:
+    if sampling is not None and (n_best is not None or (beam or 1) > 1):
+        option = "--n-best" if n_best is not None else "--beam"
+        raise NmtError(f"{option}: --sample draws one output per line; it takes no {option}")
     dev = resolve_device(device)
     loaded = load_model(checkpoint, dev)
     cfg = loaded.cfg.decode
+    if sampling is not None:
+        beam = 1
     beam = beam if beam is not None else max(cfg.beam, n_best or 1)
     changes = {"beam": beam, "n_best": n_best if n_best is not None else 1}
     if alpha is not None:
@@ -81,6 +109,7 @@ def translate_file(
             dev,
             on_batch=advance,
             warn=lambda m: console.print(f"warning: {m}"),
+            sampling=sampling,
         )
     if attention_dir is not None:
         save_attention(loaded, lines, [hyps[0].tokens for hyps in nbest], attention_dir)

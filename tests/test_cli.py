@@ -129,3 +129,19 @@ def test_data_prepare_reports_the_cache_entry(tiny_recipe):
     result = invoke("data", "prepare", tiny_recipe())
     assert result.exit_code == 0, result.output
     assert "training pairs of 300" in result.output and "data-" in result.output
+
+
+def test_translate_sample_is_seeded_and_refuses_what_it_cannot_use(tiny_run, toy_dir):
+    text = "".join(line + "\n" for line in (toy_dir / "test.src").read_text().splitlines()[:5])
+    first = invoke("translate", tiny_run, "--sample", "--temperature", 1.5, "--seed", 7, input=text)
+    again = invoke("translate", tiny_run, "--sample", "--temperature", 1.5, "--seed", 7, input=text)
+    assert first.exit_code == 0, first.output
+    assert first.stdout == again.stdout and first.stdout.count("\n") == 5
+    for args, message in [
+        (["--top-k", 5], "--top-k: only --sample uses it"),
+        (["--sample", "--beam", 4], "--beam: --sample draws one output per line"),
+        (["--sample", "--n-best", 2], "--n-best: --sample draws one output per line"),
+        (["--sample", "--top-p", 0], "--top-p: must be in (0, 1]"),
+    ]:
+        result = invoke("translate", tiny_run, *args, input=text)
+        assert result.exit_code == 2 and message in result.output, result.output

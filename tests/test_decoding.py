@@ -7,7 +7,17 @@ import torch
 
 from nmt.attention import ATTENTION
 from nmt.data.vocab import BOS, EOS, PAD
-from nmt.decoding import Hypothesis, beam_search, greedy, length_penalty
+from nmt.decoding import (
+    DecodeConfig,
+    Hypothesis,
+    Sampling,
+    beam_search,
+    greedy,
+    length_penalty,
+    sample_tokens,
+    translate_ids,
+)
+from nmt.errors import NmtError
 from tests.helpers import random_batch, tiny_model
 from tests.model.test_architectures import ARCHITECTURES
 
@@ -92,3 +102,53 @@ def test_search_of_a_batch_equals_each_sentence_alone(kind, name, beam):
         assert [h.tokens for h in together[b]] == [h.tokens for h in alone]
         for h, g in zip(together[b], alone):
             assert h.score == pytest.approx(g.score, abs=1e-4)
+
+
+def test_sampled_tokens_follow_the_temperature_and_the_cuts():
+    """Frequencies over many draws match softmax(log p / T) renormalised over the
+    tokens the cuts keep; a cut token is never drawn."""
+    logp = torch.log_softmax(torch.tensor([2.0, 1.5, 1.0, 0.0, -1.0, -3.0]), -1)
+    rows = logp.expand(40_000, -1)
+    cases = [
+        (Sampling(temperature=0.7), [0, 1, 2, 3, 4, 5]),
+        (Sampling(temperature=2.0, top_k=3), [0, 1, 2]),
+        (Sampling(top_p=0.8), None),  # the smallest prefix of the ranking holding 0.8
+    ]
+    probs = logp.exp()
+    nucleus = [i for i in range(6) if float(probs[:i].sum()) < 0.8]
+    for cfg, kept in cases:
+        kept = kept or nucleus
+        drawn = sample_tokens(rows, cfg, torch.Generator().manual_seed(0))
+        freq = torch.bincount(drawn, minlength=6).float() / len(drawn)
+        want = torch.zeros(6)
+        want[kept] = torch.softmax(logp[kept] / cfg.temperature, -1)
+        torch.testing.assert_close(freq, want, atol=0.01, rtol=0)
+        assert set(drawn.unique().tolist()) == set(kept)
+
+
+def test_sampling_with_top_k_1_is_greedy_search():
+    torch.manual_seed(4)
+    model = tiny_model().eval()
+    src = [s.tolist() for s in random_batch([6, 9, 3, 11])]
+    src = [[t for t in s if t != PAD][:-1] for s in src]  # without padding and EOS
+    cfg = DecodeConfig(beam=1, alpha=0.6)
+    searched = translate_ids(model, src, cfg, torch.device("cpu"))
+    drawn = translate_ids(model, src, cfg, torch.device("cpu"), sampling=Sampling(top_k=1))
+    assert [h[0].tokens for h in drawn] == [h[0].tokens for h in searched]
+    assert [h[0].score for h in drawn] == pytest.approx([h[0].score for h in searched])
+
+
+def test_the_same_seed_draws_the_same_translations():
+    torch.manual_seed(5)
+    model = tiny_model().eval()
+    src = [[5 + (i * j) % 20 for j in range(4 + i)] for i in range(8)]
+    cfg = DecodeConfig(beam=1)
+
+    def draw(seed):
+        out = translate_ids(model, src, cfg, torch.device("cpu"), sampling=Sampling(2.0, seed=seed))
+        return [h[0].tokens for h in out]
+
+    assert draw(1) == draw(1)
+    assert draw(1) != draw(2)
+    with pytest.raises(NmtError, match="beam is 3"):
+        translate_ids(model, src, DecodeConfig(beam=3), torch.device("cpu"), sampling=Sampling())
