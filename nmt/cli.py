@@ -219,6 +219,32 @@ def compare(
 
 
 @app.command(
+    epilog="Example: nmt average runs/toy --last 5 -o runs/toy/avg.pt  "
+    "(or named checkpoints: nmt average a.pt b.pt -o avg.pt)"
+)
+@user_errors
+def average(
+    inputs: list[Path] = typer.Argument(
+        ..., help="Checkpoints, or one run directory with --last N (its RUN/step-*.pt)."
+    ),
+    last: Optional[int] = typer.Option(None, "--last", min=1, help="The run's newest N kept."),
+    output: Path = typer.Option(..., "-o", "--output", help="The averaged checkpoint."),
+) -> None:
+    """Average checkpoints of one model (every floating-point tensor's mean) into one."""
+    from nmt import averaging, checkpoint
+    from nmt.progress import console
+
+    if last is not None:
+        if len(inputs) != 1 or not inputs[0].is_dir():
+            raise NmtError("--last: give one run directory (it reads RUN/step-*.pt)")
+        payload = averaging.average_last(inputs[0], last)
+    else:
+        payload = averaging.average(inputs)
+    checkpoint.save(output, payload)
+    console.print(f"{output}: the mean of {len(payload['averaged'])} checkpoints")
+
+
+@app.command(
     epilog="Example: nmt score hyp.txt --ref data/toy/test.tgt --metrics bleu,chrf  "
     "(from a pipe: nmt translate runs/toy -i data/toy/test.src "
     "| nmt score - --ref data/toy/test.tgt)"

@@ -28,6 +28,9 @@ class DecodeConfig:
     max_len_b: int = 10
     batch_tokens: int = 8192
     n_best: int = 1
+    # evaluate (and compare) with the mean of the last N kept checkpoints instead of
+    # best.pt (nmt.averaging; needs train.keep_checkpoints >= N); 0: best.pt
+    average_last: int = 0
 
     def __post_init__(self) -> None:
         check(1 <= self.beam <= 1024, "beam", "must be in 1..1024 (and at most the vocabulary)")
@@ -36,6 +39,7 @@ class DecodeConfig:
         check(1 <= self.max_len_b <= 2**20, "max_len_b", "must be in 1..1,048,576")
         check(1 <= self.batch_tokens <= 2**26, "batch_tokens", "must be in 1..67,108,864")
         check(1 <= self.n_best <= self.beam, "n_best", "must be between 1 and decode.beam")
+        check(0 <= self.average_last <= 10_000, "average_last", "must be in 0..10,000")
 
 
 @dataclass(frozen=True)

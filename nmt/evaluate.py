@@ -7,13 +7,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nmt.averaging import average_last
 from nmt.checkpoint import read_json, write_text
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
 from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.metrics import corpus_score
-from nmt.model.load import load_model
+from nmt.model.load import load_model, model_from_payload
 from nmt.progress import console
 from nmt.translate import one_line
 
@@ -33,11 +34,14 @@ def read_results(run_dir: Path) -> dict[str, Any]:
 def evaluate(
     run_dir: str | Path, splits: list[str] | None = None, device: str = "auto"
 ) -> dict[str, Any]:
-    """Translate each split with the recipe's decode settings; write ``{split}.hyp`` and
+    """Translate each split with the recipe's decode settings (best.pt, or the mean of
+    the last ``decode.average_last`` kept checkpoints); write ``{split}.hyp`` and
     merge BLEU/chrF (with sacreBLEU signatures) into ``RUN/results.json``."""
     run_dir = Path(run_dir)
     dev = resolve_device(device)
     loaded = load_model(run_dir / "best.pt", dev)
+    if n := loaded.cfg.decode.average_last:
+        loaded = model_from_payload(average_last(run_dir, n), run_dir, dev)
     cfg = loaded.cfg
     results = read_results(run_dir)
     for split in splits or list(cfg.data.test):

@@ -44,7 +44,12 @@ def mismatch(model: nn.Module, state: dict[str, Any]) -> str | None:
 
 def load_model(path: str | Path, device: torch.device) -> Loaded:
     """A checkpoint file, or a run directory (its ``best.pt``), ready for inference."""
-    ckpt = checkpoint.load(path)
+    return model_from_payload(checkpoint.load(path), path, device)
+
+
+def model_from_payload(ckpt: dict[str, Any], path: str | Path, device: torch.device) -> Loaded:
+    """A loaded (or averaged) checkpoint's model, ready for inference; errors name
+    ``path``."""
     try:
         cfg = config_from_dict(ckpt["config"])
         vocabs = checkpoint_vocabs(ckpt, path)

@@ -48,6 +48,7 @@ class TrainConfig:
     max_steps: int | None = None
     max_minutes: float | None = None
     valid_every: int = 1000  # steps between validations (and last.pt saves)
+    keep_checkpoints: int = 0  # also keep the last N validations' weights, RUN/step-STEP.pt
     valid_bleu: bool = True  # greedy-decode the dev set and report BLEU
     early_stopping: Literal["bleu", "loss"] = "bleu"
     patience: int | None = None  # validations without improvement before stopping
@@ -66,6 +67,7 @@ class TrainConfig:
             check(getattr(self, name) >= 1, name, "must be at least 1")
         check(self.batch_tokens <= 2**26, "batch_tokens", "must be at most 67,108,864")
         check(self.accumulate <= 2**16, "accumulate", "must be at most 65,536")
+        check(0 <= self.keep_checkpoints <= 10_000, "keep_checkpoints", "must be in 0..10,000")
         check(self.lr > 0, "lr", "must be positive")
         check(self.warmup >= 0, "warmup", "must be non-negative")
         check(

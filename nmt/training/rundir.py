@@ -26,6 +26,7 @@ RUN_TIME_KEYS = (
     "train.patience",
     "train.log_every",
     "train.valid_every",
+    "train.keep_checkpoints",
     "train.valid_bleu",
     "train.max_bad_steps",
     "train.compile",

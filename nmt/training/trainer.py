@@ -27,6 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from nmt import checkpoint, kernels
 from nmt.attention import Attended
+from nmt.averaging import kept_name, prune
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
 from nmt.decoding import translate_lines
@@ -588,5 +589,9 @@ class Trainer:
         improved, stop = self.dist.any(improved), self.dist.any(stop)
         if improved:
             self.save("best.pt", full=False)
+        if keep := self.cfg.train.keep_checkpoints:
+            self.save(kept_name(self.state.step), full=False)
+            if self.dist.main:
+                prune(self.run_dir, keep)
         self.save("last.pt")
         return stop

@@ -1,0 +1,82 @@
+"""Checkpoint averaging: the mean of every floating-point tensor of several
+checkpoints of one run, a cheap ensemble that often gains BLEU (Vaswani et al.
+2017, sec. 6.1, averaged the last 5 or 20 checkpoints; Popel & Bojar 2018).
+
+A run keeps its last ``train.keep_checkpoints`` validation checkpoints as
+``RUN/step-STEP.pt``; ``nmt average`` and ``decode.average_last`` read them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from nmt import checkpoint
+from nmt.errors import NmtError
+
+KEPT = re.compile(r"step-(\d+)\.pt")
+
+
+def kept_name(step: int) -> str:
+    return f"step-{step}.pt"
+
+
+def kept_checkpoints(run_dir: Path) -> list[Path]:
+    """``RUN/step-STEP.pt`` files, oldest first."""
+    found = [
+        (int(m.group(1)), p) for p in run_dir.glob("step-*.pt") if (m := KEPT.fullmatch(p.name))
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def prune(run_dir: Path, keep: int) -> None:
+    """Delete all but the newest ``keep`` kept checkpoints."""
+    for path in kept_checkpoints(run_dir)[:-keep] if keep else kept_checkpoints(run_dir):
+        path.unlink(missing_ok=True)
+
+
+def average(paths: list[Path]) -> dict[str, Any]:
+    """The newest (last) checkpoint's payload with every floating-point tensor of its
+    model replaced by the mean over ``paths`` (in float64, then cast back); integer
+    buffers (counters) keep the newest value. The checkpoints must come from one
+    recipe's model: the same tensors, shapes and model settings."""
+    if not paths:
+        raise NmtError("average: no checkpoints given")
+    payloads = [checkpoint.load(p) for p in paths]
+    newest = payloads[-1]
+    for path, payload in zip(paths, payloads):
+        if payload["config"].get("model") != newest["config"].get("model"):
+            raise NmtError(f"{path}: another model's checkpoint than {paths[-1]}; not averaged")
+        differs = {
+            k
+            for k, v in payload["model"].items()
+            if getattr(newest["model"].get(k), "shape", None) != v.shape
+        } | (newest["model"].keys() - payload["model"].keys())
+        if differs:
+            raise NmtError(
+                f"{path}: tensors differ from {paths[-1]} ({', '.join(sorted(differs)[:3])})"
+            )
+    model = {}
+    for key, value in newest["model"].items():
+        if value.is_floating_point():
+            total = sum(p["model"][key].double() for p in payloads)
+            model[key] = (total / len(payloads)).to(value.dtype)
+        else:
+            model[key] = value
+    return {
+        **{k: v for k, v in newest.items() if k not in ("format", "version", "optimizer", "rng")},
+        "model": model,
+        "averaged": [str(p) for p in paths],
+    }
+
+
+def average_last(run_dir: Path, n: int) -> dict[str, Any]:
+    """The average of the run's newest ``n`` kept checkpoints."""
+    kept = kept_checkpoints(run_dir)
+    if len(kept) < n:
+        raise NmtError(
+            f"{run_dir}: averaging the last {n} checkpoints needs {n}, the run kept "
+            f"{len(kept)} (train.keep_checkpoints: at least {n} before training)"
+        )
+    return average(kept[-n:])
