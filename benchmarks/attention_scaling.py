@@ -43,7 +43,7 @@ VARIANTS = {  # name: recipe options
     "local_m-dense": {"kind": "local_m", "window": 10, "path": "dense"},
     "local_p": {"kind": "local_p", "window": 10},
     "local_p-dense": {"kind": "local_p", "window": 10, "path": "dense"},
-    "hard": {"kind": "hard"},
+    "hard": {"kind": "hard", "estimator": "reinforce"},  # the estimator with a loss of its own
 }
 
 
