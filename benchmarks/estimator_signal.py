@@ -7,9 +7,10 @@ For one fixed batch this draws the gradient of those parameters ``--draws`` time
 estimator:
 
 - ``SNR``: ‖E g‖ / sqrt(E‖g − E g‖²), the signal-to-noise ratio of one update's
-  gradient (‖E g‖² estimated without the 1/N bias of the sample mean, Roberts &
-  Tedrake 2009's definition); above 1 an update points the expected way, far below
-  1 it is mostly noise that Adam's normalisation turns into steps of full size;
+  gradient (the square root of the ratio Roberts & Tedrake, NIPS 2008, call SNR;
+  ‖E g‖² estimated without the 1/N bias of the sample mean); above 1 an update
+  points the expected way, far below 1 it is mostly noise that Adam's
+  normalisation turns into steps of full size;
 - ``entropy / signal``: for REINFORCE, the norm of the entropy bonus's gradient
   (λ_e·∇H, deterministic given the batch) over the norm of the mean score-function
   gradient: above 1 the bonus, which pulls α towards uniform, outweighs what the
@@ -92,8 +93,9 @@ def main() -> None:
             trainer = recipe_trainer(args.recipe, args.data, run_dir, "cpu", overrides + extra)
             if args.init is not None:
                 weights = checkpoint.load(args.init / "best.pt")["model"]
-                trainer.model.load_state_dict(weights, strict=False)
-            batch = trainer.data.train.collate(trainer.data.train.epoch_batches(4096, 0, 0)[0])
+                trainer.model.load_state_dict(weights)
+            budget = trainer.cfg.train.batch_tokens
+            batch = trainer.data.train.collate(trainer.data.train.epoch_batches(budget, 0, 0)[0])
             grads[name] = score_gradients(trainer, batch, args.draws)
         rows.append((name, *signal_and_noise(grads[name])))
     # λ_e·∇H: the same draws with and without the bonus differ by exactly it
@@ -103,7 +105,10 @@ def main() -> None:
     print(f"{'estimator':32s} {'SNR':>8s} {'‖E g‖':>10s} {'noise':>10s}")
     for name, sig, noise in rows:
         print(f"{name:32s} {sig / noise:8.3f} {sig:10.2e} {noise:10.2e}")
-    print(f"REINFORCE entropy bonus / signal: {float(bonus.norm()) / signal:.2f}")
+    if signal > 0:
+        print(f"REINFORCE entropy bonus / signal: {float(bonus.norm()) / signal:.2f}")
+    else:  # the sample mean is all noise at this many draws
+        print(f"REINFORCE signal not measurable with {args.draws} draws; use more")
 
 
 if __name__ == "__main__":

@@ -100,7 +100,8 @@ study() {
     [[ $(realpath data/multi30k 2>/dev/null) == "$data" ]] || ln -sfn "$data" data/multi30k
     export OMP_NUM_THREADS=1
     deadline=$((SECONDS + ${WAIT:-540}))
-    for spec in ${SPECS:-compare-multi30k compare-multi30k-architectures}; do
+    specs=(${SPECS:-compare-multi30k compare-multi30k-architectures})
+    for spec in "${specs[@]}"; do
         log="runs/$spec.log"
         mkdir -p runs
         if [[ -e runs/$spec.pid ]] && kill -0 "$(cat "runs/$spec.pid")" 2>/dev/null; then
@@ -114,9 +115,9 @@ print(len(s['variants']) * len(s['seeds']))")
         echo $! >"runs/$spec.pid"
         echo "started $spec: $jobs runs at once"
     done
-    while ((SECONDS < deadline)); do
+    reported() { for spec in "${specs[@]}"; do [[ -e runs/$spec/report.md ]] || return 1; done; }
+    while ((SECONDS < deadline)) && ! reported; do
         sleep 20
-        ls runs/*/report.md >/dev/null 2>&1 && [[ $(ls runs/*/report.md | wc -l) -ge $(wc -w <<<"${SPECS:-a b}") ]] && break
     done
     step "progress"
     $py - <<'PY'
@@ -128,7 +129,7 @@ for run in sorted(pathlib.Path("runs").glob("*/runs/*/seed*")):
     print(f"{run}: step {last.get('step', 0)}, {last.get('elapsed', 0):.0f} s {done}")
 PY
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv
-    for spec in ${SPECS:-compare-multi30k compare-multi30k-architectures}; do
+    for spec in "${specs[@]}"; do
         [[ -e runs/$spec/report.md ]] && tail -n 30 "runs/$spec/report.md"
         tail -n 3 "runs/$spec.log" 2>/dev/null
     done

@@ -1,6 +1,6 @@
 """Checkpoint averaging: the mean of every floating-point tensor of several
-checkpoints of one run, a cheap ensemble that often gains BLEU (Vaswani et al.
-2017, sec. 6.1, averaged the last 5 or 20 checkpoints; Popel & Bojar 2018).
+checkpoints of one run (Vaswani et al. 2017, sec. 6.1, averaged the last 5 or 20;
+Popel & Bojar 2018).
 
 A run keeps its last ``train.keep_checkpoints`` validation checkpoints as
 ``RUN/step-STEP.pt``; ``nmt average`` and ``decode.average_last`` read them.
@@ -31,8 +31,8 @@ def kept_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def prune(run_dir: Path, keep: int) -> None:
-    """Delete all but the newest ``keep`` kept checkpoints."""
-    for path in kept_checkpoints(run_dir)[:-keep] if keep else kept_checkpoints(run_dir):
+    """Delete all but the newest ``keep`` (at least 1) kept checkpoints."""
+    for path in kept_checkpoints(run_dir)[:-keep]:
         path.unlink(missing_ok=True)
 
 

@@ -75,7 +75,8 @@ def translate_file(
     cfg = loaded.cfg.decode
     if sampling is not None:
         beam = 1
-    beam = beam if beam is not None else max(cfg.beam, n_best or 1)
+    elif beam is None:
+        beam = max(cfg.beam, n_best or 1)
     changes = {"beam": beam, "n_best": n_best if n_best is not None else 1}
     if alpha is not None:
         changes["alpha"] = alpha

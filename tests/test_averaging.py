@@ -41,7 +41,7 @@ def kept_run(toy_dir, tmp_path_factory):
 def with_average_last(kept_run, run, n):
     """A copy of ``kept_run`` whose recipe asks for ``decode.average_last: n``."""
     run.mkdir(exist_ok=True)
-    for path in [*kept_checkpoints(kept_run), kept_run / "spm.model"]:
+    for path in kept_checkpoints(kept_run):  # the vocabulary travels in the checkpoint
         (run / path.name).write_bytes(path.read_bytes())
     best = checkpoint.load(kept_run / "best.pt")
     best["config"]["decode"]["average_last"] = n

@@ -130,7 +130,7 @@ def test_sampling_with_top_k_1_is_greedy_search():
     torch.manual_seed(4)
     model = tiny_model().eval()
     src = [s.tolist() for s in random_batch([6, 9, 3, 11])]
-    src = [[t for t in s if t != PAD][:-1] for s in src]  # without padding and EOS
+    src = [[t for t in s if t != PAD] for s in src]  # without padding
     cfg = DecodeConfig(beam=1, alpha=0.6)
     searched = translate_ids(model, src, cfg, torch.device("cpu"))
     drawn = translate_ids(model, src, cfg, torch.device("cpu"), sampling=Sampling(top_k=1))
