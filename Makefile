@@ -3,6 +3,8 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
+# make test installs every optional integration, so that their tests run too.
+EXTRAS ?= test,tensorboard,ctranslate2
 VENV := .venv
 BIN := $(VENV)/bin
 
@@ -14,7 +16,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
 ## make demo: the toy comparison of every attention variant and scheduled sampling

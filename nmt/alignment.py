@@ -62,6 +62,11 @@ def parse_pharaoh(line: str, where: str) -> Alignment:
     return out
 
 
+def format_pharaoh(links: Alignment) -> str:
+    """{(1, 2), (0, 0)} -> ``"0-0 1-2"`` (sorted by source, then target word)."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
 def read_alignments(path: Path) -> list[Alignment]:
     return [parse_pharaoh(line, f"{path}:{n}") for n, line in enumerate(read_lines(path), 1)]
 

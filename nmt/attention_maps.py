@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from nmt.alignment import Alignment, attention_alignment
 from nmt.checkpoint import atomic_write
 from nmt.data.batching import pad
 from nmt.data.vocab import BOS, EOS, Vocab
@@ -81,6 +82,16 @@ def each_attention_map(
             [tgt_ids[i] for i in chunk],
         )
         yield from zip(chunk, maps)
+
+
+def word_alignment(amap: AttentionMap) -> Alignment:
+    """The argmax word alignment of the layer- and head-averaged attention, without
+    </s> (what ``compare`` scores as AER and ``translate --alignments`` writes); empty
+    when either side has no word."""
+    if len(amap.src) < 2 or len(amap.tgt) < 2:
+        return set()
+    mean = amap.weights.mean((0, 1))[:-1, :-1]  # (T-1,S-1)
+    return attention_alignment(mean, amap.src[:-1], amap.tgt[:-1])
 
 
 def save_npz(path: Path, amap: AttentionMap) -> None:

@@ -63,10 +63,18 @@ def _main(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="No progress bars or messages; warnings and errors only."
+    ),
 ) -> None:
     """Transformer NMT with pluggable cross-attention and scheduled sampling."""
+    if quiet:
+        from nmt.progress import set_quiet
+
+        set_quiet()
 
 
+DEVICE_HELP = "auto (CUDA if available), cpu, cuda or cuda:N (the N-th visible GPU)."
 SET_HELP = "Override a recipe value, e.g. --set model.attention.kind=local_m (repeatable)."
 
 
@@ -79,9 +87,7 @@ def train(
     recipe: Path = typer.Argument(..., help="YAML recipe (see docs/recipes.md)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from RUN_DIR/last.pt."),
-    device: str = typer.Option(
-        "auto", help="auto, cpu or cuda (bf16 autocast on CUDA; see train.precision)."
-    ),
+    device: str = typer.Option("auto", help=DEVICE_HELP + " bf16 autocast on CUDA."),
     nproc: int = typer.Option(1, help="Processes for data-parallel training (runs torchrun)."),
 ) -> None:
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
@@ -90,6 +96,8 @@ def train(
     from nmt.training.run import train as run_training
 
     cfg = load_recipe(recipe, set_)  # fail on a bad recipe before starting processes
+    if nproc > 1 and device.startswith("cuda:"):
+        raise NmtError(f"--device {device}: --nproc gives each process its own GPU; use cuda")
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
         from nmt.distributed import launch
 
@@ -98,11 +106,12 @@ def train(
     summary = run_training(cfg, device=device, resume=resume)
     if summary is None:  # a data-parallel rank other than 0
         return
-    typer.echo(
+    from nmt.progress import console
+
+    console.print(
         f"trained {summary['steps']} steps in {summary['elapsed_s']:.0f} s "
         f"({summary['tokens_per_s']:.0f} target tokens/s, stop: {summary['stop']}, "
-        f"peak RSS {summary['peak_rss_mb']:.0f} MB); best step {summary['best_step']}",
-        err=True,
+        f"peak RSS {summary['peak_rss_mb']:.0f} MB); best step {summary['best_step']}"
     )
     if cfg.data.test:
         evaluate(cfg.run_dir, list(cfg.data.test), device=device)
@@ -115,7 +124,7 @@ def evaluate(
     split: list[str] = typer.Option(
         [], help="Splits to evaluate (default: the recipe's data.test)."
     ),
-    device: str = typer.Option("auto"),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
 ) -> None:
     """Translate test splits with the recipe's beam settings; scores go to RUN/results.json."""
     from nmt.evaluate import evaluate as run_evaluate
@@ -123,19 +132,27 @@ def evaluate(
     run_evaluate(run, split or None, device=device)
 
 
-@app.command(epilog="Example: nmt translate runs/toy -i data/toy/test.src -o hyp.txt --beam 5")
+@app.command(
+    epilog="Example: nmt translate runs/toy -i data/toy/test.src -o hyp.txt --beam 5  "
+    "(an ensemble: nmt translate runs/a runs/b -i data/toy/test.src)"
+)
 @user_errors
 def translate(
-    checkpoint: Path = typer.Argument(..., help="A checkpoint, or a run directory (best.pt)."),
+    checkpoints: list[Path] = typer.Argument(
+        ..., help="A checkpoint or run directory (best.pt); several: their ensemble."
+    ),
     input: Optional[Path] = typer.Option(None, "-i", "--input", help="Input file (default stdin)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Output (default stdout)."),
     beam: Optional[int] = typer.Option(None, help="Beam size (default: the recipe's)."),
     n_best: Optional[int] = typer.Option(None, "--n-best", help="Write 'i ||| hyp ||| score'."),
     alpha: Optional[float] = typer.Option(None, help="Length penalty (Wu et al. 2016)."),
     batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens"),
-    device: str = typer.Option("auto"),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
     attention_dir: Optional[Path] = typer.Option(
         None, "--attention-dir", help="Save each sentence's cross-attention as DIR/LINE.npz."
+    ),
+    alignments: Optional[Path] = typer.Option(
+        None, "--alignments", help="Write word alignments (Pharaoh i-j) from the attention."
     ),
     sample: bool = typer.Option(False, "--sample", help="Draw each token instead of searching."),
     temperature: Optional[float] = typer.Option(None, help="--sample: temperature (1)."),
@@ -147,7 +164,7 @@ def translate(
     from nmt.translate import sampling_options, translate_file
 
     translate_file(
-        checkpoint,
+        checkpoints,
         input,
         output,
         beam=beam,
@@ -156,6 +173,7 @@ def translate(
         batch_tokens=batch_tokens,
         device=device,
         attention_dir=attention_dir,
+        alignments=alignments,
         sampling=sampling_options(sample, temperature, top_k, top_p, seed),
     )
 
@@ -171,7 +189,7 @@ def attention(
     layer: int = typer.Option(-1, help="Decoder layer (negative counts from the last)."),
     head: str = typer.Option("mean", help="Head index, or 'mean' over heads."),
     output: Path = typer.Option(..., "-o", "--output", help="PNG file to write."),
-    device: str = typer.Option("auto"),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
 ) -> None:
     """Draw a cross-attention heatmap (and local attention's centres p_t) to a PNG."""
     from nmt.inspect_attention import draw_attention
@@ -194,7 +212,7 @@ def compare(
     out: Optional[Path] = typer.Option(None, help="Report directory for --runs."),
     split: list[str] = typer.Option([], help="Test splits for --runs (default: the recipe's)."),
     baseline: Optional[str] = typer.Option(None, help="Baseline run name for --runs."),
-    device: str = typer.Option("auto"),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
     set_: list[str] = typer.Option(
         [], "--set", help="Override a spec key, e.g. --set 'seeds=[1,2,3]' (repeatable)."
     ),
@@ -242,6 +260,30 @@ def average(
         payload = averaging.average(inputs)
     checkpoint.save(output, payload)
     console.print(f"{output}: the mean of {len(payload['averaged'])} checkpoints")
+
+
+@app.command(
+    epilog="Example: nmt export runs/toy --format ctranslate2 -o runs/toy-ct2  "
+    "(then: ctranslate2.Translator('runs/toy-ct2'); see docs/export.md)"
+)
+@user_errors
+def export(
+    checkpoint: Path = typer.Argument(..., help="A checkpoint, or a run directory (best.pt)."),
+    format: str = typer.Option("ctranslate2", "--format", help="Export format: ctranslate2."),
+    output: Path = typer.Option(..., "-o", "--output", help="Directory to create."),
+    quantization: str = typer.Option(
+        "float32", help="Weights as float32, int8, int16, float16, bfloat16 or int8_float16."
+    ),
+) -> None:
+    """Export a model for a serving engine: CTranslate2 (global dot attention, standard
+    decoder), self-contained with its SentencePiece models."""
+    from nmt.export import export_ctranslate2
+    from nmt.progress import info
+
+    if format != "ctranslate2":
+        raise NmtError(f"--format {format}: the only format is ctranslate2")
+    export_ctranslate2(checkpoint, output, quantization)
+    info(f"{output}: CTranslate2 model ({quantization}) with source.spm and target.spm")
 
 
 @app.command(
@@ -298,8 +340,9 @@ def data_fetch(
 ) -> None:
     """Download a corpus, verify every file's SHA-256, and only then write them."""
     from nmt.data.fetch import fetch
+    from nmt.progress import info
 
-    written = fetch(corpus, out_dir, pairs, mirror, log=lambda m: typer.echo(m, err=True))
+    written = fetch(corpus, out_dir, pairs, mirror, log=info)
     typer.echo(f"wrote {len(written)} files to {out_dir}")
 
 
@@ -316,9 +359,10 @@ def data_prepare(
     """Train the recipe's vocabulary and encode its training split into the data
     cache (data.cache_dir), which every later run with the same data memory-maps."""
     from nmt.data.pipeline import prepare
+    from nmt.progress import info
     from nmt.recipe import load_recipe
 
-    meta = prepare(load_recipe(recipe, set_).data, log=lambda m: typer.echo(m, err=True))
+    meta = prepare(load_recipe(recipe, set_).data, log=info)
     typer.echo(
         f"{meta['pairs']:,} training pairs of {meta['lines']:,} (dropped {meta['empty']:,} "
         f"empty, {meta['long']:,} over-long), {meta['bytes'] / 2**20:,.1f} MiB in {meta['entry']}"

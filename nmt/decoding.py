@@ -16,6 +16,7 @@ from nmt.data.batching import bucket, pad
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
 from nmt.errors import NmtError
 from nmt.model import Transformer
+from nmt.model.ensemble import Ensemble
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def max_lengths(src: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
     return (cfg.max_len_a * s + cfg.max_len_b).long().clamp(1, limit)
 
 
-def _step_log_probs(model: Transformer, last: Tensor, state) -> Tensor:
+def _step_log_probs(model: Transformer | Ensemble, last: Tensor, state) -> Tensor:
     logits = model.decode(last, state)[:, -1]  # (N,V)
     return torch.log_softmax(logits.float(), dim=-1)
 
@@ -125,7 +126,7 @@ def _strip(row: list[int]) -> list[int]:
 
 @torch.no_grad()
 def greedy(
-    model: Transformer,
+    model: Transformer | Ensemble,
     src: Tensor,
     limits: Tensor,
     alpha: float = 0.0,
@@ -170,7 +171,12 @@ def greedy(
 
 @torch.no_grad()
 def beam_search(
-    model: Transformer, src: Tensor, limits: Tensor, beam: int, alpha: float, n_best: int = 1
+    model: Transformer | Ensemble,
+    src: Tensor,
+    limits: Tensor,
+    beam: int,
+    alpha: float,
+    n_best: int = 1,
 ) -> list[list[Hypothesis]]:
     """Batched beam search; beams are ranked by length-normalised log-probability.
 
@@ -244,7 +250,7 @@ def _collect(
 
 
 def translate_ids(
-    model: Transformer,
+    model: Transformer | Ensemble,
     src_ids: list[list[int]],
     cfg: DecodeConfig,
     device: torch.device,
@@ -285,7 +291,7 @@ def translate_ids(
 
 
 def translate_lines(
-    model: Transformer,
+    model: Transformer | Ensemble,
     src_vocab: Vocab,
     tgt_vocab: Vocab,
     lines: list[str],

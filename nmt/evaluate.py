@@ -15,7 +15,7 @@ from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.metrics import corpus_score
 from nmt.model.load import load_model, model_from_payload
-from nmt.progress import console
+from nmt.progress import console, sentence_progress, warn
 from nmt.translate import one_line
 
 
@@ -26,7 +26,7 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     try:
         results = read_json(path)
     except NmtError:
-        console.print(f"warning: {path} was damaged; rebuilding it")
+        warn(f"{path} was damaged; rebuilding it")
         return {}
     return results if isinstance(results, dict) else {}
 
@@ -47,9 +47,10 @@ def evaluate(
     for split in splits or list(cfg.data.test):
         src, refs = load_split(cfg.data, split)
         start = time.perf_counter()
-        nbest = translate_lines(
-            loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, src, cfg.decode, dev
-        )
+        with sentence_progress(split, len(src), console.is_terminal) as advance:
+            nbest = translate_lines(
+                loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, src, cfg.decode, dev, advance
+            )
         seconds = time.perf_counter() - start
         hyps = [one_line(h[0].text) for h in nbest]
         write_text(run_dir / f"{split}.hyp", "".join(h + "\n" for h in hyps))

@@ -1,31 +1,59 @@
-"""Progress bars with a rate and an ETA, on stderr."""
+"""Progress bars with a rate and an ETA, and messages, on stderr; ``--quiet`` (or
+``NMT_QUIET=1``, which it sets so that subprocesses inherit it) silences all but
+warnings and errors."""
 
 from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
-console = Console(stderr=True, highlight=False)
+QUIET = "NMT_QUIET"
+console = Console(stderr=True, highlight=False, quiet=os.environ.get(QUIET) == "1")
 
 
-def progress_bar(rate_unit: str, *, disable: bool = False) -> Progress:
-    """A bar showing ``completed/total``, a ``rate`` field in ``rate_unit``, elapsed and ETA.
+def set_quiet() -> None:
+    """No progress bars or messages from here on, in this process and its children."""
+    console.quiet = True
+    os.environ[QUIET] = "1"
 
-    Callers update the ``rate`` field themselves (tokens/s for training,
-    sentences/s for translation) and may add a free ``info`` field.
+
+def info(message: str) -> None:
+    """A message on stderr, taken literally (no markup); silent under ``--quiet``."""
+    console.print(message, markup=False)
+
+
+def warn(message: str) -> None:
+    """A warning on stderr, shown even under ``--quiet``."""
+    sys.stderr.write(f"warning: {message}\n")
+    sys.stderr.flush()
+
+
+def progress_bar(*, disable: bool = False) -> Progress:
+    """Bars showing ``completed/total``, a rate, elapsed time and ETA.
+
+    Each task carries the fields ``rate`` and ``unit`` (tokens/s for training,
+    sentences/s for translation, one bar may hold both) and a free ``info``;
+    callers update the rate themselves, or through :func:`advancer`.
     """
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:>8,.0f} " + rate_unit),
+        TextColumn("{task.fields[rate]:>8,.0f} {task.fields[unit]}"),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
@@ -34,3 +62,25 @@ def progress_bar(rate_unit: str, *, disable: bool = False) -> Progress:
         disable=disable,
         transient=False,
     )
+
+
+def advancer(bar: Progress, task: TaskID) -> Callable[[int], None]:
+    """A callback that advances ``task`` by n units and sets its rate (units per
+    second since the callback was made)."""
+    start, done = time.perf_counter(), 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        bar.update(task, completed=done, rate=done / max(time.perf_counter() - start, 1e-9))
+
+    return advance
+
+
+@contextmanager
+def sentence_progress(description: str, total: int, show: bool) -> Iterator[Callable[[int], None]]:
+    """A bar over ``total`` sentences while the block runs; yields its ``advance(n)``."""
+    bar = progress_bar(disable=not show)
+    task = bar.add_task(description, total=total, rate=0.0, unit="sent/s", info="")
+    with bar:
+        yield advancer(bar, task)

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from pathlib import Path
 
-from nmt.attention_maps import each_attention_map, save_npz
+from nmt.alignment import Alignment, format_pharaoh
+from nmt.attention_maps import each_attention_map, save_npz, word_alignment
 from nmt.checkpoint import write_text
 from nmt.data.corpus import read_input
 from nmt.decoding import Sampling, Translation, encode_source, translate_lines
 from nmt.device import resolve_device
 from nmt.errors import ConfigError, NmtError
+from nmt.model import Transformer
+from nmt.model.ensemble import Ensemble
 from nmt.model.load import Loaded, load_model
-from nmt.progress import console, progress_bar
+from nmt.progress import console, sentence_progress, warn
 
 
 def one_line(text: str) -> str:
@@ -54,8 +56,22 @@ def sampling_options(
         raise NmtError(f"--{e.key.replace('_', '-')}: {e.message}") from None
 
 
+def ensemble(members: list[Loaded], paths: list[Path]) -> Transformer | Ensemble:
+    """One model, or the ensemble of several that share both vocabularies."""
+    for path, member in zip(paths[1:], members[1:]):
+        for side in ("src", "tgt"):
+            if getattr(member.vocabs, side).model != getattr(members[0].vocabs, side).model:
+                raise NmtError(
+                    f"{path}: its {side} vocabulary differs from {paths[0]}'s; "
+                    "ensemble members must share their vocabularies"
+                )
+    if len(members) == 1:
+        return members[0].model
+    return Ensemble([m.model for m in members])
+
+
 def translate_file(
-    checkpoint: Path,
+    checkpoints: list[Path],
     input: Path | None,
     output: Path | None,
     *,
@@ -65,13 +81,18 @@ def translate_file(
     batch_tokens: int | None = None,
     device: str = "auto",
     attention_dir: Path | None = None,
+    alignments: Path | None = None,
     sampling: Sampling | None = None,
 ) -> None:
     if sampling is not None and (n_best is not None or (beam or 1) > 1):
         option = "--n-best" if n_best is not None else "--beam"
         raise NmtError(f"{option}: --sample draws one output per line; it takes no {option}")
+    if len(checkpoints) > 1 and (attention_dir is not None or alignments is not None):
+        option = "--attention-dir" if attention_dir is not None else "--alignments"
+        raise NmtError(f"{option}: an ensemble has no single attention; give one model")
     dev = resolve_device(device)
-    loaded = load_model(checkpoint, dev)
+    members = [load_model(path, dev) for path in checkpoints]
+    loaded, model = members[0], ensemble(members, checkpoints)
     cfg = loaded.cfg.decode
     if sampling is not None:
         beam = 1
@@ -91,29 +112,24 @@ def translate_file(
             f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"
         )
     lines = read_input(input)
-    show = input is not None and console.is_terminal
-    bar = progress_bar("sent/s", disable=not show)
-    task = bar.add_task("translate", total=len(lines), rate=0.0, info="")
-    start = time.perf_counter()
-
-    def advance(n: int) -> None:
-        done = bar.tasks[0].completed + n
-        bar.update(task, completed=done, rate=done / max(time.perf_counter() - start, 1e-9))
-
-    with bar:
+    # Stdin typed at a terminal gets no bar; a file or a pipe into a file does.
+    show = console.is_terminal and (input is not None or not sys.stdout.isatty())
+    with sentence_progress("translate", len(lines), show) as advance:
         nbest = translate_lines(
-            loaded.model,
+            model,
             loaded.vocabs.src,
             loaded.vocabs.tgt,
             lines,
             cfg,
             dev,
             on_batch=advance,
-            warn=lambda m: console.print(f"warning: {m}"),
+            warn=warn,
             sampling=sampling,
         )
-    if attention_dir is not None:
-        save_attention(loaded, lines, [hyps[0].tokens for hyps in nbest], attention_dir)
+    if attention_dir is not None or alignments is not None:
+        links = attention_outputs(loaded, lines, [h[0].tokens for h in nbest], attention_dir)
+        if alignments is not None:
+            write_output(alignments, "".join(format_pharaoh(a) + "\n" for a in links))
     write_output(output, format_output(nbest, n_best))
 
 
@@ -138,11 +154,19 @@ def write_output(output: Path | None, text: str) -> None:
     write_text(target, text)
 
 
-def save_attention(loaded: Loaded, lines: list[str], hyps: list[list[int]], out_dir: Path) -> None:
-    """``DIR/{line}.npz`` (0-based input line) with every layer's cross-attention for the
-    1-best translation; empty input lines have no file."""
+def attention_outputs(
+    loaded: Loaded, lines: list[str], hyps: list[list[int]], out_dir: Path | None
+) -> list[Alignment]:
+    """Each line's word alignment (source word i - output word j, from the 1-best's
+    cross-attention, as ``compare`` extracts it for AER; empty for an empty line);
+    with ``out_dir``, also ``DIR/{line}.npz`` (0-based input line) with every layer's
+    cross-attention (empty lines have no file)."""
     src = encode_source(loaded.vocabs.src, lines, loaded.model.cfg.max_positions - 1)
     todo = [i for i, s in enumerate(src) if s]
     v = loaded.vocabs
+    links: list[Alignment] = [set() for _ in lines]
     for i, amap in each_attention_map(loaded.model, v.src, v.tgt, src, hyps, todo):
-        save_npz(out_dir / f"{i}.npz", amap)
+        if out_dir is not None:
+            save_npz(out_dir / f"{i}.npz", amap)
+        links[i] = word_alignment(amap)
+    return links

@@ -104,6 +104,18 @@ def multi30k() -> Path:
     return SHARED_MULTI30K
 
 
+def require_extra(module: str, extra: str):
+    """Import an optional extra's module; without it skip, or fail under CI's
+    NMT_REQUIRE_DATA=1 (``make test`` installs every extra)."""
+    try:
+        return __import__(module)
+    except ImportError:
+        message = f"{module} not installed (pip install 'nmt[{extra}]')"
+        if os.environ.get("NMT_REQUIRE_DATA") == "1":
+            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
+        pytest.skip(message)
+
+
 def write_subprocess_recipe(
     toy_dir: Path, run: Path, model: dict | None = None, **train: object
 ) -> Path:

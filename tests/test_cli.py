@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -103,6 +104,7 @@ def test_toy_command_and_help_examples(tmp_path):
     result = invoke("data", "toy", tmp_path / "toy", "--size", 40)
     assert result.exit_code == 0 and (tmp_path / "toy" / "test_long.align").is_file()
     commands = (["train"], ["translate"], ["score"], ["evaluate"], ["attention"], ["compare"])
+    commands += (["average"], ["export"])
     for command in [*commands, ["data", "toy"], ["data", "prepare"], ["data", "fetch"], []]:
         assert "Example: nmt" in invoke(*command, "--help").output
     assert "--install-completion" in invoke("--help").output
@@ -145,3 +147,52 @@ def test_translate_sample_is_seeded_and_refuses_what_it_cannot_use(tiny_run, toy
     ]:
         result = invoke("translate", tiny_run, *args, input=text)
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_translate_writes_one_pharaoh_line_per_input_line(tiny_run, toy_dir, tmp_path):
+    lines = (toy_dir / "test.src").read_text().splitlines()[:4]
+    (tmp_path / "in").write_text(lines[0] + "\n\n" + "\n".join(lines[1:]) + "\n")
+    out, links = tmp_path / "hyp", tmp_path / "align"
+    result = invoke("translate", tiny_run, "-i", tmp_path / "in", "-o", out, "--alignments", links)
+    assert result.exit_code == 0, result.output
+    sources = (tmp_path / "in").read_text().splitlines()
+    hyps, aligned = out.read_text().splitlines(), links.read_text().splitlines()
+    assert len(aligned) == len(hyps) == len(sources) == 5 and aligned[1] == ""
+    for src, hyp, line in zip(sources, hyps, aligned):
+        pairs = [tuple(map(int, p.split("-"))) for p in line.split()]
+        assert all(i < len(src.split()) and j < len(hyp.split()) for i, j in pairs)
+        assert sorted({j for _, j in pairs}) == list(range(len(hyp.split())))  # every word
+    both = invoke("translate", tiny_run, tiny_run, "--alignments", links, input="a\n")
+    assert both.exit_code == 2 and "an ensemble has no single attention" in both.output
+
+
+def test_quiet_silences_messages_not_warnings(tiny_run, tmp_path, monkeypatch, capsys):
+    from nmt import progress
+
+    monkeypatch.setattr(progress.console, "quiet", False)
+    monkeypatch.setenv(progress.QUIET, "0")
+    loud = invoke("average", tiny_run / "best.pt", "-o", tmp_path / "a.pt")
+    assert loud.exit_code == 0 and "the mean of 1 checkpoints" in " ".join(loud.output.split())
+    quiet = invoke("--quiet", "average", tiny_run / "best.pt", "-o", tmp_path / "b.pt")
+    assert quiet.exit_code == 0 and quiet.output == "" and (tmp_path / "b.pt").is_file()
+    assert progress.console.quiet and os.environ[progress.QUIET] == "1"  # for children too
+    progress.warn("kept under --quiet")
+    assert capsys.readouterr().err == "warning: kept under --quiet\n"
+
+
+def test_translate_shows_a_bar_when_stdin_is_piped_to_a_file(tiny_run, tmp_path, monkeypatch):
+    from nmt import progress
+
+    monkeypatch.setattr(progress.console, "_force_terminal", True)
+    monkeypatch.setattr(progress.console, "quiet", False)
+    result = invoke("translate", tiny_run, "-o", tmp_path / "out", input="a b\nc\n")
+    assert result.exit_code == 0 and "sent/s" in result.output and "ETA" in result.output
+
+
+@pytest.mark.parametrize(
+    "device, message",
+    [("gpu", "expected auto, cpu, cuda or cuda:N"), ("cuda:x", "expected auto, cpu, cuda or")],
+)
+def test_unknown_devices_are_refused(tiny_run, device, message):
+    result = invoke("translate", tiny_run, "--device", device, input="a\n")
+    assert result.exit_code == 2 and message in result.output

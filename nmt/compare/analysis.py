@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nmt.alignment import Alignment, aer, attention_alignment, read_alignments
-from nmt.attention_maps import AttentionMap, each_attention_map
+from nmt.alignment import Alignment, aer, read_alignments
+from nmt.attention_maps import AttentionMap, each_attention_map, word_alignment
 from nmt.checkpoint import read_json
 from nmt.data.corpus import read_lines
 from nmt.data.pipeline import load_split
@@ -108,8 +108,7 @@ def attention_figures(
         if amap.centers is not None:
             offsets.append((amap.centers - diag).ravel())  # (L·Hc·T,)
         if gold is not None:
-            mean = w.mean((0, 1))[:-1, :-1]  # (T-1,S-1) without </s>
-            predicted.append(attention_alignment(mean, amap.src[:-1], amap.tgt[:-1]))
+            predicted.append(word_alignment(amap))
         if i in keep:
             maps[i] = amap
     figures = {"entropy": float(np.mean(entropy)), "peak_distance": float(np.mean(distance))}

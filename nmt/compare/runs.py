@@ -9,6 +9,7 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
@@ -17,7 +18,7 @@ from nmt.checkpoint import read_json, write_text
 from nmt.compare.spec import PlannedRun
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
-from nmt.progress import console
+from nmt.progress import console, warn
 from nmt.recipe import upgrade
 from nmt.training.run import SUMMARY, train
 from nmt.training.trainer import Interrupted
@@ -34,6 +35,15 @@ class RunResult:
     error: str | None = None  # one line, for the table; the traceback is in RUN/error.log
 
 
+def without_logging(recipe: Any) -> Any:
+    """A recipe without where its run logs (``train.log_to``, ``train.tensorboard_dir``):
+    logging elsewhere does not make another run, so it does not stop reuse."""
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("train"), dict):
+        return recipe
+    train = {k: v for k, v in recipe["train"].items() if k not in ("log_to", "tensorboard_dir")}
+    return {**recipe, "train": train}
+
+
 def check_reusable(run: PlannedRun) -> None:
     """A run directory made for a different recipe is not silently reused or overwritten."""
     path = run.run_dir / REQUESTED
@@ -43,7 +53,7 @@ def check_reusable(run: PlannedRun) -> None:
         requested = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
-    if upgrade(requested) != run.recipe:
+    if without_logging(upgrade(requested)) != without_logging(run.recipe):
         raise NmtError(
             f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
             "move it away or choose another out_dir"
@@ -56,7 +66,7 @@ def finished_run(run_dir: Path) -> bool:
     try:
         return read_json(run_dir / SUMMARY) is not None
     except NmtError:
-        console.print(f"warning: {run_dir / SUMMARY} was damaged; resuming to rebuild it")
+        warn(f"{run_dir / SUMMARY} was damaged; resuming to rebuild it")
         return False
 
 

@@ -113,6 +113,9 @@ def load_spec(
             sets = [*spec.set, *overrides, f"train.seed={seed}", f"run_dir={run_dir}"]
             try:
                 recipe = apply_overrides(base, sets)
+                if "tensorboard" in from_dict(RunConfig, recipe).train.log_to:
+                    tb = out / "tb" / variant / f"seed{seed}"  # one --logdir for every run
+                    recipe = apply_overrides(recipe, [f"train.tensorboard_dir={tb}"])
                 cfg = from_dict(RunConfig, recipe)
             except (ConfigError, NmtError) as e:
                 raise NmtError(f"{path}: variant {variant!r}: {e}") from None

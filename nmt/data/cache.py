@@ -142,10 +142,12 @@ def encode_split(
     try:
         for side, *_ in sides:
             outputs[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
-        bar = progress_bar("pairs/s")
+        bar = progress_bar()
         with bar:
             total, start = count_lines(files[0]), time.perf_counter()
-            task = bar.add_task(f"encoding {files[0].name}", total=total, rate=0.0, info="")
+            task = bar.add_task(
+                f"encoding {files[0].name}", total=total, rate=0.0, unit="pairs/s", info=""
+            )
             pairs = iter_parallel(*files)
             while chunk := list(itertools.islice(pairs, CHUNK)):
                 encoded = [

@@ -53,6 +53,10 @@ class TrainConfig:
     early_stopping: Literal["bleu", "loss"] = "bleu"
     patience: int | None = None  # validations without improvement before stopping
     log_every: int = 50
+    # where metrics go: jsonl (RUN/metrics.jsonl, always: compare and resume read it)
+    # and tensorboard (the tensorboard extra; nmt.training.tensorboard)
+    log_to: tuple[str, ...] = ("jsonl",)
+    tensorboard_dir: str | None = None  # default RUN_DIR/tb
     max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
     compile: bool = False  # torch.compile the model's teacher-forced forward pass
     # matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; bf16 on the CPU pays
@@ -68,6 +72,14 @@ class TrainConfig:
         check(self.batch_tokens <= 2**26, "batch_tokens", "must be at most 67,108,864")
         check(self.accumulate <= 2**16, "accumulate", "must be at most 65,536")
         check(0 <= self.keep_checkpoints <= 10_000, "keep_checkpoints", "must be in 0..10,000")
+        unknown = sorted(set(self.log_to) - {"jsonl", "tensorboard"})
+        check(not unknown, "log_to", f"unknown {', '.join(unknown)}; valid: jsonl, tensorboard")
+        check("jsonl" in self.log_to, "log_to", "must include jsonl (compare and resume read it)")
+        check(
+            self.tensorboard_dir is None or "tensorboard" in self.log_to,
+            "tensorboard_dir",
+            "only train.log_to: [jsonl, tensorboard] uses it",
+        )
         check(self.lr > 0, "lr", "must be positive")
         check(self.warmup >= 0, "warmup", "must be non-negative")
         check(

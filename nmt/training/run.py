@@ -73,6 +73,7 @@ def train(cfg: RunConfig, device: str = "auto", resume: bool = False) -> dict[st
     try:
         if dist.enabled and where.type == "cuda":
             where = torch.device("cuda", dist.local_rank)
+        if where.type == "cuda" and where.index is not None:
             torch.cuda.set_device(where)
         with owned(Path(cfg.run_dir)) if dist.main else nullcontext():
             trainer = prepare(cfg, where, resume, dist)

@@ -25,6 +25,8 @@ RUN_TIME_KEYS = (
     "train.max_minutes",
     "train.patience",
     "train.log_every",
+    "train.log_to",
+    "train.tensorboard_dir",
     "train.valid_every",
     "train.keep_checkpoints",
     "train.valid_bleu",

@@ -36,12 +36,15 @@ from nmt.errors import NmtError
 from nmt.kernels.loss import projected_smoothed_nll
 from nmt.metrics import bleu
 from nmt.model import Transformer
-from nmt.progress import console, progress_bar
+from nmt.progress import advancer, console, progress_bar
 from nmt.training.build import TrainingData
 from nmt.training.config import TRAINERS, TrainerConfig
 from nmt.training.schedule import inverse_sqrt
+from nmt.training.tensorboard import TensorBoardLog, dev_attention
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from nmt.recipe import RunConfig
 
 
@@ -153,6 +156,7 @@ class Trainer:
         self._in_validation = False  # a signal interrupts validation at once
         self._plan: tuple[int, list[np.ndarray]] | None = None  # (epoch, its batches)
         self.saved_step: int | None = None  # of the last full checkpoint
+        self.tensorboard: TensorBoardLog | None = None  # open while run() runs
         self.model = model.to(device)
         t = cfg.train
         if t.kernels == "auto":  # faster CPU modules, same function (nmt.kernels)
@@ -320,7 +324,9 @@ class Trainer:
     # ------------------------------------------------------------- validation
 
     @torch.no_grad()
-    def validate(self) -> dict[str, float]:
+    def validate(self, on_batch: Callable[[int], None] | None = None) -> dict[str, float]:
+        """Dev loss and perplexity, and the BLEU of greedy decoding when
+        ``train.valid_bleu``; ``on_batch(n)`` follows the decoding's sentences."""
         self.model.eval()
         nll = tokens = 0.0
         for idx in self.data.dev.epoch_batches(self.cfg.train.batch_tokens, 0, 0):
@@ -347,6 +353,7 @@ class Trainer:
                     self.data.dev_src,
                     greedy,
                     self.device,
+                    on_batch,
                 )
             out["valid_bleu"] = bleu([h[0].text for h in hyps], self.data.dev_refs)
         return out
@@ -396,6 +403,8 @@ class Trainer:
         if not self.dist.main:
             return
         checkpoint.append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
+        if self.tensorboard is not None:
+            self.tensorboard.record(record)
 
     # ------------------------------------------------------------------- loop
 
@@ -441,15 +450,23 @@ class Trainer:
         if self._in_validation:
             raise ValidationInterrupted
 
-    def _interruptible_validate(self) -> dict[str, float] | None:
-        """:meth:`validate`, or None if a signal came first or cut it short (the loop
-        then saves ``last.pt`` and stops)."""
+    def _interruptible_validate(self, bar: Progress) -> dict[str, float] | None:
+        """:meth:`validate` under a bar of its own in ``bar``, or None if a signal came
+        first or cut it short (the loop then saves ``last.pt`` and stops)."""
+        task = None
+        if self.cfg.train.valid_bleu:
+            task = bar.add_task(
+                "valid", total=len(self.data.dev_src), rate=0.0, unit="sent/s", info=""
+            )
         try:
             try:
                 self._in_validation = self._stop_signal is None
-                metrics = self.validate() if self._in_validation else None
+                on_batch = advancer(bar, task) if task is not None else None
+                metrics = self.validate(on_batch) if self._in_validation else None
             finally:
                 self._in_validation = False
+                if task is not None:
+                    bar.remove_task(task)
         except ValidationInterrupted:
             return None
         return metrics
@@ -459,19 +476,36 @@ class Trainer:
         handlers = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
+        self.tensorboard = self._open_tensorboard()
         try:
             return self._loop()
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
+            if self.tensorboard is not None:
+                self.tensorboard.close()
+
+    def _open_tensorboard(self) -> TensorBoardLog | None:
+        """The main process's TensorBoard log when ``train.log_to`` asks for one
+        (default directory ``RUN/tb``); a resumed run drops the events it logs again."""
+        t = self.cfg.train
+        if "tensorboard" not in t.log_to or not self.dist.main:
+            return None
+        log_dir = Path(t.tensorboard_dir) if t.tensorboard_dir else self.run_dir / "tb"
+        return TensorBoardLog(log_dir, purge_step=self.state.step + 1 if self.state.step else None)
 
     def _loop(self) -> dict[str, Any]:
         t, s = self.cfg.train, self.state
         plan = self.epoch_plan(s.epoch)
         d = self.dist
-        bar = progress_bar("tok/s", disable=not d.main)
+        bar = progress_bar(disable=not d.main)
         task = bar.add_task(
-            "train", total=self._expected_steps(len(plan)), completed=s.step, rate=0.0, info=""
+            "train",
+            total=self._expected_steps(len(plan)),
+            completed=s.step,
+            rate=0.0,
+            unit="tok/s",
+            info="",
         )
         interval, bad_steps, validated_at = IntervalStats(), 0, s.step
         stop_reason = "budget"
@@ -571,17 +605,22 @@ class Trainer:
             )
         return bad_steps
 
-    def _validate_and_save(self, bar: Any) -> bool:
+    def _validate_and_save(self, bar: Progress) -> bool:
         """Validate (rank 0), save best/last; True if early stopping says stop."""
         improved = stop = False
         start = time.perf_counter()
-        if self.dist.main and (metrics := self._interruptible_validate()) is not None:
+        if self.dist.main and (metrics := self._interruptible_validate(bar)) is not None:
             s = self.state
             improved = self._improved(metrics)
             s.elapsed += time.perf_counter() - start
             self.write_metrics(
                 {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **metrics}
             )
+            if self.tensorboard is not None and self.data.dev_src:
+                src, ref = self.data.dev_src[0], self.data.dev_refs[0]
+                self.tensorboard.attention(
+                    dev_attention(self.model, self.data.vocabs, src, ref), s.step
+                )
             shown = "  ".join(f"{k.removeprefix('valid_')} {v:.3f}" for k, v in metrics.items())
             bar.console.print(f"step {s.step:>6}  valid  {shown}{'  *best*' if improved else ''}")
             patience = self.cfg.train.patience

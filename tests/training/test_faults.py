@@ -95,10 +95,10 @@ def test_too_many_non_finite_steps_stop_the_run_and_keep_the_checkpoint(tiny_con
 class SlowValidation(Trainer):
     """A validation that would decode for a minute, signalled as it starts."""
 
-    def validate(self):
+    def validate(self, on_batch=None):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(60)
-        return super().validate()
+        return super().validate(on_batch)
 
 
 def test_a_signal_during_validation_stops_the_run_at_once(tiny_config):

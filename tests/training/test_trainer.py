@@ -176,3 +176,11 @@ def test_local_m_measures_its_length_ratio_on_the_training_data(tiny_config):
     assert trainer.model.decoder[0].cross_attn.cfg.ratio == pytest.approx(want)
     stored = yaml.safe_load((trainer.run_dir / "recipe.yaml").read_text())
     assert stored["model"]["attention"]["ratio"] == pytest.approx(want)
+
+
+def test_validation_reports_every_decoded_dev_sentence(tiny_config):
+    """The validation bar's callback sees each dev sentence once."""
+    trainer = prepare(tiny_config(train={"max_steps": 1}), device="cpu")
+    seen = []
+    metrics = trainer.validate(seen.append)
+    assert sum(seen) == len(trainer.data.dev_src) and "valid_bleu" in metrics

@@ -1,0 +1,62 @@
+"""Ensembles: several models of one vocabulary decoding together.
+
+At each step every member reads the same target prefix and the ensemble's
+log-probabilities are the mean of the members' (a log-linear combination, a
+product of experts, Hinton 2002; Marian weighs log-probabilities the same way,
+fairseq averages probabilities instead), renormalised by the search. Each member
+keeps its own encoder memory and caches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from nmt.model.config import ModelConfig
+from nmt.model.decoder import DecoderState
+from nmt.model.seq2seq import Transformer
+
+
+@dataclass
+class EnsembleState:
+    """One :class:`DecoderState` per member, reordered together."""
+
+    members: list[DecoderState]
+
+    def select(self, index: Tensor, same_source: bool = False) -> EnsembleState:
+        return EnsembleState([s.select(index, same_source) for s in self.members])
+
+
+class Ensemble(nn.Module):
+    """The decoding interface of :class:`Transformer` (``encode``, ``start``,
+    ``decode``, ``cfg``) over several models: what greedy, sampling and beam search
+    need, nothing else (training and attention maps take one model)."""
+
+    def __init__(self, models: list[Transformer]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(models)
+        # The tightest position limit binds every member.
+        self.cfg: ModelConfig = min((m.cfg for m in models), key=lambda c: c.max_positions)
+
+    def encode(self, src: Tensor) -> tuple[list[Tensor], Tensor]:
+        """src (B,S) -> each member's memory (B,S,D_m), and the source mask (B,1,S)."""
+        encoded = [m.encode(src) for m in self.members]
+        return [memory for memory, _ in encoded], encoded[0][1]
+
+    def start(
+        self, memories: list[Tensor], src_mask: Tensor, incremental: bool = False
+    ) -> EnsembleState:
+        return EnsembleState(
+            [m.start(x, src_mask, incremental) for m, x in zip(self.members, memories)]
+        )
+
+    def decode(self, tgt_in: Tensor, state: EnsembleState) -> Tensor:
+        """Target ids (B,T) -> the mean of the members' log-probabilities (B,T,V),
+        which the search treats as logits."""
+        logps = [
+            torch.log_softmax(m.decode(tgt_in, s).float(), dim=-1)
+            for m, s in zip(self.members, state.members)
+        ]
+        return torch.stack(logps).mean(0)

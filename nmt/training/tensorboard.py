@@ -1,0 +1,83 @@
+"""TensorBoard logging (``train.log_to: [jsonl, tensorboard]``; the ``tensorboard``
+extra): every ``metrics.jsonl`` record as scalars, and at each validation the
+cross-attention of one fixed dev sentence as a heatmap with its entropy.
+
+Tags group by prefix: ``valid_bleu`` -> ``valid/bleu``, ``attn_reward`` (REINFORCE)
+-> ``attention/reward``, ``ss_gold_prob`` (scheduled sampling's ε) ->
+``scheduled_sampling/gold_prob``, anything else -> ``train/...``. ``nmt compare``
+points each run at ``OUT/tb/VARIANT/seedN``, so one ``tensorboard --logdir OUT/tb``
+overlays every variant and seed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nmt.attention_maps import AttentionMap, attention_maps, draw_heatmap
+from nmt.decoding import encode_source
+from nmt.errors import NmtError
+from nmt.model import Transformer
+from nmt.plotting import pyplot
+
+GROUPS = {"valid_": "valid", "attn_": "attention", "ss_": "scheduled_sampling"}
+NOT_SCALARS = ("step",)
+
+
+def tag(key: str) -> str:
+    for prefix, group in GROUPS.items():
+        if key.startswith(prefix):
+            return f"{group}/{key.removeprefix(prefix)}"
+    return f"train/{key}"
+
+
+class TensorBoardLog:
+    """A ``SummaryWriter`` on ``log_dir``. ``purge_step``: a resumed run's first step;
+    events the interrupted run logged from there on are dropped, so curves do not
+    double back."""
+
+    def __init__(self, log_dir: Path, purge_step: int | None = None) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise NmtError(
+                "train.log_to: tensorboard needs the tensorboard extra: "
+                "pip install 'nmt[tensorboard]'"
+            ) from None
+        try:
+            self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
+        except OSError as e:
+            raise NmtError(
+                f"{log_dir}: cannot write TensorBoard logs ({e.strerror or e})"
+            ) from None
+
+    def record(self, record: dict[str, Any]) -> None:
+        """One ``metrics.jsonl`` record: each number as a scalar at ``record["step"]``."""
+        step = int(record["step"])
+        for key, value in record.items():
+            if key not in NOT_SCALARS and isinstance(value, (int, float)):
+                self.writer.add_scalar(tag(key), value, step)
+
+    def attention(self, amap: AttentionMap, step: int) -> None:
+        """The layer- and head-averaged cross-attention of the fixed dev sentence as a
+        heatmap, and its mean entropy (nats) over heads, layers and target positions."""
+        w = amap.weights  # (L,H,T,S)
+        entropy = float(-(w * np.log(np.clip(w, 1e-12, None))).sum(-1).mean())
+        self.writer.add_scalar("attention/dev_entropy", entropy, step)
+        T, S = w.shape[-2:]
+        fig, ax = pyplot().subplots(figsize=(max(4.0, 0.35 * S + 2), max(3.0, 0.3 * T + 1.5)))
+        draw_heatmap(ax, amap, -1, "mean", f"last layer, mean over heads, step {step}")
+        self.writer.add_figure("attention/dev_sentence", fig, step)  # closes the figure
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def dev_attention(model: Transformer, vocabs: Any, src: str, ref: str) -> AttentionMap:
+    """The cross-attention of every layer while ``model`` reads ``ref`` for ``src``."""
+    limit = model.cfg.max_positions - 1
+    src_ids = encode_source(vocabs.src, [src], limit)
+    tgt_ids = encode_source(vocabs.tgt, [ref], limit)
+    return attention_maps(model, vocabs.src, vocabs.tgt, src_ids, tgt_ids)[0]

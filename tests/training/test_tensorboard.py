@@ -1,0 +1,97 @@
+"""``train.log_to: [jsonl, tensorboard]``: metrics.jsonl mirrored, plus attention."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmt.compare.runs import PlannedRun, check_reusable
+from nmt.compare.spec import load_spec
+from nmt.errors import ConfigError, NmtError
+from nmt.training.run import train
+from nmt.training.tensorboard import TensorBoardLog, tag
+from tests.compare.test_compare import write_spec
+from tests.conftest import require_extra
+
+
+def scalars(log_dir: Path) -> dict[str, dict[int, list[float]]]:
+    """Tag -> step -> values (a training and a validation record can share a step)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(log_dir), size_guidance={"scalars": 0, "images": 0})
+    events.Reload()
+    out: dict[str, dict[int, list[float]]] = {}
+    for name in events.Tags()["scalars"]:
+        for e in events.Scalars(name):
+            out.setdefault(name, {}).setdefault(e.step, []).append(e.value)
+    out["images"] = {e.step: [] for e in events.Images("attention/dev_sentence")}
+    return out
+
+
+@pytest.mark.slow
+def test_every_record_is_mirrored_with_epsilon_reward_and_a_heatmap(tiny_config):
+    require_extra("tensorboard", "tensorboard")
+    cfg = tiny_config(
+        model={"attention": {"kind": "hard", "estimator": "reinforce"}},
+        train={
+            "trainer": {"kind": "scheduled_sampling", "schedule": "linear", "k": 1.0, "c": 0.1},
+            "log_to": ["jsonl", "tensorboard"],
+        },
+    )
+    train(cfg, device="cpu")
+    logged = scalars(Path(cfg.run_dir) / "tb")
+    records = [
+        json.loads(x) for x in (Path(cfg.run_dir) / "metrics.jsonl").read_text().split("\n") if x
+    ]
+    for record in records:
+        for key, value in record.items():
+            if key != "step":
+                assert pytest.approx(value, rel=1e-6) in logged[tag(key)][record["step"]]
+    assert "scheduled_sampling/gold_prob" in logged and "attention/reward" in logged
+    validations = {r["step"] for r in records if "valid_loss" in r}
+    assert set(logged["images"]) == validations == set(logged["attention/dev_entropy"])
+
+
+def test_without_the_extra_asking_for_it_names_the_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    with pytest.raises(NmtError, match=r"pip install 'nmt\[tensorboard\]'"):
+        TensorBoardLog(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "train_keys, message",
+    [
+        ({"log_to": ["jsonl", "wandb"]}, "unknown wandb"),
+        ({"log_to": ["tensorboard"]}, "must include jsonl"),
+        ({"tensorboard_dir": "tb"}, "only train.log_to: [jsonl, tensorboard] uses it"),
+    ],
+)
+def test_log_settings_are_checked(tiny_config, train_keys, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        tiny_config(train=train_keys)
+
+
+def test_compare_gives_each_run_its_own_log_dir_and_reuses_across_logging(tmp_path, toy_dir):
+    spec = write_spec(
+        tmp_path, toy_dir, {"global": [], "local_m": ["model.attention.kind=local_m"]}
+    )
+    _, plain = load_spec(spec)
+    data = yaml.safe_load(spec.read_text())
+    data["set"].append("train.log_to=[jsonl, tensorboard]")
+    spec.write_text(yaml.safe_dump(data))
+    loaded, runs = load_spec(spec)
+    study = Path(loaded.out_dir)
+    assert {r.cfg.train.tensorboard_dir for r in runs} == {
+        str(study / "tb" / v / f"seed{s}") for v in ("global", "local_m") for s in (1, 2)
+    }
+    before = plain[0]
+    before.run_dir.mkdir(parents=True)
+    (before.run_dir / "requested.yaml").write_text(json.dumps(before.recipe))
+    check_reusable(runs[0])  # the same run, logging to TensorBoard as well: reusable
+    other = PlannedRun(runs[0].variant, 1, before.run_dir, runs[-1].recipe, runs[-1].cfg)
+    with pytest.raises(NmtError, match="trained for a different recipe"):
+        check_reusable(other)
