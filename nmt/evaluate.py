@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from nmt.averaging import average_last
 from nmt.checkpoint import read_json, write_text
 from nmt.data.pipeline import load_split
@@ -14,7 +16,7 @@ from nmt.decoding import translate_lines
 from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.metrics import corpus_score
-from nmt.model.load import load_model, model_from_payload
+from nmt.model.load import Loaded, load_model, model_from_payload
 from nmt.progress import console, sentence_progress, warn
 from nmt.translate import one_line
 
@@ -31,6 +33,15 @@ def read_results(run_dir: Path) -> dict[str, Any]:
     return results if isinstance(results, dict) else {}
 
 
+def evaluated_model(run_dir: Path, device: torch.device) -> Loaded:
+    """The model a run's test scores come from: ``best.pt``, or the mean of the last
+    ``decode.average_last`` kept checkpoints."""
+    loaded = load_model(run_dir / "best.pt", device)
+    if n := loaded.cfg.decode.average_last:
+        loaded = model_from_payload(average_last(run_dir, n), run_dir, device)
+    return loaded
+
+
 def evaluate(
     run_dir: str | Path, splits: list[str] | None = None, device: str = "auto"
 ) -> dict[str, Any]:
@@ -39,9 +50,7 @@ def evaluate(
     merge BLEU/chrF (with sacreBLEU signatures) into ``RUN/results.json``."""
     run_dir = Path(run_dir)
     dev = resolve_device(device)
-    loaded = load_model(run_dir / "best.pt", dev)
-    if n := loaded.cfg.decode.average_last:
-        loaded = model_from_payload(average_last(run_dir, n), run_dir, dev)
+    loaded = evaluated_model(run_dir, dev)
     cfg = loaded.cfg
     results = read_results(run_dir)
     for split in splits or list(cfg.data.test):

@@ -13,6 +13,12 @@ from nmt.config import from_dict
 from nmt.data.toy import write_corpus
 from nmt.recipe import RunConfig
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One PyTorch thread per worker (and per process a test starts): workers share
+    # the cores, and two threads each on two cores made the suite six times slower.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
 

@@ -228,6 +228,24 @@ def test_bad_checkpoint(kind, tiny_run, tmp_path):
     assert len(out) < 400 and "weights_only" not in out, out
 
 
+@pytest.mark.parametrize("kind", ["truncated", "code in pickle", "weights of another size"])
+@pytest.mark.parametrize("command", ["ensemble", "export", "average"])
+def test_new_surfaces_name_a_bad_checkpoint_and_write_nothing(kind, command, tiny_run, tmp_path):
+    path = bad_checkpoint(tmp_path, tiny_run, kind)
+    out = tmp_path / "out"
+    args = {
+        "ensemble": ["translate", tiny_run, path, "-o", out],
+        "export": ["export", path, "-o", out],
+        "average": ["average", tiny_run / "best.pt", path, "-o", out],
+    }[command]
+    expect = CHECKPOINT_CASES[kind]
+    if (command, kind) == ("average", "weights of another size"):  # checked before loading
+        expect = "another model's checkpoint than"
+    message = fails_cleanly(args, expect, input="lo nute\n")
+    assert str(path.name) in message and not out.exists()
+    assert not list(tmp_path.glob(".*tmp*"))
+
+
 # ---------------------------------------------------------------- translate
 
 

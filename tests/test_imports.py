@@ -87,16 +87,22 @@ def test_the_cycle_finder_finds_one():
 
 def test_every_module_imports_on_its_own():
     """Each module in turn, with every nmt module forgotten before it (torch stays
-    loaded, to keep this fast)."""
-    probe = (
-        "import importlib, sys\n"
-        f"for name in {sorted(set(module_names()) - {'nmt.__main__'})!r}:\n"
-        "    for loaded in [m for m in sys.modules if m == 'nmt' or m.startswith('nmt.')]:\n"
-        "        del sys.modules[loaded]\n"
-        "    importlib.import_module(name)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    loaded, to keep this fast), the modules shared between two processes."""
+    names = sorted(set(module_names()) - {"nmt.__main__"})
+
+    def probe(share: list[str]) -> subprocess.Popen:
+        code = (
+            "import importlib, sys\n"
+            f"for name in {share!r}:\n"
+            "    for loaded in [m for m in sys.modules if m == 'nmt' or m.startswith('nmt.')]:\n"
+            "        del sys.modules[loaded]\n"
+            "    importlib.import_module(name)\n"
+        )
+        return subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+
+    for process in [probe(names[0::2]), probe(names[1::2])]:
+        _, stderr = process.communicate()
+        assert process.returncode == 0, stderr
 
 
 def test_a_training_config_does_not_load_the_trainer():

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nmt.checkpoint import write_text
+from nmt.compare.ensembles import markdown as ensemble_markdown
 from nmt.compare.runs import RunResult
 from nmt.compare.spec import SignificanceSpec
 
@@ -146,8 +147,10 @@ def write_markdown(
     samples: int,
     figures: dict[str, list[str]],
     significance: SignificanceSpec,
+    ensembles: list[dict[str, Any]] | None = None,
 ) -> None:
-    """report.md: a table per split, the verdicts, BLEU by source length, the figures."""
+    """report.md: a table per split, the verdicts, BLEU by source length, the
+    ensembles of seeds (when asked for), the figures."""
     parts = [f"# {title}", ""]
     tests = {
         "bootstrap": "two-sided paired bootstrap test of the seed-averaged BLEU (Koehn 2004)",
@@ -173,6 +176,13 @@ def write_markdown(
         if any(r["split"] == split for r in rows):
             parts += ["BLEU by source length (words; sentences per bucket):", ""]
             parts += [bucket_table(rows, split), ""]
+        if any(r["split"] == split for r in ensembles or []):
+            parts += [
+                "Each variant's seeds as one ensemble (beam search on the mean of their "
+                "log-probabilities), beside the mean of the single seeds:",
+                "",
+            ]
+            parts += [ensemble_markdown(ensembles, split), ""]
         parts += [f"![BLEU by source length on {split}]({f})" for f in figures.get(split, [])]
     if figures.get("_all"):
         parts += ["", "## Training and attention", ""]

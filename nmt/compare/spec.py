@@ -56,6 +56,9 @@ class CompareSpec:
     bootstrap: int = 1000  # resamples (Koehn 2004)
     length_buckets: tuple[int, ...] = (10, 20, 30, 40)  # source-word bucket upper bounds
     heatmaps: tuple[int, ...] = (0, 1)  # lines of the first split drawn for every variant
+    ensemble: bool = (
+        False  # also score each variant's seeds as one ensemble (nmt.compare.ensembles)
+    )
     significance: SignificanceSpec = field(default_factory=SignificanceSpec)
 
     def __post_init__(self) -> None:

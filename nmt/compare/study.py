@@ -11,6 +11,7 @@ import yaml
 from nmt.checkpoint import write_text
 from nmt.compare.aggregate import summarise
 from nmt.compare.analysis import RunAnalysis, analyse_run
+from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
 from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
@@ -122,7 +123,13 @@ def report(
     baseline = spec.baseline_name
     rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets, spec.significance)
     figures = plot_all(out, runs, rows, splits, spec.heatmaps)
+    ensembles = ensemble_rows(runs, splits, out, dev) if spec.ensemble else []
     print_tables(rows, splits, failures)
+    for e in ensembles:
+        console.print(
+            f"{e['split']}: {e['variant']}, its {e['seeds']} seeds as one ensemble: BLEU "
+            f"{e['bleu']:.2f} (the seeds' mean {e['seeds_bleu']:.2f}, {e['gain']:+.2f})"
+        )
     write_markdown(
         out / "report.md",
         title,
@@ -133,6 +140,7 @@ def report(
         spec.bootstrap,
         figures,
         spec.significance,
+        ensembles,
     )
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {
@@ -141,6 +149,7 @@ def report(
         "bootstrap_samples": spec.bootstrap,
         "significance": dataclasses.asdict(spec.significance),
         "rows": rows,
+        "ensembles": ensembles,
         "runs": [per_run(r) for rs in runs.values() for r in rs],
         "failed": [
             {"variant": f.variant, "seed": f.seed, "run_dir": f.run_dir, "error": f.error}

@@ -59,7 +59,7 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
             "local_m": ["model.attention.kind=local_m", "model.attention.window=2"],
         },
     )
-    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--set", "ensemble=true"])
     assert result.exit_code == 0, result.output
     out = tmp_path / "study"
     assert {p.name for p in out.iterdir()} >= OUTPUTS
@@ -78,6 +78,12 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
         assert list(row["length_buckets"]) == ["1-8", "9-16", "17+"]
         assert sum(b["sentences"] for b in row["length_buckets"].values()) == 15
     assert rows["global"]["center_spread"] is None
+    ensembles = {e["variant"]: e for e in results["ensembles"]}
+    for name, e in ensembles.items():  # both seeds as one ensemble, beside their mean
+        assert e["seeds"] == 2 and e["seeds_bleu"] == pytest.approx(rows[name]["bleu"])
+        assert len((out / "ensembles" / name / "test.hyp").read_text().splitlines()) == 15
+    assert set(ensembles) == {"global", "local_m"}
+    assert "seeds as one ensemble" in (out / "report.md").read_text()
     assert rows["local_m"]["center_spread"] is not None
     assert len(results["runs"]) == 4
     with (out / "results.csv").open() as f:

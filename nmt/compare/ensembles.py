@@ -1,0 +1,75 @@
+"""The "ensemble of seeds" rows of a comparison (spec key ``ensemble: true``).
+
+A variant trained with several seeds is also scored as one ensemble of them
+(nmt.model.ensemble: the mean of their log-probabilities at each step), with the
+recipe's decode settings on every split. An ensemble buys accuracy with decoding
+time (one model's cost per member); the row says what it buys each variant, beside
+the mean of its single seeds, so a reader can weigh a variant's gain against the
+gain of simply ensembling the baseline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from nmt.checkpoint import write_text
+from nmt.compare.analysis import RunAnalysis
+from nmt.data.pipeline import load_split
+from nmt.decoding import translate_lines
+from nmt.evaluate import evaluated_model
+from nmt.metrics import corpus_score
+from nmt.progress import console
+from nmt.translate import ensemble, one_line
+
+DIR = "ensembles"  # OUT/ensembles/VARIANT/{split}.hyp
+
+
+def ensemble_rows(
+    runs: dict[str, list[RunAnalysis]], splits: tuple[str, ...], out: Path, device: torch.device
+) -> list[dict[str, Any]]:
+    """One row per (variant with at least two finished seeds, split): the ensemble's
+    BLEU and chrF, the mean of its seeds', and the gain."""
+    rows = []
+    for name, per_seed in runs.items():
+        if len(per_seed) < 2:
+            continue
+        console.print(f"ensemble of {name}'s {len(per_seed)} seeds")
+        members = [evaluated_model(r.run_dir, device) for r in per_seed]
+        model = ensemble(members, [r.run_dir for r in per_seed])
+        cfg, vocabs = members[0].cfg, members[0].vocabs
+        for split in splits:
+            src, refs = load_split(cfg.data, split)
+            nbest = translate_lines(model, vocabs.src, vocabs.tgt, src, cfg.decode, device)
+            hyps = [one_line(h[0].text) for h in nbest]
+            write_text(out / DIR / name / f"{split}.hyp", "".join(h + "\n" for h in hyps))
+            bleu, chrf = (corpus_score(m, hyps, [refs]).score for m in ("bleu", "chrf"))
+            seeds_bleu = float(np.mean([r.splits[split].bleu for r in per_seed]))
+            rows.append(
+                {
+                    "variant": name,
+                    "split": split,
+                    "seeds": len(per_seed),
+                    "bleu": bleu,
+                    "chrf": chrf,
+                    "seeds_bleu": seeds_bleu,
+                    "seeds_chrf": float(np.mean([r.splits[split].chrf for r in per_seed])),
+                    "gain": bleu - seeds_bleu,
+                }
+            )
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], split: str) -> str:
+    lines = ["| variant | seeds | ensemble BLEU | seeds' mean BLEU | gain | ensemble chrF |"]
+    lines.append("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        if r["split"] == split:
+            lines.append(
+                f"| {r['variant']} | {r['seeds']} | {r['bleu']:.2f} | {r['seeds_bleu']:.2f} | "
+                f"{r['gain']:+.2f} | {r['chrf']:.2f} |"
+            )
+    return "\n".join(lines)
