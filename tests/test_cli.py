@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
@@ -196,3 +197,10 @@ def test_translate_shows_a_bar_when_stdin_is_piped_to_a_file(tiny_run, tmp_path,
 def test_unknown_devices_are_refused(tiny_run, device, message):
     result = invoke("translate", tiny_run, "--device", device, input="a\n")
     assert result.exit_code == 2 and message in result.output
+
+
+def test_a_gpu_index_without_cuda_is_refused(tiny_run):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: tests/test_cuda.py covers cuda:N")
+    result = invoke("translate", tiny_run, "--device", "cuda:0", input="a\n")
+    assert result.exit_code == 2 and "--device cuda:0: no CUDA device is available" in result.output

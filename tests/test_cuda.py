@@ -86,3 +86,13 @@ def test_trained_on_cuda_translates_on_cpu(tiny_config):
         cpu = on_cpu.model(src, tgt)
         gpu = on_gpu.model(src.to(CUDA), tgt.to(CUDA)).cpu()
     torch.testing.assert_close(gpu, cpu, atol=1e-4, rtol=1e-3)
+
+
+def test_a_gpu_is_chosen_by_index_and_an_absent_one_refused():
+    from nmt.device import resolve_device
+    from nmt.errors import NmtError
+
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+    count = torch.cuda.device_count()
+    with pytest.raises(NmtError, match=f"only {count} CUDA device"):
+        resolve_device(f"cuda:{count}")

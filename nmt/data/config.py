@@ -9,6 +9,27 @@ from nmt.config import check
 
 
 @dataclass(frozen=True)
+class SubwordSampling:
+    """Subword regularisation (Kudo 2018): each epoch the training text is segmented
+    anew by sampling from the unigram model's segmentations, smoothed by ``alpha``
+    (Kudo's best: 0.1 to 0.2) and drawn from the ``nbest_size`` best (-1: all; Kudo
+    used 64). With a BPE vocabulary SentencePiece applies BPE-dropout instead
+    (Provilkov et al. 2020): ``alpha`` is the probability of dropping a merge and
+    ``nbest_size`` is unused. Dev and test text keep the deterministic segmentation."""
+
+    alpha: float = 0.1
+    nbest_size: int = 64
+
+    def __post_init__(self) -> None:
+        check(0 < self.alpha <= 1, "alpha", "must be in (0, 1]")
+        check(
+            self.nbest_size == -1 or 2 <= self.nbest_size <= 10_000,
+            "nbest_size",
+            "must be -1 (all segmentations) or in 2..10,000",
+        )
+
+
+@dataclass(frozen=True)
 class VocabConfig:
     """SentencePiece vocabulary: trained on the training data unless ``model`` is given."""
 
@@ -20,6 +41,8 @@ class VocabConfig:
     tgt_model: str | None = None
     # sentences SentencePiece trains on, drawn at random (seeded) from larger corpora
     sample: int = 2_000_000
+    # subword regularisation of the training text, re-drawn each epoch; null: off
+    sampling: SubwordSampling | None = None
 
     def __post_init__(self) -> None:
         check(8 <= self.size <= 2**20, "size", "must be in 8..1,048,576")

@@ -28,7 +28,8 @@ from torch.nn.parallel import DistributedDataParallel
 from nmt import checkpoint, kernels
 from nmt.attention import Attended
 from nmt.averaging import kept_name, prune
-from nmt.data.batching import Batch
+from nmt.data.batching import Batch, ParallelData
+from nmt.data.subword_sampling import resampled
 from nmt.data.vocab import PAD
 from nmt.decoding import translate_lines
 from nmt.distributed import Distributed
@@ -154,7 +155,9 @@ class Trainer:
         self.step_seconds = 0.0  # time inside train_step, for per-step cost figures
         self._stop_signal: int | None = None
         self._in_validation = False  # a signal interrupts validation at once
-        self._plan: tuple[int, list[np.ndarray]] | None = None  # (epoch, its batches)
+        # (epoch, its pairs, its batches): the pairs differ by epoch under subword sampling
+        self._plan: tuple[int, ParallelData, list[np.ndarray]] | None = None
+        self.resample_seconds = 0.0  # spent segmenting epochs anew (data.vocab.sampling)
         self.saved_step: int | None = None  # of the last full checkpoint
         self.tensorboard: TensorBoardLog | None = None  # open while run() runs
         self.model = model.to(device)
@@ -191,8 +194,8 @@ class Trainer:
         plan = self.epoch_plan(self.state.epoch)
         params = sum(p.numel() for p in self.model.parameters())
         return (
-            f"{len(self.data.train)} training pairs in {len(plan)} batches of <= "
-            f"{t.batch_tokens} tokens; padding {self.data.train.padding_fraction(plan):.1%}; "
+            f"{len(self.pairs)} training pairs in {len(plan)} batches of <= "
+            f"{t.batch_tokens} tokens; padding {self.pairs.padding_fraction(plan):.1%}; "
             f"{params / 1e6:.2f}M parameters; device {self.device}"
             + (" (bf16 autocast)" if self.bf16 else "")
         )
@@ -424,11 +427,30 @@ class Trainer:
         out). Kept for the epoch in progress: on millions of pairs a plan takes seconds."""
         if self._plan is None or self._plan[0] != epoch:
             t = self.cfg.train
-            plan = self.data.train.epoch_batches(
-                t.batch_tokens, t.seed, epoch, t.batching == "bucketed"
-            )
-            self._plan = epoch, plan[: len(plan) - len(plan) % self.dist.world]
+            pairs = self._epoch_pairs(epoch)
+            plan = pairs.epoch_batches(t.batch_tokens, t.seed, epoch, t.batching == "bucketed")
+            self._plan = epoch, pairs, plan[: len(plan) - len(plan) % self.dist.world]
+        return self._plan[2]
+
+    @property
+    def pairs(self) -> ParallelData:
+        """The training pairs of the epoch whose plan was made last."""
+        assert self._plan is not None, "epoch_plan() first"
         return self._plan[1]
+
+    def _epoch_pairs(self, epoch: int) -> ParallelData:
+        """The prepared pairs, or under ``data.vocab.sampling`` the epoch's own
+        segmentation of them (nmt.data.subword_sampling)."""
+        sampling = self.cfg.data.vocab.sampling
+        if sampling is None:
+            return self.data.train
+        start, v = time.perf_counter(), self.data.vocabs
+        pairs = resampled(
+            self.data.train, v.src, v.tgt, sampling, self.cfg.train.seed, epoch,
+            self.cfg.data.max_len,
+        )  # fmt: skip
+        self.resample_seconds += time.perf_counter() - start
+        return pairs
 
     def _expected_steps(self, batches_per_epoch: int) -> int | None:
         """Where training will stop, in steps, for the progress bar's ETA; a time
@@ -519,7 +541,7 @@ class Trainer:
                     plan = self.epoch_plan(s.epoch)
                 group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate * d.world]
                 s.batch_in_epoch += len(group)
-                batches = [self.data.train.collate(b) for b in group[d.rank :: d.world]]
+                batches = [self.pairs.collate(b) for b in group[d.rank :: d.world]]
                 try:
                     result = self.train_step(batches)
                 except RuntimeError as e:
@@ -565,6 +587,7 @@ class Trainer:
             "best_step": s.best_step,
             "tokens_per_s": s.tokens / max(s.elapsed, 1e-9),
             "peak_rss_mb": peak_rss_mb(),
+            **({"subword_sampling_s": self.resample_seconds} if self.resample_seconds else {}),
         }
 
     def _out_of_memory(self, batches: list[Batch]) -> None:

@@ -95,3 +95,10 @@ def test_compare_gives_each_run_its_own_log_dir_and_reuses_across_logging(tmp_pa
     other = PlannedRun(runs[0].variant, 1, before.run_dir, runs[-1].recipe, runs[-1].cfg)
     with pytest.raises(NmtError, match="trained for a different recipe"):
         check_reusable(other)
+
+
+def test_an_unwritable_log_dir_is_one_line_naming_it(tmp_path):
+    require_extra("tensorboard", "tensorboard")
+    (tmp_path / "tb").write_text("a file where the log directory should be")
+    with pytest.raises(NmtError, match="tb: cannot write TensorBoard logs"):
+        TensorBoardLog(tmp_path / "tb")

@@ -33,14 +33,22 @@ def test_run_writes_checkpoints_and_metrics(tiny_config):
     assert "optimizer" not in best and best["config"]["run_dir"] == run
 
 
-def test_resume_equals_uninterrupted(tiny_config, tmp_path):
-    full = tiny_config(train={"max_steps": 6})
+@pytest.mark.parametrize("sampling", [None, {"alpha": 0.2, "nbest_size": -1}])
+def test_resume_equals_uninterrupted(tiny_config, tmp_path, sampling):
+    """Also under subword sampling, resumed mid-epoch after an epoch of its own."""
+    data = {"vocab": {"size": 200, "sampling": sampling}}
+    steps = {"max_steps": 6} if sampling is None else {"max_steps": 10, "batch_tokens": 4096}
+    full = tiny_config(train=steps, data=data)
     train(full, device="cpu")
-    part = tiny_config(train={"max_steps": 3})
+    part = tiny_config(train={**steps, "max_steps": steps["max_steps"] // 2 + 1}, data=data)
     part = type(part)(**{**part.__dict__, "run_dir": str(tmp_path / "resumed")})
     train(part, device="cpu")
     rest = type(full)(**{**full.__dict__, "run_dir": part.run_dir})
     train(rest, device="cpu", resume=True)
+    if sampling is not None:  # the interruption fell in an epoch after the first
+        records = [json.loads(x) for x in open(f"{part.run_dir}/metrics.jsonl")]
+        stop = part.train.max_steps
+        assert max(r["epoch"] for r in records if r["step"] <= stop) >= 2, records
     a = checkpoint.load(f"{full.run_dir}/last.pt")["model"]
     b = checkpoint.load(f"{rest.run_dir}/last.pt")["model"]
     assert a.keys() == b.keys()
