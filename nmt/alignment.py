@@ -51,6 +51,35 @@ def attention_alignment(
     return {(int(i), j) for j, i in enumerate(words.argmax(1))}
 
 
+NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def grow_diag_final_and(forward: Alignment, reverse: Alignment) -> Alignment:
+    """Symmetrise two directional alignments (Koehn et al. 2003; Moses' default):
+    start from their intersection, grow into neighbouring (also diagonal) links of
+    their union that align a word not yet aligned, then add links of either
+    direction whose two words are both still unaligned."""
+    links, union = forward & reverse, forward | reverse
+
+    def unaligned(i: int, j: int) -> tuple[bool, bool]:
+        return all(a != i for a, _ in links), all(b != j for _, b in links)
+
+    grew = True
+    while grew:
+        grew = False
+        for i, j in sorted(links):
+            for di, dj in NEIGHBOURS:
+                link = (i + di, j + dj)
+                if link in union and link not in links and any(unaligned(*link)):
+                    links.add(link)
+                    grew = True
+    for direction in (forward, reverse):
+        for link in sorted(direction):
+            if all(unaligned(*link)):
+                links.add(link)
+    return links
+
+
 def parse_pharaoh(line: str, where: str) -> Alignment:
     """``"0-0 1-2"`` -> {(0, 0), (1, 2)}; a malformed pair is an error naming ``where``."""
     out = set()

@@ -84,14 +84,27 @@ def each_attention_map(
         yield from zip(chunk, maps)
 
 
-def word_alignment(amap: AttentionMap) -> Alignment:
-    """The argmax word alignment of the layer- and head-averaged attention, without
-    </s> (what ``compare`` scores as AER and ``translate --alignments`` writes); empty
-    when either side has no word."""
+def word_alignment(amap: AttentionMap, guided: tuple[int, int] | None = None) -> Alignment:
+    """The argmax word alignment of the attention averaged over layers and heads —
+    or, for a model trained with guided alignment, ``guided`` = (layer, heads),
+    over that layer's first ``heads`` heads, the ones supervised (as Garg et al.
+    2019 read alignments from their supervised head) — without </s>: what
+    ``compare`` scores as AER and ``translate --alignments`` writes. Empty when
+    either side has no word."""
     if len(amap.src) < 2 or len(amap.tgt) < 2:
         return set()
-    mean = amap.weights.mean((0, 1))[:-1, :-1]  # (T-1,S-1)
-    return attention_alignment(mean, amap.src[:-1], amap.tgt[:-1])
+    if guided is None:
+        mean = amap.weights.mean((0, 1))  # (T,S)
+    else:
+        layer, heads = guided
+        mean = amap.weights[layer, :heads].mean(0)
+    return attention_alignment(mean[:-1, :-1], amap.src[:-1], amap.tgt[:-1])
+
+
+def supervised_heads(cfg: Any) -> tuple[int, int] | None:
+    """A run recipe's guided-alignment (layer, heads), or None."""
+    guide = cfg.train.alignment
+    return None if guide is None else (guide.layer, guide.heads)
 
 
 def save_npz(path: Path, amap: AttentionMap) -> None:

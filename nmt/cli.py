@@ -347,6 +347,27 @@ def data_fetch(
 
 
 @data_app.command(
+    "align",
+    epilog="Example: nmt data align data/multi30k --src de --tgt en  "
+    "(then train with --set 'train.alignment={}')",
+)
+@user_errors
+def data_align(
+    directory: Path = typer.Argument(..., help="Directory of {split}.{lang}[.gz] files."),
+    src: str = typer.Option(..., "--src", help="Source language suffix, e.g. de."),
+    tgt: str = typer.Option(..., "--tgt", help="Target language suffix, e.g. en."),
+    split: list[str] = typer.Option([], help="Splits to align (default: every one)."),
+) -> None:
+    """Write {split}.align (Pharaoh i-j word alignments) with eflomal, both
+    directions symmetrised (grow-diag-final-and); needs the align extra."""
+    from nmt.data.align import align_corpus
+    from nmt.progress import info
+
+    counts = align_corpus(directory, src, tgt, split or None, log=info)
+    typer.echo(", ".join(f"{k}.align: {v:,} lines" for k, v in counts.items()))
+
+
+@data_app.command(
     "prepare",
     epilog="Example: nmt data prepare recipes/multi30k-de-en.yaml "
     "--set data.dir=../shared/data/multi30k",

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from nmt.config import apply_overrides, from_dict, read_yaml
+from nmt.config import apply_overrides, check, from_dict, read_yaml
 from nmt.data.config import DataConfig
 from nmt.decoding import DecodeConfig
 from nmt.errors import ConfigError, NmtError
@@ -33,6 +33,12 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(max_epochs=10))
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def __post_init__(self) -> None:
+        if (a := self.train.alignment) is not None:
+            n, heads = self.model.decoder_layers, self.model.heads
+            check(-n <= a.layer < n, "train.alignment.layer", f"must be in {-n}..{n - 1}")
+            check(a.heads <= heads, "train.alignment.heads", f"must be at most {heads}")
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from nmt.alignment import Alignment, format_pharaoh
-from nmt.attention_maps import each_attention_map, save_npz, word_alignment
+from nmt.attention_maps import each_attention_map, save_npz, supervised_heads, word_alignment
 from nmt.checkpoint import write_text
 from nmt.data.corpus import read_input
 from nmt.decoding import Sampling, Translation, encode_source, translate_lines
@@ -168,5 +168,5 @@ def attention_outputs(
     for i, amap in each_attention_map(loaded.model, v.src, v.tgt, src, hyps, todo):
         if out_dir is not None:
             save_npz(out_dir / f"{i}.npz", amap)
-        links[i] = word_alignment(amap)
+        links[i] = word_alignment(amap, supervised_heads(loaded.cfg))
     return links

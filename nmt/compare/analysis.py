@@ -11,7 +11,12 @@ import numpy as np
 import torch
 
 from nmt.alignment import Alignment, aer, read_alignments
-from nmt.attention_maps import AttentionMap, each_attention_map, word_alignment
+from nmt.attention_maps import (
+    AttentionMap,
+    each_attention_map,
+    supervised_heads,
+    word_alignment,
+)
 from nmt.checkpoint import read_json
 from nmt.data.corpus import read_lines
 from nmt.data.pipeline import load_split
@@ -108,7 +113,7 @@ def attention_figures(
         if amap.centers is not None:
             offsets.append((amap.centers - diag).ravel())  # (L·Hc·T,)
         if gold is not None:
-            predicted.append(word_alignment(amap))
+            predicted.append(word_alignment(amap, supervised_heads(loaded.cfg)))
         if i in keep:
             maps[i] = amap
     figures = {"entropy": float(np.mean(entropy)), "peak_distance": float(np.mean(distance))}

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from nmt.data.gold_alignments import GoldAlignments
 from nmt.data.vocab import BOS, EOS, PAD
 
 
@@ -19,6 +20,9 @@ class Batch:
     tgt_in: Tensor  # (B,T) BOS + target ids, padded
     tgt_out: Tensor  # (B,T) target ids + EOS, padded
     index: Tensor  # (B,) positions of these pairs in the dataset
+    # (B,T,S) gold alignment of each target position (row, sums to 1 where a link
+    # exists) over the source positions, under guided alignment (train.alignment)
+    align: Tensor | None = None
 
     @property
     def tgt_tokens(self) -> int:
@@ -27,8 +31,8 @@ class Batch:
     def to(self, device: torch.device) -> Batch:
         return Batch(
             *(
-                t.to(device, non_blocking=True)
-                for t in (self.src, self.tgt_in, self.tgt_out, self.index)
+                None if t is None else t.to(device, non_blocking=True)
+                for t in (self.src, self.tgt_in, self.tgt_out, self.index, self.align)
             )
         )
 
@@ -116,6 +120,8 @@ class ParallelData:
 
     def __init__(self, src: Tokens, tgt: Tokens) -> None:
         self.src, self.tgt = src, tgt
+        self.lines: np.ndarray | None = None  # (N,) each pair's line in the split's files
+        self.alignments: GoldAlignments | None = None  # attached under train.alignment
         # +1: EOS on the source, BOS/EOS on the shifted target.
         self.lengths = np.stack([src.lengths() + 1, tgt.lengths() + 1], 1).astype(np.int32)
 
@@ -143,11 +149,13 @@ class ParallelData:
         index = np.asarray(indices, dtype=np.int64)
         src = [self.src[i] for i in index]
         tgt = [self.tgt[i] for i in index]
+        align = None if self.alignments is None else self.alignments.matrices(index, src, tgt)
         return Batch(
             pad(src, suffix=[EOS]),
             pad(tgt, prefix=[BOS]),
             pad(tgt, suffix=[EOS]),
             torch.from_numpy(index),
+            align,
         )
 
     def padding_fraction(self, batches: list[np.ndarray]) -> float:

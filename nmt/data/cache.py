@@ -10,7 +10,8 @@ directory, each keyed by a hash of what made it:
 - ``vocab-KEY/``: the SentencePiece model(s), from the vocabulary settings and
   the training files (path, size, modification time);
 - ``data-KEY/``: the encoded split, from the training files, the vocabulary's
-  bytes and ``max_len``.
+  bytes and ``max_len``, and each kept pair's line number (``lines``, for what
+  is read beside the text: gold alignments).
 
 A changed file or setting makes a new entry, never a stale one; every variant
 and seed of a study, every DDP rank and every ``--resume`` with the same data
@@ -42,7 +43,7 @@ from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
 from nmt.progress import progress_bar
 
-FORMAT = 1  # bump when the layout of an entry changes
+FORMAT = 2  # bump when the layout of an entry changes (2: lines, each kept pair's line)
 CHUNK = 20_000  # pairs encoded per SentencePiece batch call
 
 
@@ -136,7 +137,7 @@ def encode_split(
     dtypes = [id_dtype(len(v)) for v in (src, tgt)]
     counts = {"lines": 0, "empty": 0, "long": 0, "pairs": 0, "src_ids": 0, "tgt_ids": 0}
     sides = [("src", src, dtypes[0]), ("tgt", tgt, dtypes[1])]
-    names = [f"{side}.{part}" for side, *_ in sides for part in ("ids", "offsets")]
+    names = [f"{side}.{part}" for side, *_ in sides for part in ("ids", "offsets")] + ["lines"]
     outputs = {name: open(out / name, "wb") for name in names}
     threads = os.cpu_count() or 1
     try:
@@ -155,6 +156,8 @@ def encode_split(
                     for i, (_, vocab, _) in enumerate(sides)
                 ]
                 short, empty, long = keep_pairs(*encoded, max_len)
+                lines = counts["lines"] + np.asarray(short, dtype=np.int64)
+                outputs["lines"].write(lines.tobytes())
                 counts["lines"] += len(chunk)
                 counts["empty"] += empty
                 counts["long"] += long
@@ -223,8 +226,13 @@ def mapped(entry: Path) -> tuple[ParallelData, dict[str, Any]]:
         if offsets[-1] != count:
             raise DamagedEntry(f"{entry}: {side}.offsets do not end at {count}")
         sides.append(Tokens(ids, offsets))
+    lines_file = entry / "lines"
+    if not lines_file.is_file() or lines_file.stat().st_size != meta["pairs"] * 8:
+        raise DamagedEntry(f"{entry}: lines does not match meta.json")
+    data = ParallelData(*sides)
+    data.lines = np.memmap(lines_file, np.int64, "r", shape=(meta["pairs"],))
     size = sum(f.stat().st_size for f in entry.iterdir())
-    return ParallelData(*sides), {**meta, "entry": str(entry), "bytes": size}
+    return data, {**meta, "entry": str(entry), "bytes": size}
 
 
 def prepared(

@@ -45,4 +45,6 @@ def resampled(
     for i, (s, t) in enumerate(zip(*sides)):
         if not (0 < len(s) <= max_len and 0 < len(t) <= max_len):
             sides[0][i], sides[1][i] = data.src[i].tolist(), data.tgt[i].tolist()
-    return ParallelData(Tokens.from_lists(sides[0]), Tokens.from_lists(sides[1]))
+    out = ParallelData(Tokens.from_lists(sides[0]), Tokens.from_lists(sides[1]))
+    out.lines, out.alignments = data.lines, data.alignments  # word-level: unchanged
+    return out

@@ -107,16 +107,19 @@ class Transformer(nn.Module):
         return self.decoder_norm(x), records  # (B,T,D)
 
     def forward(
-        self, src: Tensor, tgt_in: Tensor, project: bool = True
+        self, src: Tensor, tgt_in: Tensor, project: bool = True, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, list[list[Attended]]]:
         """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V); with
         ``project=False`` what training needs: the final decoder states (B,T,D)
         before the output projection (training fuses it with its loss) and the
         cross-attention records of :meth:`decode_states`. A flag, not a second
         method, so that ``train.compile`` (which compiles ``forward``) covers
-        training too."""
+        training too. ``need_weights`` keeps the attention weights in the records
+        (guided alignment)."""
         memory, src_mask = self.encode(src)
-        states, records = self.decode_states(tgt_in, self.start(memory, src_mask))
+        states, records = self.decode_states(
+            tgt_in, self.start(memory, src_mask), need_weights=need_weights
+        )
         return self.generator(states) if project else (states, records)
 
     def start_update(self, step: int) -> None:

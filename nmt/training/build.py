@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from nmt.data.batching import ParallelData
-from nmt.data.pipeline import Vocabs, checkpoint_vocabs, encode_pairs, load_split, load_training
+from nmt.data.corpus import count_lines
+from nmt.data.gold_alignments import GoldAlignments
+from nmt.data.pipeline import (
+    Vocabs,
+    checkpoint_vocabs,
+    encode_pairs,
+    load_split,
+    load_training,
+    split_files,
+)
 from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
 from nmt.errors import NmtError
@@ -49,6 +58,11 @@ def load_data(
     vocabs, train = load_training(cfg.data, Path(cfg.run_dir), log, vocabs)
     if dist.main:
         dist.barrier()
+    if (guide := cfg.train.alignment) is not None:
+        path = Path(guide.file or Path(cfg.data.dir) / f"{cfg.data.train}.align")
+        total = count_lines(split_files(cfg.data, cfg.data.train)[0])
+        train.alignments = GoldAlignments.read(path, train.lines, total, vocabs.src, vocabs.tgt)
+        log(f"guided alignment: gold links of {len(train)} training pairs from {path}")
     dev_src, dev_refs = load_split(cfg.data, cfg.data.dev)
     dev = encode_pairs(dev_src, dev_refs, vocabs, cfg.model.max_positions - 1, "dev", log)
     return TrainingData(vocabs, train, dev, dev_src, dev_refs)

@@ -27,6 +27,25 @@ TRAINERS: Registry[type] = Registry(
 
 
 @dataclass(frozen=True)
+class GuidedAlignment:
+    """Supervise cross-attention with gold word alignments (Liu et al. 2016; Garg et
+    al. 2019): ``weight`` times the cross-entropy of the attention of decoder layer
+    ``layer`` (negative counts from the last), heads 0..``heads``−1, against the
+    normalised alignment matrix (nmt.training.guided_alignment). ``file``: Pharaoh
+    alignments line by line with the training split (default
+    ``{data.dir}/{data.train}.align``)."""
+
+    weight: float = 0.05  # Garg et al.'s λ
+    layer: int = -2  # Garg et al. supervise the penultimate layer
+    heads: int = 1  # ... and one head of it
+    file: str | None = None
+
+    def __post_init__(self) -> None:
+        check(0 < self.weight <= 100, "weight", "must be in (0, 100]")
+        check(self.heads >= 1, "heads", "must be at least 1")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Optimisation, budget, validation and early stopping."""
 
@@ -53,6 +72,8 @@ class TrainConfig:
     early_stopping: Literal["bleu", "loss"] = "bleu"
     patience: int | None = None  # validations without improvement before stopping
     log_every: int = 50
+    # guided alignment: an attention loss against gold word alignments; null: off
+    alignment: GuidedAlignment | None = None
     # where metrics go: jsonl (RUN/metrics.jsonl, always: compare and resume read it)
     # and tensorboard (the tensorboard extra; nmt.training.tensorboard)
     log_to: tuple[str, ...] = ("jsonl",)

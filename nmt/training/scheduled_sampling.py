@@ -93,7 +93,8 @@ class ScheduledSamplingTrainer(Trainer):
                 pred = prediction_embeddings(model.generator(rows), table, cfg)  # (N,D)
             x = gold.masked_scatter(replaced.unsqueeze(-1), pred.to(gold.dtype))  # (B,T,D)
         self.extra_seconds += time.perf_counter() - start
-        states, records = model.decode_states(None, state, x, tgt_mask=real)  # (B,T,D)
+        guided = self.cfg.train.alignment is not None  # keep the weights it supervises
+        states, records = model.decode_states(None, state, x, guided, tgt_mask=real)  # (B,T,D)
         loss, stats = self.model_loss(states, records, batch)
         fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
         return loss, {**stats, "ss_gold_prob": eps, "ss_replaced": fraction}

@@ -40,6 +40,7 @@ from nmt.model import Transformer
 from nmt.progress import advancer, console, progress_bar
 from nmt.training.build import TrainingData
 from nmt.training.config import TRAINERS, TrainerConfig
+from nmt.training.guided_alignment import alignment_loss
 from nmt.training.schedule import inverse_sqrt
 from nmt.training.tensorboard import TensorBoardLog, dev_attention
 
@@ -256,19 +257,25 @@ class Trainer:
     def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         """Summed training objective of one batch, and statistics to log (with
         ``token_loss``, the summed label-smoothed cross-entropy)."""
-        states, records = self.model(batch.src, batch.tgt_in, project=False)
+        guided = self.cfg.train.alignment is not None
+        states, records = self.model(batch.src, batch.tgt_in, project=False, need_weights=guided)
         return self.model_loss(states, records, batch)
 
     def model_loss(
         self, states: torch.Tensor, records: list[list[Attended]], batch: Batch
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """Token loss of the final decoder states (B,T,D) plus the cross-attention's
-        auxiliary loss (hard attention's REINFORCE, from the decoder's ``records``)."""
+        auxiliary loss (hard attention's REINFORCE, from the decoder's ``records``)
+        and, under ``train.alignment``, the guided-alignment loss."""
         loss, reward = self.token_loss(states, batch)
         token_loss = float(loss.detach())
         extra, stats = self.model.extra_loss(records, reward, batch.tgt_out != PAD)
         if extra is not None:
             loss = loss + extra
+        if (guide := self.cfg.train.alignment) is not None:
+            assert batch.align is not None, "the training data carries no alignments"
+            aligned, align_stats = alignment_loss(records, batch.align, guide)
+            loss, stats = loss + aligned, {**stats, **align_stats}
         return loss, {"token_loss": token_loss, **stats}
 
     # ------------------------------------------------------------------- step

@@ -1,0 +1,51 @@
+"""``nmt data align``: eflomal's alignments, symmetrised, beside the data."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from nmt.alignment import aer, grow_diag_final_and, read_alignments
+from nmt.data.align import align_corpus
+from nmt.errors import NmtError
+from tests.conftest import require_extra
+from tests.test_cli import invoke
+
+
+def test_grow_diag_final_and():
+    forward = {(0, 0), (1, 1), (2, 3)}
+    reverse = {(0, 0), (1, 1), (1, 2), (3, 3)}
+    # From the intersection {(0,0), (1,1)}, growing adds union links next to a link
+    # (diagonals too) that align a new word: (1,2), then (2,3), then (3,3).
+    assert grow_diag_final_and(forward, reverse) == {(0, 0), (1, 1), (1, 2), (2, 3), (3, 3)}
+    # Nothing to grow into: final-and adds a directional link only if both of its
+    # words are unaligned, forward first: (2,2) goes in, (2,3) then does not.
+    assert grow_diag_final_and({(0, 0), (2, 2)}, {(0, 0), (2, 3)}) == {(0, 0), (2, 2)}
+    assert grow_diag_final_and(set(), set()) == set()
+
+
+@pytest.mark.slow
+def test_alignments_of_the_toy_corpus_are_close_to_gold(toy_dir, tmp_path):
+    require_extra("eflomal", "align")
+    for split in ("train", "val"):
+        for side in ("src", "tgt"):
+            (tmp_path / f"{split}.{side}").write_text((toy_dir / f"{split}.{side}").read_text())
+    result = invoke("data", "align", tmp_path, "--src", "src", "--tgt", "tgt")
+    assert result.exit_code == 0, result.output
+    for split in ("train", "val"):
+        got = read_alignments(tmp_path / f"{split}.align")
+        gold = read_alignments(toy_dir / f"{split}.align")
+        assert len(got) == len(gold) and aer(got, gold) < 0.25, aer(got, gold)
+    again = invoke("data", "align", tmp_path, "--src", "src", "--tgt", "tgt")
+    assert again.exit_code == 2 and "train.align: exists; not overwritten" in again.output
+
+
+def test_without_the_extra_or_the_files_it_says_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "eflomal", None)
+    with pytest.raises(NmtError, match=r"pip install 'nmt\[align\]'"):
+        align_corpus(tmp_path, "de", "en", None, print)
+    monkeypatch.delitem(sys.modules, "eflomal")
+    require_extra("eflomal", "align")
+    with pytest.raises(NmtError, match=r"no split with both \.de and \.en files"):
+        align_corpus(tmp_path, "de", "en", None, print)
