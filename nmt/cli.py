@@ -75,6 +75,7 @@ def _main(
 
 
 DEVICE_HELP = "auto (CUDA if available), cpu, cuda or cuda:N (the N-th visible GPU)."
+CHECKPOINT_HELP = "A checkpoint, or a run directory (its best.pt)."
 SET_HELP = "Override a recipe value, e.g. --set model.attention.kind=local_m (repeatable)."
 
 
@@ -183,7 +184,7 @@ def translate(
 )
 @user_errors
 def attention(
-    checkpoint: Path = typer.Argument(..., help="A checkpoint, or a run directory (best.pt)."),
+    checkpoint: Path = typer.Argument(..., help=CHECKPOINT_HELP),
     src: str = typer.Option(..., "--src", help="Source sentence."),
     tgt: Optional[str] = typer.Option(None, "--tgt", help="Forced target (default: decode)."),
     layer: int = typer.Option(-1, help="Decoder layer (negative counts from the last)."),
@@ -264,12 +265,14 @@ def average(
 
 @app.command(
     epilog="Example: nmt export runs/toy --format ctranslate2 -o runs/toy-ct2  "
-    "(then: ctranslate2.Translator('runs/toy-ct2'); see docs/export.md)"
+    "(then: ctranslate2.Translator('runs/toy-ct2'); see docs/commands.md)"
 )
 @user_errors
 def export(
-    checkpoint: Path = typer.Argument(..., help="A checkpoint, or a run directory (best.pt)."),
-    format: str = typer.Option("ctranslate2", "--format", help="Export format: ctranslate2."),
+    checkpoint: Path = typer.Argument(..., help=CHECKPOINT_HELP),
+    export_format: str = typer.Option(
+        "ctranslate2", "--format", help="Export format: ctranslate2."
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="Directory to create."),
     quantization: str = typer.Option(
         "float32", help="Weights as float32, int8, int16, float16, bfloat16 or int8_float16."
@@ -280,8 +283,8 @@ def export(
     from nmt.export import export_ctranslate2
     from nmt.progress import info
 
-    if format != "ctranslate2":
-        raise NmtError(f"--format {format}: the only format is ctranslate2")
+    if export_format != "ctranslate2":
+        raise NmtError(f"--format {export_format}: the only format is ctranslate2")
     export_ctranslate2(checkpoint, output, quantization)
     info(f"{output}: CTranslate2 model ({quantization}) with source.spm and target.spm")
 
