@@ -101,15 +101,23 @@ def test_the_loss_trains_the_attention_of_every_kind(kind):
 
 @pytest.mark.slow
 def test_a_run_with_guidance_logs_its_loss_and_the_gold_outside_the_window(tiny_config):
+    """Under scheduled sampling (guidance acts on its last pass) with local_m."""
+    trainer = {"kind": "scheduled_sampling", "schedule": "constant", "k": 0.5, "warmup_steps": 0}
     cfg = tiny_config(
         model={"attention": {"kind": "local_m", "window": 1}},
-        train={"alignment": {"layer": -1, "heads": 2}, "max_steps": 4, "log_every": 2},
+        train={
+            "alignment": {"layer": -1, "heads": 2},
+            "trainer": trainer,
+            "max_steps": 4,
+            "log_every": 2,
+        },
     )
     train(cfg, device="cpu")
     records = [json.loads(line) for line in open(f"{cfg.run_dir}/metrics.jsonl")]
     logged = [r for r in records if "align_loss" in r]
     assert len(logged) == 2 and all(r["align_loss"] > 0 for r in logged)
     assert all(0.0 < r["align_outside"] < 1.0 for r in logged)  # a narrow window misses some
+    assert all(r["ss_gold_prob"] == 0.5 for r in logged)
 
 
 def test_a_missing_or_misfit_alignment_file_is_named(tiny_config, tmp_path):
