@@ -19,6 +19,7 @@ from nmt.progress import console
 from nmt.training.build import build
 from nmt.training.config import TRAINERS
 from nmt.training.rundir import make_run_dir, owned
+from nmt.training.tensorboard import summary_writer
 from nmt.training.trainer import Interrupted, Trainer
 
 if TYPE_CHECKING:
@@ -42,6 +43,8 @@ def prepare(
     log = console.print if dist.main else lambda *args, **kwargs: None
     run_dir = Path(cfg.run_dir)
     check_files(cfg.data)
+    if "tensorboard" in cfg.train.log_to:
+        summary_writer()
     last = run_dir / "last.pt"
     if resume and not last.is_file():
         raise NmtError(f"{last}: nothing to resume (no last.pt in run_dir)")

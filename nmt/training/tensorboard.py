@@ -33,19 +33,25 @@ def tag(key: str) -> str:
     return f"train/{key}"
 
 
+def summary_writer() -> type:
+    """PyTorch's ``SummaryWriter``, or a one-line error naming the extra to install
+    (checked before a run starts, so that nothing is written in vain)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise NmtError(
+            "train.log_to: tensorboard needs the tensorboard extra: pip install 'nmt[tensorboard]'"
+        ) from None
+    return SummaryWriter
+
+
 class TensorBoardLog:
     """A ``SummaryWriter`` on ``log_dir``. ``purge_step``: a resumed run's first step;
     events the interrupted run logged from there on are dropped, so curves do not
     double back."""
 
     def __init__(self, log_dir: Path, purge_step: int | None = None) -> None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            raise NmtError(
-                "train.log_to: tensorboard needs the tensorboard extra: "
-                "pip install 'nmt[tensorboard]'"
-            ) from None
+        SummaryWriter = summary_writer()
         try:
             self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
         except OSError as e:
