@@ -451,11 +451,10 @@ class Trainer:
         sampling = self.cfg.data.vocab.sampling
         if sampling is None:
             return self.data.train
-        start, v = time.perf_counter(), self.data.vocabs
+        start, v, seed = time.perf_counter(), self.data.vocabs, self.cfg.train.seed
         pairs = resampled(
-            self.data.train, v.src, v.tgt, sampling, self.cfg.train.seed, epoch,
-            self.cfg.data.max_len,
-        )  # fmt: skip
+            self.data.train, v.src, v.tgt, sampling, seed, epoch, self.cfg.data.max_len
+        )
         self.resample_seconds += time.perf_counter() - start
         return pairs
 
