@@ -15,7 +15,7 @@ from nmt.recipe import RunConfig
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One PyTorch thread per worker (and per process a test starts): workers share
-    # the cores, and two threads each on two cores made the suite six times slower.
+    # the cores, and more threads than cores slowed the suite several-fold.
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 
