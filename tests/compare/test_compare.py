@@ -125,6 +125,7 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     assert [r["variant"] for r in direct["rows"]] == ["global-seed1", "local_m-seed1"]
 
 
+@pytest.mark.slow
 def test_a_failing_variant_does_not_stop_the_study(tmp_path, toy_dir):
     """The others are trained and reported; the exit code says that a run failed."""
     spec = write_spec(

@@ -33,7 +33,9 @@ def test_run_writes_checkpoints_and_metrics(tiny_config):
     assert "optimizer" not in best and best["config"]["run_dir"] == run
 
 
-@pytest.mark.parametrize("sampling", [None, {"alpha": 0.2, "nbest_size": -1}])
+@pytest.mark.parametrize(
+    "sampling", [None, pytest.param({"alpha": 0.2, "nbest_size": -1}, marks=pytest.mark.slow)]
+)
 def test_resume_equals_uninterrupted(tiny_config, tmp_path, sampling):
     """Also under subword sampling, resumed mid-epoch after an epoch of its own."""
     data = {"vocab": {"size": 200, "sampling": sampling}}
