@@ -149,10 +149,21 @@ def draw_heatmap(ax: Any, amap: AttentionMap, layer: int, head: str, title: str)
     return im
 
 
-def plot_heatmap(path: Path, amap: AttentionMap, layer: int, head: str, title: str) -> None:
-    """One sentence's heatmap (see :func:`draw_heatmap`) as a PNG."""
+def heatmap_figure(amap: AttentionMap, layer: int, head: str, title: str) -> Any:
+    """One sentence's heatmap (see :func:`draw_heatmap`) with a colour bar, in a
+    figure sized to the sentence."""
     T, S = amap.weights.shape[-2:]
     fig, ax = pyplot().subplots(figsize=(max(4.0, 0.35 * S + 2), max(3.0, 0.3 * T + 1.5)))
     im = draw_heatmap(ax, amap, layer, head, title)
     fig.colorbar(im, ax=ax, fraction=0.04)
-    save_figure(fig, path)
+    return fig
+
+
+def plot_heatmap(path: Path, amap: AttentionMap, layer: int, head: str, title: str) -> None:
+    """One sentence's heatmap as a PNG."""
+    save_figure(heatmap_figure(amap, layer, head, title), path)
+
+
+def attention_entropy(weights: np.ndarray) -> float:
+    """Mean entropy (nats) of attention distributions (..., S) over the last axis."""
+    return float(-(weights * np.log(np.clip(weights, 1e-12, None))).sum(-1).mean())

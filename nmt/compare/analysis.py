@@ -13,6 +13,7 @@ import torch
 from nmt.alignment import Alignment, aer, read_alignments
 from nmt.attention_maps import (
     AttentionMap,
+    attention_entropy,
     each_attention_map,
     supervised_heads,
     word_alignment,
@@ -108,7 +109,7 @@ def attention_figures(
         w = amap.weights  # (L,H,T,S)
         T, S = w.shape[-2:]
         diag = np.arange(T) * (S - 1) / max(T - 1, 1)  # (T,)
-        entropy.append(float(-(w * np.log(np.clip(w, 1e-12, None))).sum(-1).mean()))
+        entropy.append(attention_entropy(w))
         distance.append(float(np.abs(w.argmax(-1) - diag).mean()))
         if amap.centers is not None:
             offsets.append((amap.centers - diag).ravel())  # (L·Hc·T,)

@@ -14,13 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from nmt.attention_maps import AttentionMap, attention_maps, draw_heatmap
+from nmt.attention_maps import AttentionMap, attention_entropy, attention_maps, heatmap_figure
 from nmt.decoding import encode_source
 from nmt.errors import NmtError
 from nmt.model import Transformer
-from nmt.plotting import pyplot
 
 GROUPS = {"valid_": "valid", "attn_": "attention", "ss_": "scheduled_sampling"}
 NOT_SCALARS = ("step",)
@@ -67,14 +64,13 @@ class TensorBoardLog:
                 self.writer.add_scalar(tag(key), value, step)
 
     def attention(self, amap: AttentionMap, step: int) -> None:
-        """The layer- and head-averaged cross-attention of the fixed dev sentence as a
-        heatmap, and its mean entropy (nats) over heads, layers and target positions."""
-        w = amap.weights  # (L,H,T,S)
-        entropy = float(-(w * np.log(np.clip(w, 1e-12, None))).sum(-1).mean())
+        """The fixed dev sentence's cross-attention as a heatmap (last layer, mean over
+        heads, as ``compare`` draws it), and its mean entropy (nats) over layers, heads
+        and target positions."""
+        entropy = attention_entropy(amap.weights)  # weights (L,H,T,S)
         self.writer.add_scalar("attention/dev_entropy", entropy, step)
-        T, S = w.shape[-2:]
-        fig, ax = pyplot().subplots(figsize=(max(4.0, 0.35 * S + 2), max(3.0, 0.3 * T + 1.5)))
-        draw_heatmap(ax, amap, -1, "mean", f"last layer, mean over heads, step {step}")
+        title = f"last layer, mean over heads, step {step}"
+        fig = heatmap_figure(amap, -1, "mean", title)
         self.writer.add_figure("attention/dev_sentence", fig, step)  # closes the figure
 
     def close(self) -> None:
