@@ -1,5 +1,6 @@
 """From per-run analyses to per-variant figures: means and spreads over seeds, the
-paired bootstrap against the baseline, and BLEU by source-length bucket."""
+paired bootstrap against the baseline (and between the spec's contrasts), and BLEU by
+source-length bucket."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
-from nmt.compare.significance import judge
+from nmt.compare.significance import holm, judge
 from nmt.compare.spec import SignificanceSpec
 from nmt.metrics import bleu_from_stats, paired_bootstrap
 
@@ -113,4 +114,36 @@ def summarise(
             row["bleu_signature"] = parts[0].signatures["bleu"]
             row["chrf_signature"] = parts[0].signatures["chrf"]
             rows.append(row)
+    return rows
+
+
+def contrast_rows(
+    runs: dict[str, list[RunAnalysis]],
+    splits: tuple[str, ...],
+    contrasts: tuple[tuple[str, ...], ...],
+    samples: int,
+    significance: SignificanceSpec,
+) -> list[dict[str, Any]]:
+    """One row per (split, [variant, reference]) of the spec's ``contrasts``, judged as
+    a variant is against the baseline; ``p_holm`` adjusts the split's contrasts as one
+    family. A pair with a side that has no finished run is reported, not tested."""
+    rows = []
+    for split in splits:
+        mine = []
+        for name, reference in contrasts:
+            ours, theirs = runs.get(name, []), runs.get(reference, [])
+            p = None
+            if ours and theirs and significance.test == "bootstrap":
+                systems = {
+                    reference: [r.splits[split].stats for r in theirs],
+                    name: [r.splits[split].stats for r in ours],
+                }
+                p = paired_bootstrap(systems, reference, samples)[name].p_value
+            row = {"split": split, "variant": name, "reference": reference}
+            row.update(judge(name, ours, reference, theirs, split, significance, p))
+            mine.append(row)
+        tested = [r for r in mine if r["p_value"] is not None]
+        for row, adjusted in zip(tested, holm([r["p_value"] for r in tested])):
+            row["p_holm"] = adjusted
+        rows += mine
     return rows

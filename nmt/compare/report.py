@@ -15,6 +15,7 @@ from rich.table import Table
 from nmt.checkpoint import write_text
 from nmt.compare.ensembles import markdown as ensemble_markdown
 from nmt.compare.runs import RunResult
+from nmt.compare.significance import NAMES, p_text
 from nmt.compare.spec import SignificanceSpec
 
 COLUMNS = [  # (header, key, format); a None key is computed in _cells
@@ -49,7 +50,7 @@ def format_p(row: dict[str, Any]) -> str:
     if p is None:  # the baseline has no finished run to test against
         return "–"
     star = " *" if row.get("significant") else ""
-    return ("<0.001" if p < 0.001 else f"{p:.3f}") + star
+    return p_text(p) + star
 
 
 TERMINAL = ("variant", "BLEU", "95% CI", "p", "chrF", "train min", "sent/s", "entropy", "AER")
@@ -85,9 +86,13 @@ def _failed_cells(failure: RunResult, width: int) -> list[str]:
 
 
 def print_tables(
-    rows: list[dict[str, Any]], splits: tuple[str, ...], failures: list[RunResult]
+    rows: list[dict[str, Any]],
+    splits: tuple[str, ...],
+    failures: list[RunResult],
+    contrasts: list[dict[str, Any]] | None = None,
 ) -> None:
-    """The main columns, on stdout (report.md has them all); 120 columns when piped."""
+    """The main columns and every verdict, on stdout (report.md has every column); 120
+    columns when piped."""
     out = Console(highlight=False)
     if not out.is_terminal:
         out.width = 120
@@ -101,12 +106,12 @@ def print_tables(
         for f in failures:
             table.add_row(*_failed_cells(f, len(TERMINAL)), style="red")
         out.print(table)
-        for line in verdicts(rows, split):
+        for line in verdicts(rows, split) + verdicts(contrasts or [], split):
             out.print(f"  {line}")
 
 
 def verdicts(rows: list[dict[str, Any]], split: str) -> list[str]:
-    """Each variant's difference from the baseline in words."""
+    """Each difference from the baseline (or each contrast) in words."""
     return [r["verdict"] for r in rows if r["split"] == split and "verdict" in r]
 
 
@@ -137,6 +142,29 @@ def bucket_table(rows: list[dict[str, Any]], split: str) -> str:
     return "\n".join(lines)
 
 
+def contrast_table(contrasts: list[dict[str, Any]], split: str) -> str:
+    """The spec's contrasts on one split: the mean difference over shared seeds, each
+    seed's, p and its Holm adjustment over the split's contrasts, and the verdict."""
+    mine = [c for c in contrasts if c["split"] == split]
+    lines = [
+        f"| variant | against | Δ | per seed | p | p, Holm ({len(mine)} tests) | significant |",
+        "|---|---|---:|---|---:|---:|---|",
+    ]
+    for c in mine:
+        deltas = c["seed_deltas"]
+        cells = [
+            c["variant"],
+            c["reference"],
+            f"{sum(deltas) / len(deltas):+.2f}" if deltas else "–",
+            ", ".join(f"{d:+.2f}" for d in deltas) or "–",
+            p_text(c.get("p_value")),
+            p_text(c.get("p_holm")),
+            "yes" if c["significant"] else "no",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def write_markdown(
     path: Path,
     title: str,
@@ -148,9 +176,10 @@ def write_markdown(
     figures: dict[str, list[str]],
     significance: SignificanceSpec,
     ensembles: list[dict[str, Any]] | None = None,
+    contrasts: list[dict[str, Any]] | None = None,
 ) -> None:
-    """report.md: a table per split, the verdicts, BLEU by source length, the
-    ensembles of seeds (when asked for), the figures."""
+    """report.md: a table per split, the verdicts, the spec's contrasts, BLEU by source
+    length, the ensembles of seeds (when asked for), the figures."""
     parts = [f"# {title}", ""]
     tests = {
         "bootstrap": "two-sided paired bootstrap test of the seed-averaged BLEU (Koehn 2004)",
@@ -173,6 +202,14 @@ def write_markdown(
     for split in splits:
         parts += ["", f"## {split}", "", markdown_table(rows, split, failures), ""]
         parts += [f"- {line}" for line in verdicts(rows, split)] + [""]
+        if any(c["split"] == split for c in contrasts or []):
+            parts += [
+                f"Contrasts ({NAMES[metric]}; the same test and rule as against the baseline):",
+                "",
+                contrast_table(contrasts, split),
+                "",
+            ]
+            parts += [f"- {line}" for line in verdicts(contrasts, split)] + [""]
         if any(r["split"] == split for r in rows):
             parts += ["BLEU by source length (words; sentences per bucket):", ""]
             parts += [bucket_table(rows, split), ""]

@@ -10,6 +10,10 @@ A difference counts as significant only when both hold (docs/compare.md):
    how much a result moves with the training seed; a difference whose sign flips
    with the seed is within seed noise, however small its p.
 With one shared seed the second condition cannot be checked, and no verdict is given.
+
+The same rule judges a spec's ``contrasts`` (any variant against any other, e.g. each
+kind with and without a training option). A study that tests several claims also gets
+Holm's adjusted p-values over them, so that a reader can ask for the family as a whole.
 """
 
 from __future__ import annotations
@@ -76,6 +80,13 @@ def judge(
     }
 
 
+def p_text(p: float | None) -> str:
+    """0.0123 -> "0.012"; below 0.001 -> "<0.001"; none -> "–"."""
+    if p is None:
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def verdict(
     name: str,
     baseline: str,
@@ -91,7 +102,7 @@ def verdict(
         return f"{name}: no seed in common with {baseline}, not compared"
     mean = float(np.mean(deltas))
     head = f"{name}: {mean:+.2f} {metric} against {baseline}"
-    shown = "<0.001" if p < 0.001 else f"{p:.3f}"
+    shown = p_text(p)
     if len(deltas) < 2:
         return f"{head} on one seed (p {shown}): seed noise not measured, no verdict"
     if significant:
@@ -100,3 +111,15 @@ def verdict(
     if p < alpha:
         return f"{head}, within seed noise: p {shown}, but the seeds disagree ({per_seed})"
     return f"{head}, not significant (p {shown}; per seed {per_seed})"
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's (1979) step-down adjustment of m p-values: the k-th smallest (k from 0)
+    times m − k, made non-decreasing in that order and capped at 1. Adjusted p < alpha
+    keeps the chance of *any* false rejection among the m tests below alpha."""
+    out = [0.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(sorted(range(len(p_values)), key=p_values.__getitem__)):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        out[i] = running
+    return out

@@ -50,6 +50,7 @@ class CompareSpec:
     out_dir: str  # runs/, report.md, results.{csv,json}, *.png
     variants: dict[str, tuple[str, ...]]  # name -> ["model.attention.kind=local_m", ...]
     baseline: str | None = None  # p-values against this variant (default: the first)
+    contrasts: tuple[tuple[str, ...], ...] = ()  # more pairs to test: [variant, reference]
     seeds: tuple[int, ...] = (1,)
     set: tuple[str, ...] = ()  # overrides for every variant (budgets, data.dir, ...)
     splits: tuple[str, ...] | None = None  # test splits (default: the base's data.test)
@@ -70,6 +71,18 @@ class CompareSpec:
             "baseline",
             f"{self.baseline!r} is not a variant; variants: {', '.join(self.variants)}",
         )
+        for i, pair in enumerate(self.contrasts):
+            key = f"contrasts[{i}]"
+            check(len(pair) == 2, key, f"give two variants, [variant, reference]; got {len(pair)}")
+            unknown = [n for n in pair if n not in self.variants]
+            check(
+                not unknown,
+                key,
+                f"{', '.join(map(repr, unknown))} is not a variant; variants: "
+                f"{', '.join(self.variants)}",
+            )
+            check(pair[0] != pair[1], key, "a variant against itself")
+        check(len(set(self.contrasts)) == len(self.contrasts), "contrasts", "a pair named twice")
         check(bool(self.seeds), "seeds", "give at least one seed")
         check(len(set(self.seeds)) == len(self.seeds), "seeds", "seeds must differ")
         check(self.bootstrap >= 100, "bootstrap", "use at least 100 resamples")

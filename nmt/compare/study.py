@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from nmt.checkpoint import write_text
-from nmt.compare.aggregate import summarise
+from nmt.compare.aggregate import contrast_rows, summarise
 from nmt.compare.analysis import RunAnalysis, analyse_run
 from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
@@ -122,9 +122,10 @@ def report(
             failures.append(failed(o, e))
     baseline = spec.baseline_name
     rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets, spec.significance)
+    contrasts = contrast_rows(runs, splits, spec.contrasts, spec.bootstrap, spec.significance)
     figures = plot_all(out, runs, rows, splits, spec.heatmaps)
     ensembles = ensemble_rows(runs, splits, out, dev) if spec.ensemble else []
-    print_tables(rows, splits, failures)
+    print_tables(rows, splits, failures, contrasts)
     for e in ensembles:
         console.print(
             f"{e['split']}: {e['variant']}, its {e['seeds']} seeds as one ensemble: BLEU "
@@ -141,6 +142,7 @@ def report(
         figures,
         spec.significance,
         ensembles,
+        contrasts,
     )
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {
@@ -149,6 +151,7 @@ def report(
         "bootstrap_samples": spec.bootstrap,
         "significance": dataclasses.asdict(spec.significance),
         "rows": rows,
+        "contrasts": contrasts,
         "ensembles": ensembles,
         "runs": [per_run(r) for rs in runs.values() for r in rs],
         "failed": [

@@ -96,16 +96,24 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     assert len(rows["local_m"]["seed_deltas"]) == 2
 
     # A second invocation reuses every finished run instead of training again; another
-    # significance test needs no new run either.
+    # significance test, or a contrast between any two variants, needs no new run either.
     stamp = (out / "runs/global/seed1/best.pt").stat().st_mtime_ns
     sets = ["--set", "significance.test=paired_ar", "--set", "significance.metrics=[chrf,ter]"]
+    sets += ["--set", "contrasts=[[global, local_m]]"]
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", *sets])
     assert result.exit_code == 0, result.output
     assert "reused" in result.output
     assert (out / "runs/global/seed1/best.pt").stat().st_mtime_ns == stamp
-    local_m = json.loads((out / "results.json").read_text())["rows"][1]
+    results = json.loads((out / "results.json").read_text())
+    local_m = results["rows"][1]
     assert set(local_m["p_values"]) == {"chrf", "ter"}
     assert local_m["p_value"] == local_m["p_values"]["chrf"]
+    (contrast,) = results["contrasts"]  # global against local_m: local_m's test turned round
+    assert (contrast["variant"], contrast["reference"]) == ("global", "local_m")
+    assert contrast["seed_deltas"] == pytest.approx([-d for d in local_m["seed_deltas"]])
+    assert set(contrast["p_values"]) == {"chrf", "ter"}
+    assert contrast["p_holm"] == contrast["p_value"]  # a family of one
+    assert "| global | local_m |" in (out / "report.md").read_text()
 
     # A spec that now asks for something else does not silently reuse (or clobber) runs.
     changed = yaml.safe_load(spec.read_text())
@@ -154,6 +162,16 @@ def test_spec_errors_name_the_key(tmp_path, toy_dir):
     spec.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["compare", str(spec)])
     assert result.exit_code == 2 and "baseline" in result.output
+    data["baseline"] = "global"
+    for pairs, words in (
+        ([["x", "nope"]], "contrasts[0]: 'nope' is not a variant"),
+        ([["x"]], "contrasts[0]: give two variants"),
+        ([["x", "x"]], "contrasts[0]: a variant against itself"),
+        ([["x", "global"], ["x", "global"]], "contrasts: a pair named twice"),
+    ):
+        spec.write_text(yaml.safe_dump({**data, "contrasts": pairs}))
+        result = runner.invoke(app, ["compare", str(spec)])
+        assert result.exit_code == 2 and words in result.output, result.output
     result = runner.invoke(app, ["compare"])
     assert result.exit_code == 2 and "--runs" in result.output
 

@@ -7,9 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nmt.compare.aggregate import contrast_rows, summarise
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
-from nmt.compare.significance import judge
+from nmt.compare.significance import holm, judge
 from nmt.compare.spec import SignificanceSpec
+from nmt.metrics import bleu, sentence_stats
 
 
 def run(seed: int, bleu: float) -> RunAnalysis:
@@ -51,3 +53,51 @@ def test_seeds_are_paired_by_number():
     """Only the seeds both sides have count; a missing seed is left out, not shifted."""
     out = judge("v", [run(2, 32.0), run(3, 31.5)], "base", BASE, "test", SignificanceSpec(), 0.01)
     assert out["seed_deltas"] == pytest.approx([1.0, 1.0]) and out["significant"]
+
+
+def test_holm_adjusts_as_the_step_down_procedure():
+    """Sorted p 0.01, 0.02, 0.04, 0.30 times 4, 3, 2, 1 -> 0.04, 0.06, 0.08, 0.30; an
+    adjusted p never falls below one of a smaller raw p, and none exceeds 1."""
+    assert holm([0.04, 0.01, 0.30, 0.02]) == pytest.approx([0.08, 0.04, 0.30, 0.06])
+    assert holm([0.02, 0.021]) == pytest.approx([0.04, 0.04])  # 0.021 x 1 lifted to 0.04
+    assert holm([0.6, 0.9]) == pytest.approx([1.0, 1.0])
+    assert holm([0.03]) == [0.03] and holm([]) == []
+
+
+def scored(name: str, seed: int, hyps: list[str], refs: list[str]) -> RunAnalysis:
+    part = SplitAnalysis(
+        bleu=bleu(hyps, refs), chrf=50.0, signatures={"bleu": "", "chrf": ""}, hyps=hyps,
+        refs=refs, stats=sentence_stats(hyps, refs), src_words=np.ones(len(refs)), attention={},
+        sentences_per_s=1.0,
+    )  # fmt: skip
+    train = {"steps": 1, "seconds": 1.0, "tokens_per_s": 1.0}
+    return RunAnalysis(name, seed, Path("."), 0, train, [], {"test": part})
+
+
+def test_contrasts_are_judged_as_the_baseline_test_judges():
+    """A contrast [b, a] gets the p-value, per-seed differences and verdict that judging
+    b against a as the baseline gives; a pair with an unfinished side is not tested."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    refs = [" ".join(rng.choice(words, 8)) for _ in range(60)]
+
+    def noisy(keep: float, seed: int) -> list[str]:
+        r = np.random.default_rng(seed)
+        return [" ".join(w if r.random() < keep else "x" for w in ref.split()) for ref in refs]
+
+    runs = {
+        "a": [scored("a", s, noisy(0.6, s), refs) for s in (1, 2, 3)],
+        "b": [scored("b", s, noisy(0.8, 10 + s), refs) for s in (1, 2, 3)],
+        "c": [],
+    }
+    spec = SignificanceSpec()
+    rows = contrast_rows(runs, ("test",), (("b", "a"), ("c", "a")), 1000, spec)
+    b_vs_a, c_vs_a = rows
+    as_baseline = summarise(runs, ("test",), "a", 1000, (10,), spec)
+    row_b = next(r for r in as_baseline if r["variant"] == "b")
+    for key in ("p_value", "seed_deltas", "significant", "verdict"):
+        assert b_vs_a[key] == row_b[key]
+    assert b_vs_a["significant"] and "b: +" in b_vs_a["verdict"]
+    assert b_vs_a["p_holm"] == b_vs_a["p_value"]  # the only tested pair
+    assert c_vs_a["p_value"] is None and "not compared" in c_vs_a["verdict"]
+    assert "p_holm" not in c_vs_a
