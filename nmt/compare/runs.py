@@ -21,9 +21,11 @@ from nmt.evaluate import evaluate, read_results
 from nmt.progress import console, warn
 from nmt.recipe import upgrade
 from nmt.training.run import SUMMARY, train
+from nmt.training.rundir import flatten
 from nmt.training.trainer import Interrupted
 
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
+RESOLVED = "recipe.yaml"  # the recipe it was trained with, every default filled in
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,33 @@ def check_reusable(run: PlannedRun) -> None:
             f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
             "move it away or choose another out_dir"
         )
+    changed = default_changes(run)
+    if changed:
+        raise NmtError(
+            f"{run.run_dir} was trained with {'; '.join(changed)} (a default has changed "
+            "since); name the value in the spec's variant, or move the run away"
+        )
+
+
+def default_changes(run: PlannedRun) -> list[str]:
+    """What the run was trained with, where the same request now means something else,
+    as ``key old, now new``: a default changed since (hard attention's estimator was
+    reinforce). Values the run measured on its data (left None in the plan) and keys
+    added since (absent from the run's recipe) are no change."""
+    path = run.run_dir / RESOLVED
+    if not path.is_file():  # training never started
+        return []
+    try:
+        trained = flatten(without_logging(upgrade(yaml.safe_load(path.read_text("utf-8")))))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as e:
+        warn(f"{path}: damaged ({type(e).__name__}); its defaults are not checked")
+        return []
+    planned = flatten(without_logging(yaml.safe_load(run.cfg.to_yaml())))
+    return [
+        f"{key} {trained[key]!r}, now {value!r}"
+        for key, value in sorted(planned.items())
+        if key in trained and value is not None and trained[key] != value
+    ]
 
 
 def finished_run(run_dir: Path) -> bool:

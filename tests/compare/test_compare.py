@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.compare.report import write_markdown
-from nmt.compare.runs import RunResult
+from nmt.compare.runs import RunResult, check_reusable
 from nmt.compare.spec import SignificanceSpec, load_spec
+from nmt.errors import NmtError
 from tests.conftest import tiny_recipe_dict
 
 runner = CliRunner()
@@ -174,6 +175,41 @@ def test_spec_errors_name_the_key(tmp_path, toy_dir):
         assert result.exit_code == 2 and words in result.output, result.output
     result = runner.invoke(app, ["compare"])
     assert result.exit_code == 2 and "--runs" in result.output
+
+
+def test_a_run_trained_under_an_old_default_is_not_reused_as_the_new(tmp_path, toy_dir):
+    """Until hard attention's default estimator became gumbel, a spec's ``kind=hard``
+    trained REINFORCE: the same request, another run. What the run measured on its
+    data (local_m's ratio) and keys added since are no change."""
+    spec = write_spec(
+        tmp_path,
+        toy_dir,
+        {
+            "global": [],
+            "hard": ["model.attention.kind=hard"],
+            "local_m": ["model.attention.kind=local_m"],
+        },
+        seeds=(1,),
+    )
+    _, (_, hard, local_m) = load_spec(spec)
+
+    def trained(run, edit):
+        run.run_dir.mkdir(parents=True)
+        (run.run_dir / "requested.yaml").write_text(yaml.safe_dump(run.recipe))
+        recipe = yaml.safe_load(run.cfg.to_yaml())
+        edit(recipe)
+        (run.run_dir / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+
+    trained(hard, lambda r: r["model"]["attention"].update(estimator="reinforce"))
+    with pytest.raises(NmtError, match=r"model\.attention\.estimator 'reinforce', now 'gumbel'"):
+        check_reusable(hard)
+
+    def measured_and_older(recipe):
+        recipe["model"]["attention"]["ratio"] = 1.22  # measured on the training data
+        del recipe["train"]["alignment"]  # a key added since
+
+    trained(local_m, measured_and_older)
+    check_reusable(local_m)
 
 
 SPECS = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("compare-*.yaml"))
