@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
-from nmt.compare.significance import holm, judge
+from nmt.compare.significance import adjust_family, judge
 from nmt.compare.spec import SignificanceSpec
 from nmt.metrics import bleu_from_stats, paired_bootstrap
 
@@ -55,9 +55,11 @@ def summarise(
     significance: SignificanceSpec,
 ) -> list[dict[str, Any]]:
     """One row per (variant, split) over the variant's finished seeds; variants without
-    any finished seed are left out here (the report lists them as failed)."""
+    any finished seed are left out here (the report lists them as failed). A split's
+    tests against the baseline are one family for Holm's adjustment."""
     rows = []
     for split in splits:
+        first = len(rows)
         systems = {
             name: [r.splits[split].stats for r in per_seed]
             for name, per_seed in runs.items()
@@ -114,6 +116,7 @@ def summarise(
             row["bleu_signature"] = parts[0].signatures["bleu"]
             row["chrf_signature"] = parts[0].signatures["chrf"]
             rows.append(row)
+        adjust_family(rows[first:], significance.alpha)
     return rows
 
 
@@ -125,8 +128,8 @@ def contrast_rows(
     significance: SignificanceSpec,
 ) -> list[dict[str, Any]]:
     """One row per (split, [variant, reference]) of the spec's ``contrasts``, judged as
-    a variant is against the baseline; ``p_holm`` adjusts the split's contrasts as one
-    family. A pair with a side that has no finished run is reported, not tested."""
+    a variant is against the baseline; a split's contrasts are one family for Holm's
+    adjustment. A pair with a side that has no finished run is reported, not tested."""
     rows = []
     for split in splits:
         mine = []
@@ -142,8 +145,6 @@ def contrast_rows(
             row = {"split": split, "variant": name, "reference": reference}
             row.update(judge(name, ours, reference, theirs, split, significance, p))
             mine.append(row)
-        tested = [r for r in mine if r["p_value"] is not None]
-        for row, adjusted in zip(tested, holm([r["p_value"] for r in tested])):
-            row["p_holm"] = adjusted
+        adjust_family(mine, significance.alpha)
         rows += mine
     return rows

@@ -24,6 +24,7 @@ COLUMNS = [  # (header, key, format); a None key is computed in _cells
     ("BLEU", None, ""),
     ("95% CI", None, ""),
     ("p", None, ""),
+    ("p, Holm", None, ""),
     ("chrF", None, ""),
     ("params", "params", "{:,}"),
     ("train min", "train_minutes", "{:.1f}"),
@@ -36,8 +37,9 @@ COLUMNS = [  # (header, key, format); a None key is computed in _cells
 ]
 CSV_KEYS = [
     "variant", "split", "seeds", "bleu", "bleu_std", "bleu_ci_low", "bleu_ci_high", "p_value",
-    "signs_agree", "significant", "chrf", "chrf_std", "params", "train_steps", "train_minutes",
-    "tokens_per_s", "sentences_per_s", "entropy", "peak_distance", "center_spread", "aer",
+    "signs_agree", "significant", "p_holm", "significant_holm", "chrf", "chrf_std", "params",
+    "train_steps", "train_minutes", "tokens_per_s", "sentences_per_s", "entropy",
+    "peak_distance", "center_spread", "aer",
 ]  # fmt: skip
 
 
@@ -65,6 +67,7 @@ def _cells(row: dict[str, Any], only: tuple[str, ...] | None = None) -> list[str
         "BLEU": _spread(row["bleu"], row["bleu_std"], row["seeds"]),
         "95% CI": f"{row['bleu_ci_low']:.1f}–{row['bleu_ci_high']:.1f}",
         "p": format_p(row),
+        "p, Holm": "" if row["is_baseline"] else p_text(row.get("p_holm")),
         "chrF": _spread(row["chrf"], row["chrf_std"], row["seeds"]),
     }
     out = []
@@ -194,7 +197,8 @@ def write_markdown(
         f"against **{baseline}**; * marks a significant difference: p < "
         f"{significance.alpha} *and* every seed on the same side of the baseline's seed "
         "(a difference whose sign flips with the seed is within seed noise; with one seed "
-        "there is no verdict). Attention figures are read while "
+        "there is no verdict); p, Holm: p adjusted for the split's tests against the "
+        "baseline as one family (Holm 1979). Attention figures are read while "
         "the model reads the references: entropy (nats) of the cross-attention, distance "
         "of its peak from the diagonal and spread of the predicted centres (in source "
         "pieces), and AER of its argmax word alignments where gold alignments exist."

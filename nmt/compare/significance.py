@@ -12,8 +12,9 @@ A difference counts as significant only when both hold (docs/compare.md):
 With one shared seed the second condition cannot be checked, and no verdict is given.
 
 The same rule judges a spec's ``contrasts`` (any variant against any other, e.g. each
-kind with and without a training option). A study that tests several claims also gets
-Holm's adjusted p-values over them, so that a reader can ask for the family as a whole.
+kind with and without a training option). A study tests several claims at once, so each
+family of tests (a split's tests against the baseline; its contrasts) also gets Holm's
+adjusted p-values, and a verdict that holds only test by test says so.
 """
 
 from __future__ import annotations
@@ -123,3 +124,17 @@ def holm(p_values: list[float]) -> list[float]:
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
         out[i] = running
     return out
+
+
+def adjust_family(rows: list[dict[str, Any]], alpha: float) -> None:
+    """Give the tested ``rows`` of one family ``p_holm`` and ``significant_holm``;
+    where a difference is significant alone but not as one of the family, its verdict
+    says so."""
+    tested = [r for r in rows if r.get("p_value") is not None and "verdict" in r]
+    for row, adjusted in zip(tested, holm([r["p_value"] for r in tested])):
+        row["p_holm"] = adjusted
+        row["significant_holm"] = row["significant"] and adjusted < alpha
+        if row["significant"] and not row["significant_holm"]:
+            row["verdict"] += (
+                f"; as one of {len(tested)} tests (Holm) p {p_text(adjusted)}, not significant"
+            )

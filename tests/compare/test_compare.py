@@ -70,6 +70,7 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     rows = {r["variant"]: r for r in results["rows"]}
     assert set(rows) == {"global", "local_m"} and not results["failed"]
     assert rows["global"]["p_value"] is None and 0 < rows["local_m"]["p_value"] <= 1
+    assert rows["local_m"]["p_holm"] == rows["local_m"]["p_value"]  # a family of one test
     assert rows["global"]["is_baseline"] and not rows["local_m"]["is_baseline"]
     for row in rows.values():
         assert row["seeds"] == 2

@@ -9,7 +9,7 @@ import pytest
 
 from nmt.compare.aggregate import contrast_rows, summarise
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
-from nmt.compare.significance import holm, judge
+from nmt.compare.significance import adjust_family, holm, judge
 from nmt.compare.spec import SignificanceSpec
 from nmt.metrics import bleu, sentence_stats
 
@@ -101,3 +101,25 @@ def test_contrasts_are_judged_as_the_baseline_test_judges():
     assert b_vs_a["p_holm"] == b_vs_a["p_value"]  # the only tested pair
     assert c_vs_a["p_value"] is None and "not compared" in c_vs_a["verdict"]
     assert "p_holm" not in c_vs_a
+
+
+def test_a_family_of_tests_is_adjusted_and_the_verdict_says_what_survives():
+    """Three variants significant alone at p 0.001, 0.02 and 0.04: as one family (Holm)
+    the first stays significant, the other two do not, and their verdicts say so; the
+    baseline and a variant with no shared seed are not part of the family."""
+    deltas = [[1.0, 2.0, 1.5], [1.0, 1.0, 1.0], [0.5, 0.5, 0.5]]
+    rows = [{"variant": "base"}, {"variant": "none", "p_value": None, "verdict": "not compared"}]
+    for name, p, d in zip(("a", "b", "c"), (0.001, 0.02, 0.04), deltas):
+        runs = [run(s, BASE[s - 1].splits["test"].bleu + x) for s, x in zip((1, 2, 3), d)]
+        rows.append(judge(name, runs, "base", BASE, "test", SignificanceSpec(), p))
+    adjust_family(rows, 0.05)
+    a, b, c = rows[2:]
+    assert [r["p_holm"] for r in (a, b, c)] == pytest.approx([0.003, 0.04, 0.04])
+    assert a["significant_holm"] and a["verdict"].endswith("all 3 seeds agree)")
+    assert b["significant_holm"] and c["significant_holm"]  # 0.02 x 2, 0.04 x 1 < 0.05
+    for r in rows[:2]:
+        assert "p_holm" not in r
+    two_more = [dict(c, variant=f"d{i}", p_value=0.3) for i in (1, 2)]
+    adjust_family([a, b, c, *two_more], 0.05)  # b: 0.02 x 4 = 0.08 in a family of five
+    assert b["significant"] and not b["significant_holm"]
+    assert b["verdict"].endswith("; as one of 5 tests (Holm) p 0.080, not significant")
