@@ -101,13 +101,14 @@ study() {
     export OMP_NUM_THREADS=1
     deadline=$((SECONDS + ${WAIT:-540}))
     specs=(${SPECS:-compare-multi30k compare-multi30k-architectures})
+    outdir() { $py -c "import yaml; print(yaml.safe_load(open('recipes/$1.yaml'))['out_dir'])"; }
     for spec in "${specs[@]}"; do
         log="runs/$spec.log"
         mkdir -p runs
         if [[ -e runs/$spec.pid ]] && kill -0 "$(cat "runs/$spec.pid")" 2>/dev/null; then
             continue  # started by an earlier call, still running
         fi
-        [[ -e runs/$spec/report.md ]] && continue
+        [[ -e $(outdir "$spec")/report.md ]] && continue
         jobs=$($py -c "import yaml; s = yaml.safe_load(open('recipes/$spec.yaml'))
 print(len(s['variants']) * len(s['seeds']))")
         setsid $py -m nmt compare "recipes/$spec.yaml" --device cuda --jobs "$jobs" \
@@ -115,7 +116,9 @@ print(len(s['variants']) * len(s['seeds']))")
         echo $! >"runs/$spec.pid"
         echo "started $spec: $jobs runs at once"
     done
-    reported() { for spec in "${specs[@]}"; do [[ -e runs/$spec/report.md ]] || return 1; done; }
+    reported() {
+        for spec in "${specs[@]}"; do [[ -e $(outdir "$spec")/report.md ]] || return 1; done
+    }
     while ((SECONDS < deadline)) && ! reported; do
         sleep 20
     done
@@ -130,7 +133,8 @@ for run in sorted(pathlib.Path("runs").glob("*/runs/*/seed*")):
 PY
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv
     for spec in "${specs[@]}"; do
-        [[ -e runs/$spec/report.md ]] && tail -n 30 "runs/$spec/report.md"
+        report=$(outdir "$spec")/report.md
+        [[ -e $report ]] && tail -n 30 "$report"
         tail -n 3 "runs/$spec.log" 2>/dev/null
     done
     tar czf "$out/study.tar.gz" --exclude='*.pt' --exclude='spm.*' runs 2>/dev/null
