@@ -21,6 +21,7 @@ from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console
+from nmt.training.rundir import owned
 
 
 def run_study(
@@ -34,11 +35,11 @@ def run_study(
     for run in planned:
         check_reusable(run)
     out = Path(spec.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    raw = apply_overrides(read_yaml(spec_path), overrides or [])
-    write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
-    outcomes = bring_up_all(planned, spec.splits or (), device, jobs)
-    report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
+    with owned(out, "out_dir"):  # a second study here would race for runs and report
+        raw = apply_overrides(read_yaml(spec_path), overrides or [])
+        write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
+        outcomes = bring_up_all(planned, spec.splits or (), device, jobs)
+        report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     fail_if_any_failed(outcomes, out)
     return out
 
@@ -87,17 +88,17 @@ def compare_runs(
         splits=tuple(splits),
     )
     outcomes = []
-    for name, d in zip(names, run_dirs):
-        seed = int(read_yaml(d / "recipe.yaml")["train"]["seed"])
-        try:
-            missing = [s for s in splits if s not in read_results(d)]
-            if missing:
-                evaluate(d, missing, device=device)
-            outcomes.append(RunResult(name, seed, d, "reused"))
-        except Exception as e:  # a broken run is reported, the others still compared
-            outcomes.append(failed(RunResult(name, seed, d, "reused"), e))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    report(spec, outcomes, out_dir, device, title="Comparison of existing runs")
+    with owned(out_dir, "--out"):
+        for name, d in zip(names, run_dirs):
+            seed = int(read_yaml(d / "recipe.yaml")["train"]["seed"])
+            try:
+                missing = [s for s in splits if s not in read_results(d)]
+                if missing:
+                    evaluate(d, missing, device=device)
+                outcomes.append(RunResult(name, seed, d, "reused"))
+            except Exception as e:  # a broken run is reported, the others still compared
+                outcomes.append(failed(RunResult(name, seed, d, "reused"), e))
+        report(spec, outcomes, out_dir, device, title="Comparison of existing runs")
     fail_if_any_failed(outcomes, out_dir)
     return out_dir
 

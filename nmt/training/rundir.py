@@ -38,19 +38,20 @@ RUN_TIME_KEYS = (
 )
 
 
-def make_run_dir(run_dir: Path) -> None:
+def make_run_dir(run_dir: Path, key: str = "run_dir") -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise NmtError(f"run_dir: {run_dir}: cannot create ({e.strerror or e})") from None
+        raise NmtError(f"{key}: {run_dir}: cannot create ({e.strerror or e})") from None
 
 
 @contextmanager
-def owned(run_dir: Path) -> Iterator[None]:
+def owned(run_dir: Path, key: str = "run_dir") -> Iterator[None]:
     """Hold ``run_dir`` for the duration (an advisory ``flock``, which the kernel
     releases when the process dies, so ``kill -9`` leaves no stale lock); a second
-    process gets an error naming the directory and the owner's pid."""
-    make_run_dir(run_dir)
+    process gets an error naming the directory, the owner's pid and the ``key`` that
+    chooses another directory."""
+    make_run_dir(run_dir, key)
     try:
         fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as e:
@@ -62,7 +63,7 @@ def owned(run_dir: Path) -> Iterator[None]:
             owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             raise NmtError(
                 f"{run_dir}: in use by another nmt process (pid {owner}); wait for it to "
-                "finish or set run_dir to a new directory"
+                f"finish or set {key} to a new directory"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from nmt.compare.report import write_markdown
 from nmt.compare.runs import RunResult, check_reusable
 from nmt.compare.spec import SignificanceSpec, load_spec
 from nmt.errors import NmtError
+from nmt.training.rundir import owned
 from tests.conftest import tiny_recipe_dict
 
 runner = CliRunner()
@@ -211,6 +213,28 @@ def test_a_run_trained_under_an_old_default_is_not_reused_as_the_new(tmp_path, t
 
     trained(local_m, measured_and_older)
     check_reusable(local_m)
+
+
+def test_a_second_study_in_one_out_dir_is_refused_before_any_work(tmp_path, toy_dir, tiny_run):
+    """Two studies in one out_dir would race for its runs and its report: while one
+    holds it, another exits 2 naming the directory, the owner and the key to change,
+    and trains nothing; ``--runs`` into it is refused alike."""
+    spec = write_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    out = tmp_path / "study"
+    with owned(out, "out_dir"):
+        owner = (out / "lock").read_text().strip()
+        result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.output.split())
+        assert f"in use by another nmt process (pid {owner})" in said
+        assert "set out_dir to a new directory" in said
+        assert sorted(p.name for p in out.iterdir()) == ["lock"]
+        run = shutil.copytree(tiny_run, tmp_path / "run")
+        result = runner.invoke(app, ["compare", "--runs", str(run), "--out", str(out)])
+        assert result.exit_code == 2
+        assert "set --out to a new directory" in " ".join(result.output.split())
+        assert sorted(p.name for p in out.iterdir()) == ["lock"]
+        assert not (run / "results.json").exists()  # refused before evaluating the run
 
 
 SPECS = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("compare-*.yaml"))
