@@ -87,7 +87,7 @@ def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-@pytest.mark.slow  # a fresh import of every module: 8 s of two cores
+@pytest.mark.slow  # a fresh interpreter's import of every module, in two processes
 def test_every_module_imports_on_its_own():
     """Each module in turn, with every nmt module forgotten before it (torch stays
     loaded, to keep this fast), the modules shared between two processes."""

@@ -104,9 +104,10 @@ def test_contrasts_are_judged_as_the_baseline_test_judges():
 
 
 def test_a_family_of_tests_is_adjusted_and_the_verdict_says_what_survives():
-    """Three variants significant alone at p 0.001, 0.02 and 0.04: as one family (Holm)
-    the first stays significant, the other two do not, and their verdicts say so; the
-    baseline and a variant with no shared seed are not part of the family."""
+    """Three variants significant alone at p 0.001, 0.02 and 0.04 stay significant as a
+    family of three (Holm: 0.003, 0.04, 0.04); in a family of five, 0.02 becomes 0.08
+    and its verdict says so. The baseline and a variant with no shared seed are not
+    part of a family."""
     deltas = [[1.0, 2.0, 1.5], [1.0, 1.0, 1.0], [0.5, 0.5, 0.5]]
     rows = [{"variant": "base"}, {"variant": "none", "p_value": None, "verdict": "not compared"}]
     for name, p, d in zip(("a", "b", "c"), (0.001, 0.02, 0.04), deltas):
