@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -55,7 +56,7 @@ def main() -> None:
             )
         return [h[0].text for h in out]
 
-    def ct2_runner(translator: ctranslate2.Translator):
+    def ct2_runner(translator: ctranslate2.Translator, suppress: list[list[str]]):
         def run() -> list[str]:
             out = translator.translate_batch(
                 pieces,
@@ -64,6 +65,7 @@ def main() -> None:
                 max_decoding_length=limit,
                 max_batch_size=cfg.batch_tokens // args.beam,
                 batch_type="tokens",
+                suppress_sequences=suppress,
             )
             return loaded.vocabs.tgt.sp.decode([r.hypotheses[0] for r in out])
 
@@ -71,13 +73,14 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         exported = export_ctranslate2(Path(args.run), Path(tmp) / "ct2")
+        suppress = json.loads((exported / "nmt-export.json").read_text())["suppress_sequences"]
         engines = {"nmt translate (PyTorch, float32)": run_nmt}
         for compute_type in ("float32", "int8"):
             translator = ctranslate2.Translator(
                 str(exported), device="cpu", compute_type=compute_type, intra_threads=args.threads
             )
             engines[f"CTranslate2 {ctranslate2.__version__} ({compute_type})"] = ct2_runner(
-                translator
+                translator, suppress
             )
         best = {name: float("inf") for name in engines}
         scores = {}

@@ -106,9 +106,12 @@ def _step_log_probs(model: Transformer | Ensemble, last: Tensor, state) -> Tenso
 
 
 def _restrict(logp: Tensor, finished: Tensor | None, at_limit: Tensor) -> Tensor:
-    """Finished rows (None: there are none) may only continue with PAD at no cost;
-    rows at their length limit must emit EOS."""
+    """The tokens an output may hold next, as log-probabilities (N,V): never PAD or
+    BOS (no reference holds them; the model's mass on them stays unnormalised away,
+    so scores remain its log-probability); finished rows (None: there are none) only
+    continue with PAD at no cost; rows at their length limit must emit EOS."""
     logp = logp.clone()
+    logp[:, [PAD, BOS]] = float("-inf")
     force = at_limit
     if finished is not None:
         logp[finished] = float("-inf")
@@ -212,7 +215,9 @@ def beam_search(
         scores = cand.view(n, K * V).gather(1, top)
         lengths = cand_len[pick]
         tokens = torch.cat([tokens[pick], token.unsqueeze(1)], dim=1)
-        finished = finished[pick] | (token == EOS)
+        # A beam wider than the outputs left to rank (a small vocabulary, a length
+        # limit near 1) fills up with impossible candidates: they end here, unranked.
+        finished = finished[pick] | (token == EOS) | scores.view(-1).isneginf()
         done = finished.view(n, K).all(dim=1)  # (n,)
         if not bool(done.any()):
             state = state.select(pick, same_source=True)  # pick stays within each sentence
@@ -238,14 +243,17 @@ def _collect(
     n_best: int,
 ) -> None:
     """Store the ``n_best`` hypotheses of ``sentences`` (m,) into ``results``, from
-    their beams: tokens (m*K, t), raw scores (m, K), lengths (m*K,)."""
+    their beams: tokens (m*K, t), raw scores (m, K), lengths (m*K,). Impossible
+    candidates are left out: a sentence with fewer possible outputs gets fewer."""
     m, K = scores.shape
     final = (scores.view(-1) / length_penalty(lengths, alpha)).view(m, K)
     order = final.argsort(dim=1, descending=True)[:, :n_best]  # (m,n_best)
     rows = tokens[:, 1:].tolist()
     for j, b in enumerate(sentences.tolist()):
         results[b] = [
-            Hypothesis(_strip(rows[j * K + k]), float(final[j, k])) for k in order[j].tolist()
+            Hypothesis(_strip(rows[j * K + k]), float(final[j, k]))
+            for k in order[j].tolist()
+            if final[j, k] > float("-inf")
         ]
 
 

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from nmt.checkpoint import write_text
+from nmt.data.vocab import BOS, PAD
 from nmt.errors import NmtError
 from nmt.model import Transformer
 from nmt.model.load import Loaded, load_model
@@ -154,8 +155,11 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
             "source_vocabulary": "source.spm",
             "target_vocabulary": "target.spm",
             "decode": loaded.cfg.to_dict()["decode"],
+            # nmt's search never emits PAD or BOS; CTranslate2's must be told to
+            "suppress_sequences": [[loaded.vocabs.tgt.id_to_piece(i)] for i in (PAD, BOS)],
             "usage": "tokens = SentencePiece(source.spm).encode(line, out_type=str); "
-            "ctranslate2.Translator(DIR).translate_batch([tokens], beam_size=...); "
+            "ctranslate2.Translator(DIR).translate_batch([tokens], beam_size=..., "
+            "suppress_sequences=SUPPRESS_SEQUENCES); "
             "SentencePiece(target.spm).decode(hypothesis)",
         }
         write_text(tmp / "nmt-export.json", json.dumps(manifest, indent=2) + "\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -18,7 +20,8 @@ from nmt.decoding import (
     translate_ids,
 )
 from nmt.errors import NmtError
-from tests.helpers import random_batch, tiny_model
+from nmt.model import Transformer
+from tests.helpers import VOCAB, random_batch, tiny_model
 from tests.model.test_architectures import ARCHITECTURES
 
 
@@ -70,6 +73,60 @@ def test_nbest_sorted_and_scores_match_the_model():
             expected = raw / length_penalty(torch.tensor(len(h.tokens) + 1.0), alpha)
             if ended:
                 assert h.score == pytest.approx(float(expected), abs=1e-4)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("limit", [1, 4])
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_a_beam_that_prunes_nothing_finds_the_exhaustive_n_best(alpha, limit):
+    """Over a target vocabulary of 7, an output is up to limit - 1 of the 4 tokens a
+    reference can hold (not PAD, BOS or EOS), then EOS: 85 outputs at limit 4, one
+    (the empty one) at limit 1. A beam as wide as all of them never prunes, so its
+    n-best must be the best of them under the full model's length-normalised
+    log-probability, and no more than exist: the search's bookkeeping (finished rows
+    kept at no cost, the forced EOS, unequal lengths, a beam wider than the
+    vocabulary) loses, invents or mis-scores nothing."""
+    torch.manual_seed(4)
+    V, n_best = 7, 12
+    model = Transformer(tiny_model().cfg, VOCAB, V, PAD, share_embeddings=False).eval()
+    model.generator.weight.mul_(4)  # sharper than at initialisation: fewer near-ties
+    src = random_batch([5])
+    content = [t for t in range(V) if t not in (PAD, BOS, EOS)]
+    outputs = [list(o) for n in range(limit) for o in itertools.product(content, repeat=n)]
+    seqs = torch.tensor([[BOS, *o, *[EOS] * (limit - len(o))] for o in outputs])  # (N,limit+1)
+    logp = torch.log_softmax(model(src.expand(len(outputs), -1), seqs[:, :-1]), -1)
+    token_logp = logp.gather(-1, seqs[:, 1:, None]).squeeze(-1)  # (N,limit)
+    lengths = torch.tensor([len(o) + 1 for o in outputs])  # with EOS
+    used = torch.arange(limit) < lengths[:, None]
+    exhaustive = (token_logp * used).sum(1) / length_penalty(lengths.float(), alpha)
+
+    beam = max(len(outputs), n_best)
+    found = beam_search(model, src, torch.tensor([limit]), beam, alpha, n_best)[0]
+    best = exhaustive.topk(min(n_best, len(outputs))).values
+    torch.testing.assert_close(torch.tensor([h.score for h in found]), best, atol=1e-4, rtol=0)
+    for h in found:
+        assert h.score == pytest.approx(float(exhaustive[outputs.index(h.tokens)]), abs=1e-4)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize(
+    ("beam", "sampling"), [(1, None), (1, Sampling(temperature=5.0)), (4, None)]
+)
+def test_no_output_holds_pad_or_bos_however_probable(beam, sampling):
+    """PAD and BOS never occur in a reference, so no search or draw may emit them,
+    even from a model that puts nearly all its mass on them."""
+    torch.manual_seed(5)
+    model = tiny_model().eval()
+    direction = torch.randn(model.cfg.d_model)
+    model.decoder_norm.weight.zero_()  # every decoder state is ``direction``
+    model.decoder_norm.bias.copy_(direction)
+    model.generator.weight[PAD] = 5 * direction
+    model.generator.weight[BOS] = 4 * direction
+    src = [torch.randint(4, VOCAB, (n,)).tolist() for n in (3, 8, 5)]
+    cfg = DecodeConfig(beam=beam, n_best=beam)
+    for hyps in translate_ids(model, src, cfg, torch.device("cpu"), sampling=sampling):
+        assert len(hyps) == beam
+        assert all(PAD not in h.tokens and BOS not in h.tokens for h in hyps)
 
 
 @pytest.mark.parametrize("beam", [1, 3])

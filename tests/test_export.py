@@ -38,11 +38,14 @@ def test_greedy_outputs_equal_nmt_translate_beam_1(exported, tiny_run, toy_dir):
     translator = ctranslate2.Translator(str(exported), device="cpu")
     source = spm.SentencePieceProcessor(model_file=str(exported / "source.spm"))
     target = spm.SentencePieceProcessor(model_file=str(exported / "target.spm"))
+    suppress = json.loads((exported / "nmt-export.json").read_text())["suppress_sequences"]
     for line, hyps in zip(lines, ours):
         pieces = source.encode(line, out_type=str)
         # nmt's limit a*S+b (S with </s>) counts the forced </s>; CTranslate2's does not.
         limit = int(cfg.max_len_a * (len(pieces) + 1) + cfg.max_len_b) - 1
-        out = translator.translate_batch([pieces], beam_size=1, max_decoding_length=limit)
+        out = translator.translate_batch(
+            [pieces], beam_size=1, max_decoding_length=limit, suppress_sequences=suppress
+        )
         assert target.decode(out[0].hypotheses[0]) == hyps[0].text
 
 
