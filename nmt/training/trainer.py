@@ -77,25 +77,30 @@ class RunState:
 
 
 class IntervalStats:
-    """Training loss and statistics averaged since the last log line."""
+    """Training loss and statistics averaged since the last log line; the rate is
+    over the training steps' own time, so a validation in the interval does not
+    lower it."""
 
     def __init__(self) -> None:
-        self.start = time.perf_counter()
         self.tokens = self.count = 0
-        self.loss = 0.0
+        self.loss = self.seconds = 0.0
         self.sums: dict[str, float] = {}
 
-    def add(self, loss: float, stats: dict[str, float], tokens: int) -> None:
+    def add(self, loss: float, stats: dict[str, float], tokens: int, seconds: float) -> None:
         self.count += 1
         self.tokens += tokens
         self.loss += loss
+        self.seconds += seconds
         for k, v in stats.items():
             self.sums[k] = self.sums.get(k, 0.0) + v
 
+    def rate(self) -> float:
+        """Target tokens per second of training step."""
+        return self.tokens / max(self.seconds, 1e-9)
+
     def record(self) -> dict[str, float]:
-        rate = self.tokens / max(time.perf_counter() - self.start, 1e-9)
         means = {k: v / self.count for k, v in self.sums.items()}
-        return {"loss": self.loss / self.count, "tokens_per_s": rate, **means}
+        return {"loss": self.loss / self.count, "tokens_per_s": self.rate(), **means}
 
 
 # Statistics worth a glance in the progress bar, and how to label them.
@@ -554,25 +559,25 @@ class Trainer:
                     if not out_of_memory(e):
                         raise
                     self._out_of_memory(batches)
-                self.step_seconds += time.perf_counter() - start
+                seconds = time.perf_counter() - start
+                self.step_seconds += seconds
                 s.step += 1
                 if result is None:
                     bad_steps = self._skipped(bad_steps + 1)
                 else:
                     bad_steps = 0
                     s.tokens += self.step_tokens
-                    interval.add(*result, self.step_tokens)
+                    interval.add(*result, self.step_tokens, seconds)
                 s.elapsed += time.perf_counter() - start
+                if interval.count:  # the bar shows the rate of the interval so far
+                    bar.update(task, rate=interval.rate())
                 if s.step % t.log_every == 0 and interval.count:
                     record = interval.record()
                     self.write_metrics(
                         {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **record}
                     )
                     bar.update(
-                        task,
-                        total=self._expected_steps(len(plan)),
-                        rate=record["tokens_per_s"],
-                        info=progress_info(record),
+                        task, total=self._expected_steps(len(plan)), info=progress_info(record)
                     )
                     interval = IntervalStats()
                 bar.update(task, completed=s.step)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 
 import pytest
 import torch
@@ -31,6 +32,29 @@ def test_run_writes_checkpoints_and_metrics(tiny_config):
     assert any("tokens_per_s" in r for r in records)
     best = checkpoint.load(f"{run}/best.pt")
     assert "optimizer" not in best and best["config"]["run_dir"] == run
+
+
+def test_logged_rates_leave_out_the_time_validation_takes(tiny_config, monkeypatch):
+    """Each log line's tokens/s is over its interval's training steps: a validation
+    that takes a second between two steps of one interval must not lower it."""
+    from nmt.training.trainer import Trainer
+
+    validate = Trainer._interruptible_validate
+
+    def slow(self, bar):
+        time.sleep(1.0)
+        return validate(self, bar)
+
+    monkeypatch.setattr(Trainer, "_interruptible_validate", slow)
+    cfg = tiny_config(train={"max_steps": 8, "log_every": 2, "valid_every": 3})
+    train(cfg, device="cpu")
+    records = [json.loads(line) for line in open(f"{cfg.run_dir}/metrics.jsonl")]
+    rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
+    assert len(rates) == 4, rates
+    # Validations follow steps 3 and 6, inside the intervals 3-4 and 7-8 (a log line
+    # ends 5-6 first). Over wall time those two rates lost a second: hundreds of
+    # tokens/s, where 5-6 had thousands. The first interval warms up; it is left out.
+    assert max(rates[1:]) < 5 * min(rates[1:]), rates
 
 
 @pytest.mark.parametrize(
