@@ -198,6 +198,15 @@ def bad_checkpoint(tmp_path: Path, tiny_run: Path, kind: str) -> Path:
     elif kind == "directory without best.pt":
         path = tmp_path / "emptyrun"
         path.mkdir()
+    elif kind == "a study's variant directory":
+        path = tmp_path / "global"
+        for seed in ("seed1", "seed2"):
+            (path / seed).mkdir(parents=True)
+            shutil.copy(tiny_run / "best.pt", path / seed / "best.pt")
+    elif kind == "a run not yet validated":
+        path = tmp_path / "young"
+        path.mkdir()
+        shutil.copy(tiny_run / "last.pt", path / "last.pt")
     elif kind == "weights of another size":
         payload = torch.load(tiny_run / "best.pt", weights_only=True)
         config = {**payload["config"], "model": {**payload["config"]["model"], "d_model": 64}}
@@ -216,7 +225,9 @@ CHECKPOINT_CASES = {
     "incompatible version": "format version 99 is not supported",
     "foreign": "not an nmt checkpoint",
     "code in pickle": "refused to load",
-    "directory without best.pt": "best.pt: no such checkpoint",
+    "directory without best.pt": "emptyrun: no best.pt (not a run directory)",
+    "a study's variant directory": "global: no best.pt; it holds the runs seed1, seed2: name one",
+    "a run not yet validated": "young: no best.pt; it has not validated yet: name its last.pt",
     "weights of another size": "weights do not fit the checkpoint's recipe: 39 of another shape",
 }
 
