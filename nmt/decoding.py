@@ -202,9 +202,8 @@ def beam_search(
     results: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(limits.max())):
         n = alive.numel()
-        logp = _restrict(
-            _step_log_probs(model, tokens[:, -1:], state), finished, t + 1 >= limits
-        )  # (n*K,V)
+        at_limit = t + 1 >= limits  # (n*K,)
+        logp = _restrict(_step_log_probs(model, tokens[:, -1:], state), finished, at_limit)
         V = logp.size(-1)
         cand = scores.view(-1, 1) + logp  # (n*K,V) raw log-probabilities
         cand_len = torch.where(finished, lengths, torch.full_like(lengths, t + 1))
@@ -215,9 +214,10 @@ def beam_search(
         scores = cand.view(n, K * V).gather(1, top)
         lengths = cand_len[pick]
         tokens = torch.cat([tokens[pick], token.unsqueeze(1)], dim=1)
-        # A beam wider than the outputs left to rank (a small vocabulary, a length
-        # limit near 1) fills up with impossible candidates: they end here, unranked.
-        finished = finished[pick] | (token == EOS) | scores.view(-1).isneginf()
+        # A row at its limit ends whatever it picked: where a beam is wider than the
+        # outputs left to rank (a small vocabulary, a limit near 1), or the model gave
+        # NaN, impossible candidates fill it, and they need not be EOS.
+        finished = finished[pick] | (token == EOS) | at_limit[pick]
         done = finished.view(n, K).all(dim=1)  # (n,)
         if not bool(done.any()):
             state = state.select(pick, same_source=True)  # pick stays within each sentence
@@ -230,7 +230,7 @@ def beam_search(
         alive, scores = alive[~done], scores[~done]
         tokens, finished, lengths, limits = (x[kept] for x in (tokens, finished, lengths, limits))
         state = state.select(pick[kept])  # fewer sentences: memories shrink too
-    raise AssertionError("unreachable: every row emits EOS by its length limit")
+    raise AssertionError("unreachable: every row ends at its length limit")
 
 
 def _collect(
@@ -244,17 +244,17 @@ def _collect(
 ) -> None:
     """Store the ``n_best`` hypotheses of ``sentences`` (m,) into ``results``, from
     their beams: tokens (m*K, t), raw scores (m, K), lengths (m*K,). Impossible
-    candidates are left out: a sentence with fewer possible outputs gets fewer."""
+    candidates (score -inf) are left out, so a sentence with fewer possible outputs
+    gets fewer; never none: a model that makes every output impossible still gets
+    its best-ranked, for one output line per input line."""
     m, K = scores.shape
     final = (scores.view(-1) / length_penalty(lengths, alpha)).view(m, K)
     order = final.argsort(dim=1, descending=True)[:, :n_best]  # (m,n_best)
     rows = tokens[:, 1:].tolist()
     for j, b in enumerate(sentences.tolist()):
-        results[b] = [
-            Hypothesis(_strip(rows[j * K + k]), float(final[j, k]))
-            for k in order[j].tolist()
-            if final[j, k] > float("-inf")
-        ]
+        ranked = order[j].tolist()
+        possible = [k for k in ranked if final[j, k] != float("-inf")] or ranked[:1]
+        results[b] = [Hypothesis(_strip(rows[j * K + k]), float(final[j, k])) for k in possible]
 
 
 def translate_ids(

@@ -129,6 +129,20 @@ def test_no_output_holds_pad_or_bos_however_probable(beam, sampling):
         assert all(PAD not in h.tokens and BOS not in h.tokens for h in hyps)
 
 
+@torch.no_grad()
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_model_gone_to_nan_still_gives_one_output_per_sentence(beam):
+    """Weights that diverged (an absurd learning rate) make every score NaN; the
+    search must still return a hypothesis per sentence, so that translate writes
+    one line per input line."""
+    model = tiny_model().eval()
+    model.generator.weight.fill_(float("nan"))
+    src = [torch.randint(4, VOCAB, (n,)).tolist() for n in (3, 8)]
+    cfg = DecodeConfig(beam=beam, n_best=beam)
+    for hyps in translate_ids(model, src, cfg, torch.device("cpu")):
+        assert len(hyps) >= 1
+
+
 @pytest.mark.parametrize("beam", [1, 3])
 @pytest.mark.parametrize(
     ("kind", "name"),
