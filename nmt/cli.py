@@ -189,10 +189,13 @@ def attention(
     tgt: Optional[str] = typer.Option(None, "--tgt", help="Forced target (default: decode)."),
     layer: int = typer.Option(-1, help="Decoder layer (negative counts from the last)."),
     head: str = typer.Option("mean", help="Head index, or 'mean' over heads."),
-    output: Path = typer.Option(..., "-o", "--output", help="PNG file to write."),
+    output: Path = typer.Option(
+        ..., "-o", "--output", help="Figure to write: .png, or .pdf or .svg for a paper."
+    ),
     device: str = typer.Option("auto", help=DEVICE_HELP),
 ) -> None:
-    """Draw a cross-attention heatmap (and local attention's centres p_t) to a PNG."""
+    """Draw a cross-attention heatmap (and local attention's centres p_t) to a PNG
+    (or PDF, SVG)."""
     from nmt.inspect_attention import draw_attention
 
     draw_attention(checkpoint, src, tgt, layer, head, output, device)

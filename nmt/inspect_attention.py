@@ -9,6 +9,7 @@ from nmt.decoding import encode_source, translate_lines
 from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.model.load import load_model
+from nmt.plotting import figure_format
 
 
 def draw_attention(
@@ -20,7 +21,9 @@ def draw_attention(
     output: Path,
     device: str = "auto",
 ) -> None:
-    """Decode ``src`` (or force ``tgt``) and plot layer ``layer``, head ``head``."""
+    """Decode ``src`` (or force ``tgt``) and plot layer ``layer``, head ``head`` to
+    ``output`` (PNG, PDF or SVG, by its suffix)."""
+    figure_format(output)
     loaded = load_model(checkpoint, resolve_device(device))
     limit = loaded.model.cfg.max_positions - 1
     (src_ids,) = encode_source(loaded.vocabs.src, [src], limit)

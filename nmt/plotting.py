@@ -1,4 +1,5 @@
-"""Matplotlib without a display, and PNGs written atomically."""
+"""Matplotlib without a display, and figures (PNG, or PDF and SVG for papers)
+written atomically."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from nmt.checkpoint import atomic_write
+from nmt.errors import NmtError
+
+FORMATS = ("png", "pdf", "svg")  # chosen by the file's suffix
 
 
 def pyplot() -> Any:
@@ -19,10 +23,20 @@ def pyplot() -> Any:
     return plt
 
 
+def figure_format(path: Path) -> str:
+    """The format ``path``'s suffix names; anything else is a user error, found
+    before the work of drawing."""
+    suffix = path.suffix.lower().removeprefix(".")
+    if suffix not in FORMATS:
+        raise NmtError(f"{path}: a figure is written as {', '.join('.' + f for f in FORMATS)}")
+    return suffix
+
+
 def save_figure(fig: Any, path: Path, dpi: int = 120) -> None:
-    """Render ``fig`` to PNG in memory, then write it atomically, then close it."""
+    """Render ``fig`` in memory in the format of ``path``'s suffix, then write it
+    atomically, then close it."""
     buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=dpi)
+    fig.savefig(buf, format=figure_format(path), dpi=dpi)
     pyplot().close(fig)
     atomic_write(path, lambda f: f.write(buf.getvalue()))

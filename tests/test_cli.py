@@ -150,6 +150,24 @@ def test_translate_sample_is_seeded_and_refuses_what_it_cannot_use(tiny_run, toy
         assert result.exit_code == 2 and message in result.output, result.output
 
 
+@pytest.mark.parametrize(
+    ("name", "magic"), [("heat.pdf", b"%PDF"), ("heat.svg", b"<?xml"), ("heat.PNG", b"\x89PNG")]
+)
+def test_attention_writes_the_format_its_suffix_names(tiny_run, tmp_path, name, magic):
+    figure = tmp_path / name
+    result = invoke("attention", tiny_run, "--src", "lo nute", "-o", figure)
+    assert result.exit_code == 0, result.output
+    assert figure.read_bytes().startswith(magic)
+
+
+def test_attention_refuses_a_suffix_it_cannot_write_before_any_work(tmp_path):
+    """Refused before the checkpoint is read: this one does not even exist."""
+    result = invoke("attention", tmp_path / "nothing", "--src", "lo", "-o", tmp_path / "x.txt")
+    assert result.exit_code == 2
+    assert "x.txt: a figure is written as .png, .pdf, .svg" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_translate_writes_one_pharaoh_line_per_input_line(tiny_run, toy_dir, tmp_path):
     lines = (toy_dir / "test.src").read_text().splitlines()[:4]
     (tmp_path / "in").write_text(lines[0] + "\n\n" + "\n".join(lines[1:]) + "\n")
