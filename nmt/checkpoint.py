@@ -115,17 +115,18 @@ def save(path: str | Path, payload: dict[str, Any]) -> None:
     atomic_write(path, write)
 
 
-def _what_is_there(run_dir: Path) -> str:
-    """What a directory without best.pt holds instead, said as the way on."""
+def no_best(run_dir: Path) -> str:
+    """The error for a directory without best.pt: what it holds instead, said as
+    the way on."""
     # a study's out_dir holds runs/VARIANT/seedN: three levels down at most
     found = [p for depth in (1, 2, 3) for p in run_dir.glob("*/" * depth + "best.pt")]
     runs = sorted(str(p.parent.relative_to(run_dir)) for p in found)
     if runs:
         shown = ", ".join(runs[:5]) + (", ..." if len(runs) > 5 else "")
-        return f"; it holds the runs {shown}: name one (several: their ensemble)"
+        return f"{run_dir}: no best.pt; it holds the runs {shown}: name them instead"
     if (run_dir / "last.pt").is_file():
-        return "; it has not validated yet: name its last.pt for the latest weights"
-    return " (not a run directory)"
+        return f"{run_dir}: no best.pt; it has not validated yet: name its last.pt (latest weights)"
+    return f"{run_dir}: no best.pt (not a run directory)"
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -133,7 +134,7 @@ def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         if not (path / "best.pt").is_file():
-            raise NmtError(f"{path}: no best.pt{_what_is_there(path)}")
+            raise NmtError(no_best(path))
         path = path / "best.pt"
     if not path.is_file():
         raise NmtError(f"{path}: no such checkpoint")

@@ -226,7 +226,7 @@ CHECKPOINT_CASES = {
     "foreign": "not an nmt checkpoint",
     "code in pickle": "refused to load",
     "directory without best.pt": "emptyrun: no best.pt (not a run directory)",
-    "a study's variant directory": "global: no best.pt; it holds the runs seed1, seed2: name one",
+    "a study's variant directory": "global: no best.pt; it holds the runs seed1, seed2: name them",
     "a run not yet validated": "young: no best.pt; it has not validated yet: name its last.pt",
     "weights of another size": "weights do not fit the checkpoint's recipe: 39 of another shape",
 }

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from nmt.checkpoint import write_text
+from nmt.checkpoint import no_best, write_text
 from nmt.compare.aggregate import contrast_rows, summarise
 from nmt.compare.analysis import RunAnalysis, analyse_run
 from nmt.compare.ensembles import ensemble_rows
@@ -71,9 +71,11 @@ def compare_runs(
         names = [f"{d.parent.name}-{d.name}" for d in run_dirs]
     if len(set(names)) < len(names):
         names = [f"run{i}-{d.name}" for i, d in enumerate(run_dirs, 1)]
-    for d in run_dirs:
+    for i, d in enumerate(run_dirs):
         if not (d / "best.pt").is_file():
-            raise NmtError(f"{d}: not a run directory (no best.pt)")
+            raise NmtError(f"--runs {no_best(d)}")
+        if d.resolve() in {e.resolve() for e in run_dirs[:i]}:
+            raise NmtError(f"--runs {d}: named twice")
     if not splits:
         splits = list(read_yaml(run_dirs[0] / "recipe.yaml")["data"]["test"])
         if not splits:

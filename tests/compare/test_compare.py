@@ -156,7 +156,7 @@ def test_a_failing_variant_does_not_stop_the_study(tmp_path, toy_dir):
     assert "failed: " in (tmp_path / "study/report.md").read_text()
 
 
-def test_spec_errors_name_the_key(tmp_path, toy_dir):
+def test_spec_and_runs_errors_name_the_key(tmp_path, toy_dir, tiny_run):
     spec = write_spec(tmp_path, toy_dir, {"global": [], "x": ["model.atention.kind=hard"]})
     result = runner.invoke(app, ["compare", str(spec)])
     assert result.exit_code == 2
@@ -178,6 +178,16 @@ def test_spec_errors_name_the_key(tmp_path, toy_dir):
         assert result.exit_code == 2 and words in result.output, result.output
     result = runner.invoke(app, ["compare"])
     assert result.exit_code == 2 and "--runs" in result.output
+    run = tmp_path / "study" / "global"
+    (run / "seed1").mkdir(parents=True)
+    shutil.copy(tiny_run / "best.pt", run / "seed1" / "best.pt")
+    for args, words in (
+        (["--runs", run], "--runs " + str(run) + ": no best.pt; it holds the runs seed1"),
+        (["--runs", tiny_run, "--runs", tiny_run / ".." / tiny_run.name], "named twice"),
+    ):
+        result = runner.invoke(app, ["compare", *map(str, args), "--out", str(tmp_path / "o")])
+        assert result.exit_code == 2 and words in result.output, result.output
+        assert not (tmp_path / "o").exists()
 
 
 def test_a_run_trained_under_an_old_default_is_not_reused_as_the_new(tmp_path, toy_dir):
