@@ -8,8 +8,10 @@ import os
 import pickle
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -19,11 +21,13 @@ FORMAT = "nmt-checkpoint"
 VERSION = 1
 
 
-def atomic_write(path: str | Path, write: Any) -> None:
-    """Call ``write(file)`` on a temp file beside ``path``, fsync, then rename over it.
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A temp file beside ``path`` to write in the block; when the block ends, it is
+    fsynced and renamed over ``path``.
 
     A crash at any moment leaves either the old file or the new one, never a
-    half-written one; a failed write removes the temp file and names ``path``.
+    half-written one; a failure removes the temp file and names ``path``.
     """
     path = Path(path)
     try:
@@ -36,7 +40,7 @@ def atomic_write(path: str | Path, write: Any) -> None:
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -51,6 +55,12 @@ def atomic_write(path: str | Path, write: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write(path: str | Path, write: Any) -> None:
+    """Call ``write(file)`` on an :func:`atomic_file` for ``path``."""
+    with atomic_file(path) as f:
+        write(f)
 
 
 def remove_stale_temps(directory: str | Path) -> int:

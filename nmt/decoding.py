@@ -264,19 +264,23 @@ def translate_ids(
     device: torch.device,
     on_batch: Callable[[int], None] | None = None,
     sampling: Sampling | None = None,
+    generator: torch.Generator | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate encoded sentences (each without EOS) in input order, by search or,
     with ``sampling``, by drawing one output per sentence (``cfg.beam`` must be 1).
 
     Sentences are bucketed by length into ``cfg.batch_tokens`` batches; an empty
     sentence gets an empty hypothesis without being decoded. ``on_batch(n)`` is
-    called after each batch of n sentences (progress bars).
+    called after each batch of n sentences (progress bars). Draws come from
+    ``generator``, so that calls for successive parts of one input continue one
+    stream of draws; without it, from a new one seeded with ``sampling.seed``.
     """
     draw = None
     if sampling is not None:
         if cfg.beam != 1:
             raise NmtError(f"sampling draws one output per sentence; beam is {cfg.beam}, not 1")
-        generator = torch.Generator(device).manual_seed(sampling.seed)
+        if generator is None:
+            generator = torch.Generator(device).manual_seed(sampling.seed)
         draw = functools.partial(sample_tokens, cfg=sampling, generator=generator)
     limit = model.cfg.max_positions - 1
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in src_ids]
@@ -306,16 +310,18 @@ def translate_lines(
     cfg: DecodeConfig,
     device: torch.device,
     on_batch: Callable[[int], None] | None = None,
-    warn: Callable[[str], None] | None = None,
+    on_truncated: Callable[[int], None] | None = None,
     sampling: Sampling | None = None,
+    generator: torch.Generator | None = None,
 ) -> list[list[Translation]]:
     """Detokenised n-best lists, one per input line, in input order.
 
-    Lines longer than the model's maximum are truncated (one warning), never dropped.
+    Lines longer than the model's maximum are truncated, never dropped;
+    ``on_truncated(n)`` hears how many were.
     """
-    ids = encode_source(src_vocab, lines, model.cfg.max_positions - 1, warn)
+    ids = encode_source(src_vocab, lines, model.cfg.max_positions - 1, on_truncated)
     model.eval()
-    nbest = translate_ids(model, ids, cfg, device, on_batch, sampling)
+    nbest = translate_ids(model, ids, cfg, device, on_batch, sampling, generator)
     flat = tgt_vocab.decode([h.tokens for hyps in nbest for h in hyps])
     out, k = [], 0
     for hyps in nbest:
@@ -325,11 +331,15 @@ def translate_lines(
 
 
 def encode_source(
-    vocab: Vocab, lines: list[str], limit: int, warn: Callable[[str], None] | None = None
+    vocab: Vocab,
+    lines: list[str],
+    limit: int,
+    on_truncated: Callable[[int], None] | None = None,
 ) -> list[list[int]]:
-    """Source ids, each cut to ``limit`` pieces (one position is kept for EOS)."""
+    """Source ids, each cut to ``limit`` pieces (one position is kept for EOS);
+    ``on_truncated(n)`` hears how many lines were cut, if any."""
     ids = vocab.encode(lines)
     long = sum(len(s) > limit for s in ids)
-    if long and warn is not None:
-        warn(f"{long} input line(s) longer than {limit} pieces were truncated")
+    if long and on_truncated is not None:
+        on_truncated(long)
     return [s[:limit] for s in ids]

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+
+import torch
 
 from nmt.alignment import Alignment, format_pharaoh
 from nmt.attention_maps import each_attention_map, save_npz, supervised_heads, word_alignment
-from nmt.checkpoint import write_text
-from nmt.data.corpus import read_input
+from nmt.checkpoint import atomic_file
+from nmt.data.corpus import input_chunks
 from nmt.decoding import Sampling, Translation, encode_source, translate_lines
 from nmt.device import resolve_device
 from nmt.errors import ConfigError, NmtError
@@ -18,18 +22,24 @@ from nmt.model.ensemble import Ensemble
 from nmt.model.load import Loaded, load_model
 from nmt.progress import console, sentence_progress, warn
 
+# Lines translated at a time: memory stays bounded on a corpus of millions (back-
+# translation), while the sort by length within a chunk keeps batches as tight.
+CHUNK_LINES = 10_000
+
 
 def one_line(text: str) -> str:
     """Hypotheses never contain a line break, whatever the input held."""
     return " ".join(text.splitlines())
 
 
-def format_output(nbest: list[list[Translation]], n_best: int | None) -> str:
+def format_output(nbest: list[list[Translation]], n_best: int | None, first: int = 0) -> str:
+    """The 1-best lines, or with ``n_best`` 'i ||| hyp ||| score' lines, where i counts
+    input lines from ``first`` (the chunk's first line in the whole input)."""
     if n_best is None:
         return "".join(one_line(hyps[0].text) + "\n" for hyps in nbest)
     return "".join(
         f"{i} ||| {one_line(h.text)} ||| {h.score:.4f}\n"
-        for i, hyps in enumerate(nbest)
+        for i, hyps in enumerate(nbest, first)
         for h in hyps
     )
 
@@ -111,62 +121,88 @@ def translate_file(
         raise NmtError(
             f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"
         )
-    lines = read_input(input)
+    total, chunks = input_chunks(input, CHUNK_LINES)
     # Stdin typed at a terminal gets no bar; a file or a pipe into a file does.
     show = console.is_terminal and (input is not None or not sys.stdout.isatty())
-    with sentence_progress("translate", len(lines), show) as advance:
-        nbest = translate_lines(
-            model,
-            loaded.vocabs.src,
-            loaded.vocabs.tgt,
-            lines,
-            cfg,
-            dev,
-            on_batch=advance,
-            warn=warn,
-            sampling=sampling,
-        )
-    if attention_dir is not None or alignments is not None:
-        links = attention_outputs(loaded, lines, [h[0].tokens for h in nbest], attention_dir)
-        if alignments is not None:
-            write_output(alignments, "".join(format_pharaoh(a) + "\n" for a in links))
-    write_output(output, format_output(nbest, n_best))
+    generator = None if sampling is None else torch.Generator(dev).manual_seed(sampling.seed)
+    truncated = 0
+
+    def count_truncated(n: int) -> None:
+        nonlocal truncated
+        truncated += n
+
+    with ExitStack() as outputs, sentence_progress("translate", total, show) as advance:
+        write = outputs.enter_context(open_output(output))
+        write_links = None if alignments is None else outputs.enter_context(open_output(alignments))
+        first = 0
+        for lines in chunks:
+            nbest = translate_lines(
+                model,
+                loaded.vocabs.src,
+                loaded.vocabs.tgt,
+                lines,
+                cfg,
+                dev,
+                on_batch=advance,
+                on_truncated=count_truncated,
+                sampling=sampling,
+                generator=generator,
+            )
+            if attention_dir is not None or write_links is not None:
+                best = [h[0].tokens for h in nbest]
+                links = attention_outputs(loaded, lines, best, attention_dir, first)
+                if write_links is not None:
+                    write_links("".join(format_pharaoh(a) + "\n" for a in links))
+            write(format_output(nbest, n_best, first))
+            first += len(lines)
+    if truncated:
+        limit = loaded.model.cfg.max_positions - 1
+        warn(f"{truncated} input line(s) longer than {limit} pieces were truncated")
 
 
-def write_output(output: Path | None, text: str) -> None:
-    """Stdout (None or ``-``); a regular file or a new path is replaced atomically, a
-    symlink's target likewise; a FIFO or a device (``/dev/null``, a terminal) is
-    written to directly, never replaced by a regular file."""
+@contextmanager
+def open_output(output: Path | None) -> Iterator[Callable[[str], None]]:
+    """A ``write(text)`` into ``output`` for the block. Stdout (None or ``-``) gets
+    each text as it comes; a FIFO or a device (``/dev/null``, a terminal) is written
+    directly, never replaced by a regular file; a regular file or a new path (a
+    symlink's target likewise) is replaced atomically when the block ends, and is
+    left as it was if the block fails."""
     if output is None or str(output) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+
+        def write(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        yield write
         return
     target = output.resolve() if output.is_symlink() else output
-    if target.exists() and not target.is_file() and not target.is_dir():
+    if target.is_dir():
+        raise NmtError(f"{output}: is a directory")
+    if target.exists() and not target.is_file():
         try:
             with open(target, "w", encoding="utf-8") as f:
-                f.write(text)
+                yield f.write
         except OSError as e:
             raise NmtError(f"{output}: cannot write ({e.strerror or e})") from None
         return
-    if target.is_dir():
-        raise NmtError(f"{output}: is a directory")
-    write_text(target, text)
+    with atomic_file(target) as f:
+        yield lambda text: f.write(text.encode("utf-8"))
 
 
 def attention_outputs(
-    loaded: Loaded, lines: list[str], hyps: list[list[int]], out_dir: Path | None
+    loaded: Loaded, lines: list[str], hyps: list[list[int]], out_dir: Path | None, first: int = 0
 ) -> list[Alignment]:
     """Each line's word alignment (source word i - output word j, from the 1-best's
     cross-attention, as ``compare`` extracts it for AER; empty for an empty line);
-    with ``out_dir``, also ``DIR/{line}.npz`` (0-based input line) with every layer's
-    cross-attention (empty lines have no file)."""
+    with ``out_dir``, also ``DIR/{line}.npz`` (0-based line of the whole input, whose
+    line ``first`` is ``lines[0]``) with every layer's cross-attention (empty lines
+    have no file)."""
     src = encode_source(loaded.vocabs.src, lines, loaded.model.cfg.max_positions - 1)
     todo = [i for i, s in enumerate(src) if s]
     v = loaded.vocabs
     links: list[Alignment] = [set() for _ in lines]
     for i, amap in each_attention_map(loaded.model, v.src, v.tgt, src, hyps, todo):
         if out_dir is not None:
-            save_npz(out_dir / f"{i}.npz", amap)
+            save_npz(out_dir / f"{first + i}.npz", amap)
         links[i] = word_alignment(amap, supervised_heads(loaded.cfg))
     return links

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -50,3 +51,85 @@ def test_one_output_line_per_input_line(system, lines):
     for src, hyp in zip(inputs, out.split("\n")):
         if src == "":
             assert hyp == ""
+
+
+def translate_cli(tiny_run, src, *options):
+    from tests.test_cli import invoke
+
+    result = invoke("translate", tiny_run, "-i", src, *options)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_a_file_in_chunks_translates_as_one_piece(tiny_run, toy_dir, tmp_path, monkeypatch):
+    """Chunks keep memory bounded on a large input; they must not change a line of any
+    output: the translations, n-best numbering, alignments and attention files."""
+    import nmt.translate
+
+    lines = read_lines(toy_dir / "test.src")[:9]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join([*lines[:4], "", *lines[4:]]) + "\n")
+    outputs = {}
+    for chunk in (10_000, 3):
+        monkeypatch.setattr(nmt.translate, "CHUNK_LINES", chunk)
+        out = tmp_path / str(chunk)
+        options = ("--alignments", out / "links", "--attention-dir", out / "maps")
+        translate_cli(tiny_run, src, "-o", out / "hyp", "--beam", "2", *options)
+        translate_cli(tiny_run, src, "-o", out / "nbest", "--beam", "2", "--n-best", "2")
+        outputs[chunk] = {p.name: p for p in sorted(out.rglob("*")) if p.is_file()}
+    assert outputs[3].keys() == outputs[10_000].keys()
+    assert len(outputs[3]) == 3 + 9  # hyp, links, nbest and a map per non-empty line
+    for name, path in outputs[3].items():
+        if name.endswith(".npz"):  # batched with other lines: equal up to rounding
+            chunked, whole = np.load(path), np.load(outputs[10_000][name])
+            for key in ("src", "tgt"):
+                np.testing.assert_array_equal(chunked[key], whole[key])
+            np.testing.assert_allclose(chunked["weights"], whole["weights"], atol=1e-5)
+        else:
+            assert path.read_bytes() == outputs[10_000][name].read_bytes(), name
+    nbest = outputs[3]["nbest"].read_text().splitlines()
+    expected = [i for i in range(10) for _ in range(1 if i == 4 else 2)]  # line 4 is empty
+    assert [int(x.split(" ||| ")[0]) for x in nbest] == expected
+
+
+def test_sampling_draws_continue_across_chunks(tiny_run, toy_dir, tmp_path, monkeypatch):
+    """The second chunk's draws follow the first's: the same line repeated gets
+    different draws in different chunks, and the same command draws the same again."""
+    import nmt.translate
+
+    monkeypatch.setattr(nmt.translate, "CHUNK_LINES", 1)
+    src = tmp_path / "in.txt"
+    src.write_text((read_lines(toy_dir / "test.src")[0] + "\n") * 6)
+    options = ("--sample", "--temperature", "3")
+    first = translate_cli(tiny_run, src, *options).stdout.splitlines()
+    assert translate_cli(tiny_run, src, *options).stdout.splitlines() == first
+    assert len(set(first)) > 1
+
+
+def test_a_failure_mid_file_leaves_the_old_output(tiny_run, toy_dir, tmp_path, monkeypatch):
+    """A bad byte far down the file is found before any translation; a failure in the
+    middle (here, the second chunk) leaves the previous output and no temp file."""
+    import nmt.translate
+    from tests.test_cli import invoke
+
+    monkeypatch.setattr(nmt.translate, "CHUNK_LINES", 2)
+    out = tmp_path / "hyp"
+    out.write_text("previous\n")
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"lo nute\n" * 5 + b"la \xff\n")
+    calls = []
+    translate = nmt.translate.translate_lines
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise nmt.translate.NmtError("stopped in the second chunk")
+        return translate(*args, **kwargs)
+
+    monkeypatch.setattr(nmt.translate, "translate_lines", counted)
+    result = invoke("translate", tiny_run, "-i", src, "-o", out)
+    assert result.exit_code == 2 and "in.txt:6: not UTF-8" in result.output and not calls
+    src.write_bytes(b"lo nute\n" * 5)
+    result = invoke("translate", tiny_run, "-i", src, "-o", out)
+    assert result.exit_code == 2 and "stopped in the second chunk" in result.output
+    assert out.read_text() == "previous\n" and sorted(tmp_path.iterdir()) == [out, src]

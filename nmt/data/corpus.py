@@ -38,6 +38,27 @@ def read_input(path: str | Path | None) -> list[str]:
     return read_lines(path)
 
 
+def input_chunks(path: str | Path | None, size: int) -> tuple[int, Iterator[list[str]]]:
+    """The lines of ``path`` (stdin when None or ``-``) in lists of at most ``size``,
+    and how many there are.
+
+    Every line is decoded before the first list comes, so a bad byte anywhere is an
+    error before any work. A regular file is then read again, list by list, so
+    that its lines are never all held at once; stdin, a pipe or a device cannot be
+    read twice and is held whole.
+    """
+    if path is None or str(path) == "-" or not Path(path).is_file():
+        lines = read_input(path)
+        return len(lines), (lines[i : i + size] for i in range(0, len(lines), size))
+
+    def chunks() -> Iterator[list[str]]:
+        lines = iter_lines(path)
+        while chunk := list(itertools.islice(lines, size)):
+            yield chunk
+
+    return sum(1 for _ in iter_lines(path)), chunks()
+
+
 def iter_lines(path: str | Path) -> Iterator[str]:
     """The lines of :func:`read_lines` one at a time, for corpora too large to hold."""
     path = Path(path)
