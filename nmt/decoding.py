@@ -107,9 +107,9 @@ def _step_log_probs(model: Transformer | Ensemble, last: Tensor, state) -> Tenso
 
 def _restrict(logp: Tensor, finished: Tensor | None, at_limit: Tensor) -> Tensor:
     """The tokens an output may hold next, as log-probabilities (N,V): never PAD or
-    BOS (no reference holds them; the model's mass on them stays unnormalised away,
-    so scores remain its log-probability); finished rows (None: there are none) only
-    continue with PAD at no cost; rows at their length limit must emit EOS."""
+    BOS (no reference holds them; the rest is not renormalised, so scores stay the
+    model's log-probability); finished rows (None: there are none) only continue
+    with PAD at no cost; rows at their length limit must emit EOS."""
     logp = logp.clone()
     logp[:, [PAD, BOS]] = float("-inf")
     force = at_limit
