@@ -132,12 +132,15 @@ def select(amap: AttentionMap, layer: int, head: str) -> tuple[np.ndarray, np.nd
     return w[h], (c[min(h, c.shape[0] - 1)] if c is not None else None)
 
 
-def draw_heatmap(ax: Any, amap: AttentionMap, layer: int, head: str, title: str) -> Any:
-    """Target pieces down, source pieces across; local attention's centres p_t as dots.
-    Returns the image, for a colour bar."""
+def draw_heatmap(
+    ax: Any, amap: AttentionMap, layer: int, head: str, title: str, vmax: float | None = None
+) -> Any:
+    """Target pieces down, source pieces across; local attention's centres p_t as dots;
+    colours from 0 to ``vmax`` (None: this map's largest weight). Returns the image,
+    for a colour bar."""
     w, c = select(amap, layer, head)
     T, S = w.shape
-    im = ax.imshow(w, cmap="viridis", vmin=0.0, aspect="auto")
+    im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
     ax.set_xticks(range(S), amap.src, rotation=90, fontsize=8)
     ax.set_yticks(range(T), amap.tgt, fontsize=8)
     ax.set_xlabel("source")
@@ -159,9 +162,47 @@ def heatmap_figure(amap: AttentionMap, layer: int, head: str, title: str) -> Any
     return fig
 
 
-def plot_heatmap(path: Path, amap: AttentionMap, layer: int, head: str, title: str) -> None:
-    """One sentence's heatmap as a PNG."""
-    save_figure(heatmap_figure(amap, layer, head, title), path)
+def panels(amap: AttentionMap, layer: str, head: str) -> tuple[list[int], list[str]]:
+    """The layers and heads that ``--layer`` (an index, negative from the last, or
+    'all') and ``--head`` (an index, 'mean' or 'all') name."""
+    layers, heads = amap.weights.shape[:2]
+    if layer == "all":
+        chosen = list(range(layers))
+    else:
+        try:
+            chosen = [int(layer)]
+        except ValueError:
+            raise NmtError(f"--layer {layer}: expected a layer index or 'all'") from None
+    for i in chosen:
+        select(amap, i, "mean" if head == "all" else head)  # an error names a bad one
+    return chosen, ([str(h) for h in range(heads)] if head == "all" else [head])
+
+
+def grid_figure(amap: AttentionMap, layers: list[int], heads: list[str], title: str) -> Any:
+    """A panel per layer (rows) and head (columns), on one colour scale so that a
+    sharp head and a diffuse one look different."""
+    T, S = amap.weights.shape[-2:]
+    vmax = max(float(select(amap, i, h)[0].max()) for i in layers for h in heads)
+    w, h = max(3.5, 0.28 * S + 1.5), max(3.0, 0.25 * T + 1.5)
+    fig, axes = pyplot().subplots(
+        len(layers), len(heads), figsize=(w * len(heads), h * len(layers)), squeeze=False
+    )
+    for row, i in zip(axes, layers):
+        for ax, head in zip(row, heads):
+            draw_heatmap(ax, amap, i, head, f"layer {i}, head {head}", vmax)
+    fig.suptitle(f"{title}; colour 0 (dark) to {vmax:.2f} (bright)")
+    return fig
+
+
+def plot_heatmap(path: Path, amap: AttentionMap, layer: str, head: str, title: str) -> None:
+    """One sentence's heatmap, or a grid of them when ``layer`` or ``head`` is 'all'
+    (see :func:`panels`), in the format ``path``'s suffix names."""
+    layers, heads = panels(amap, layer, head)
+    if len(layers) == 1 and len(heads) == 1:
+        fig = heatmap_figure(amap, layers[0], heads[0], title)
+    else:
+        fig = grid_figure(amap, layers, heads, title)
+    save_figure(fig, path)
 
 
 def attention_entropy(weights: np.ndarray) -> float:

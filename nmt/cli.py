@@ -180,15 +180,20 @@ def translate(
 
 
 @app.command(
-    epilog='Example: nmt attention runs/toy --src "lo nute miguge" --head mean -o heat.png'
+    epilog='Example: nmt attention runs/toy --src "lo nute miguge" --head mean -o heat.png  '
+    "(every layer and head in one grid: --layer all --head all)"
 )
 @user_errors
 def attention(
     checkpoint: Path = typer.Argument(..., help=CHECKPOINT_HELP),
     src: str = typer.Option(..., "--src", help="Source sentence."),
     tgt: Optional[str] = typer.Option(None, "--tgt", help="Forced target (default: decode)."),
-    layer: int = typer.Option(-1, help="Decoder layer (negative counts from the last)."),
-    head: str = typer.Option("mean", help="Head index, or 'mean' over heads."),
+    layer: str = typer.Option(
+        "-1", help="Decoder layer (negative counts from the last), or 'all': a row each."
+    ),
+    head: str = typer.Option(
+        "mean", help="Head index, 'mean' over heads, or 'all': a column each."
+    ),
     output: Path = typer.Option(
         ..., "-o", "--output", help="Figure to write: .png, or .pdf or .svg for a paper."
     ),

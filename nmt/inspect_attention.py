@@ -16,13 +16,13 @@ def draw_attention(
     checkpoint: Path,
     src: str,
     tgt: str | None,
-    layer: int,
+    layer: str,
     head: str,
     output: Path,
     device: str = "auto",
 ) -> None:
-    """Decode ``src`` (or force ``tgt``) and plot layer ``layer``, head ``head`` to
-    ``output`` (PNG, PDF or SVG, by its suffix)."""
+    """Decode ``src`` (or force ``tgt``) and plot layer ``layer``, head ``head`` (either
+    may be 'all': a grid) to ``output`` (PNG, PDF or SVG, by its suffix)."""
     figure_format(output)
     loaded = load_model(checkpoint, resolve_device(device))
     limit = loaded.model.cfg.max_positions - 1

@@ -160,6 +160,27 @@ def test_attention_writes_the_format_its_suffix_names(tiny_run, tmp_path, name, 
     assert figure.read_bytes().startswith(magic)
 
 
+def test_attention_draws_a_grid_of_every_layer_and_head(tiny_run, tmp_path):
+    """tiny_run has 1 decoder layer and 2 heads: 'all' gives a panel each, side by
+    side on one scale, wider than the one-panel figure."""
+    from PIL import Image
+
+    sizes = {}
+    for name, args in (("one", ()), ("grid", ("--layer", "all", "--head", "all"))):
+        figure = tmp_path / f"{name}.png"
+        result = invoke("attention", tiny_run, "--src", "lo nute", *args, "-o", figure)
+        assert result.exit_code == 0, result.output
+        sizes[name] = Image.open(figure).size
+    assert sizes["grid"][0] > 1.5 * sizes["one"][0]
+    for args, words in (
+        (("--layer", "x"), "--layer x: expected a layer index or 'all'"),
+        (("--layer", "3"), "--layer 3: the model has 1 decoder layers"),
+        (("--head", "al"), "--head al: expected 'mean' or a head index below 2"),
+    ):
+        result = invoke("attention", tiny_run, "--src", "lo", *args, "-o", tmp_path / "x.png")
+        assert result.exit_code == 2 and words in result.output, result.output
+
+
 def test_attention_refuses_a_suffix_it_cannot_write_before_any_work(tmp_path):
     """Refused before the checkpoint is read: this one does not even exist."""
     result = invoke("attention", tmp_path / "nothing", "--src", "lo", "-o", tmp_path / "x.txt")
