@@ -97,6 +97,10 @@ def translate_file(
     if sampling is not None and (n_best is not None or (beam or 1) > 1):
         option = "--n-best" if n_best is not None else "--beam"
         raise NmtError(f"{option}: --sample draws one output per line; it takes no {option}")
+    if alignments is not None:
+        for other, option in ((output, "-o"), (input, "-i")):
+            if other is not None and str(other) != "-" and alignments.resolve() == other.resolve():
+                raise NmtError(f"--alignments {alignments}: the same file as {option}")
     if len(checkpoints) > 1 and (attention_dir is not None or alignments is not None):
         option = "--attention-dir" if attention_dir is not None else "--alignments"
         raise NmtError(f"{option}: an ensemble has no single attention; give one model")

@@ -312,6 +312,18 @@ def translate_into(run: Path, src: Path, out: Path | str):
     return runner.invoke(app, ["translate", str(run), "-i", str(src), "-o", str(out)])
 
 
+def test_alignments_never_overwrite_the_input_or_the_translations(tiny_run, tmp_path):
+    (tmp_path / "in.txt").write_text("a b c\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(tmp_path / "in.txt")
+    for same, option in ((tmp_path / "out.txt", "-o"), (link, "-i")):
+        args = ["-i", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt")]
+        result = runner.invoke(app, ["translate", str(tiny_run), *args, "--alignments", str(same)])
+        assert result.exit_code == 2 and f"the same file as {option}" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "link.txt"]
+    assert (tmp_path / "in.txt").read_text() == "a b c\n"
+
+
 def test_translate_output_keeps_special_files(tiny_run, tmp_path):
     """-o follows a symlink (its target is replaced, the link stays) and writes into a
     FIFO or a device directly instead of replacing it with a regular file."""
