@@ -268,7 +268,8 @@ def average(
     else:
         payload = averaging.average(inputs)
     checkpoint.save(output, payload)
-    console.print(f"{output}: the mean of {len(payload['averaged'])} checkpoints")
+    n = len(payload["averaged"])
+    console.print(f"{output}: the mean of {n} checkpoint{'s' if n > 1 else ''}")
 
 
 @app.command(
