@@ -212,7 +212,7 @@ def test_quiet_silences_messages_not_warnings(tiny_run, tmp_path, monkeypatch, c
     monkeypatch.setattr(progress.console, "quiet", False)
     monkeypatch.setenv(progress.QUIET, "0")
     loud = invoke("average", tiny_run / "best.pt", "-o", tmp_path / "a.pt")
-    assert loud.exit_code == 0 and "the mean of 1 checkpoints" in " ".join(loud.output.split())
+    assert loud.exit_code == 0 and "the mean of 1 checkpoint" in " ".join(loud.output.split())
     quiet = invoke("--quiet", "average", tiny_run / "best.pt", "-o", tmp_path / "b.pt")
     assert quiet.exit_code == 0 and quiet.output == "" and (tmp_path / "b.pt").is_file()
     assert progress.console.quiet and os.environ[progress.QUIET] == "1"  # for children too
