@@ -12,9 +12,31 @@ import numpy as np
 from nmt.compare.analysis import RunAnalysis
 from nmt.compare.significance import adjust_family, judge
 from nmt.compare.spec import SignificanceSpec
+from nmt.errors import NmtError
 from nmt.metrics import bleu_from_stats, paired_bootstrap
 
 ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "aer")
+
+
+def check_one_test_set(runs: dict[str, list[RunAnalysis]], splits: tuple[str, ...]) -> None:
+    """The paired tests pair sentence i of every run with sentence i of every other:
+    each split's runs must have been scored against the same references. Runs trained
+    on different corpora (or on a changed copy of the test set) are refused, naming
+    the first line that differs, before anything is written."""
+    scored = [r for per_seed in runs.values() for r in per_seed]
+    for split in splits:
+        for r in scored[1:]:
+            first = scored[0]
+            a, b = first.splits[split].refs, r.splits[split].refs
+            if a != b:
+                line = next(
+                    (i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))
+                )
+                raise NmtError(
+                    f"{split}: {r.run_dir} was scored against other references than "
+                    f"{first.run_dir} (from line {line + 1}, of {len(b)} and {len(a)} lines); "
+                    "a paired comparison needs one test set"
+                )
 
 
 def bucket_labels(edges: tuple[int, ...]) -> list[str]:

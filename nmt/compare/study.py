@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from nmt.checkpoint import no_best, write_text
-from nmt.compare.aggregate import contrast_rows, summarise
+from nmt.compare.aggregate import check_one_test_set, contrast_rows, summarise
 from nmt.compare.analysis import RunAnalysis, analyse_run
 from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
@@ -123,6 +123,7 @@ def report(
             )
         except Exception as e:
             failures.append(failed(o, e))
+    check_one_test_set(runs, splits)
     baseline = spec.baseline_name
     rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets, spec.significance)
     contrasts = contrast_rows(runs, splits, spec.contrasts, spec.bootstrap, spec.significance)

@@ -190,6 +190,29 @@ def test_spec_and_runs_errors_name_the_key(tmp_path, toy_dir, tiny_run):
         assert not (tmp_path / "o").exists()
 
 
+def test_runs_scored_against_other_references_are_not_compared(tmp_path, toy_dir, tiny_run):
+    """The same model, pointed at a copy of the corpus whose test line 3 differs: the
+    paired test would pair unrelated sentences, so compare refuses, naming the line."""
+    import torch
+
+    data = tmp_path / "toy-changed"
+    shutil.copytree(toy_dir, data)
+    refs = (data / "test.tgt").read_text().splitlines()
+    refs[2] = "a different reference"
+    (data / "test.tgt").write_text("\n".join(refs) + "\n")
+    run, other = (shutil.copytree(tiny_run, tmp_path / name) for name in ("run", "other"))
+    payload = torch.load(other / "best.pt", weights_only=True)
+    payload["config"]["data"]["dir"] = str(data)
+    torch.save(payload, other / "best.pt")
+    out = tmp_path / "cmp"
+    args = ["--runs", str(run), "--runs", str(other), "--split", "test", "--out", str(out)]
+    result = runner.invoke(app, ["compare", *args])
+    assert result.exit_code == 2, result.output
+    assert "test: " in result.output and "other references than" in result.output
+    assert "(from line 3, of 15 and 15 lines)" in result.output
+    assert not (out / "report.md").exists() and not (out / "results.json").exists()
+
+
 def test_a_run_trained_under_an_old_default_is_not_reused_as_the_new(tmp_path, toy_dir):
     """Until hard attention's default estimator became gumbel, a spec's ``kind=hard``
     trained REINFORCE: the same request, another run. What the run measured on its
