@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ import yaml
 
 from nmt.checkpoint import read_json, write_text
 from nmt.compare.spec import PlannedRun
+from nmt.compare.watch import study_progress
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
-from nmt.progress import console, warn
+from nmt.progress import console, progress_bar, warn
 from nmt.recipe import upgrade
 from nmt.training.run import SUMMARY, train
 from nmt.training.rundir import flatten
@@ -26,6 +28,7 @@ from nmt.training.trainer import Interrupted
 
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
 RESOLVED = "recipe.yaml"  # the recipe it was trained with, every default filled in
+POLL_SECONDS = 2.0  # how often the study's bar reads the runs' logs under --jobs
 
 
 @dataclass(frozen=True)
@@ -133,14 +136,21 @@ def bring_up_all(
     threads = max(1, torch.get_num_threads() // jobs)
     console.print(f"{len(planned)} runs, {jobs} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    run_dirs = [r.run_dir for r in planned]
+    start, (first, _) = time.perf_counter(), study_progress(run_dirs)
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool, progress_bar() as bar:
+        task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
         futures = [pool.submit(_bring_up_in_worker, r, splits, device, threads) for r in planned]
-        results = []
-        for future in futures:
-            result = future.result()
-            console.print(f"{result.variant} seed {result.seed}: {result.status}")
-            results.append(result)
-    return results
+        waiting = set(futures)
+        while waiting:
+            finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+            for future in finished:
+                result = future.result()
+                bar.console.print(f"{result.variant} seed {result.seed}: {result.status}")
+            done, total = study_progress(run_dirs)
+            rate = (done - first) / max(time.perf_counter() - start, 1e-9)
+            bar.update(task, completed=done, total=total, rate=rate)
+    return [future.result() for future in futures]
 
 
 def _bring_up_in_worker(

@@ -573,12 +573,17 @@ class Trainer:
                     bar.update(task, rate=interval.rate())
                 if s.step % t.log_every == 0 and interval.count:
                     record = interval.record()
+                    expected = self._expected_steps(len(plan))
                     self.write_metrics(
-                        {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **record}
+                        {
+                            "step": s.step,
+                            "epoch": s.epoch + 1,
+                            "elapsed": s.elapsed,
+                            **record,
+                            **({"expected_steps": expected} if expected else {}),
+                        }
                     )
-                    bar.update(
-                        task, total=self._expected_steps(len(plan)), info=progress_info(record)
-                    )
+                    bar.update(task, total=expected, info=progress_info(record))
                     interval = IntervalStats()
                 bar.update(task, completed=s.step)
                 if s.step % t.valid_every == 0:
