@@ -22,7 +22,7 @@ def run_progress(run_dir: Path) -> tuple[int, int | None]:
         summary = read_json(run_dir / SUMMARY)
     except NmtError:  # damaged: the run resumes to rebuild it
         summary = None
-    if summary is not None:
+    if isinstance(summary, dict) and "steps" in summary:
         return summary["steps"], summary["steps"]
     try:
         with open(run_dir / "metrics.jsonl", "rb") as f:
