@@ -20,7 +20,7 @@ from nmt.config import apply_overrides, read_yaml
 from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
-from nmt.progress import console
+from nmt.progress import console, warn
 from nmt.training.rundir import owned
 
 
@@ -82,6 +82,7 @@ def compare_runs(
             raise NmtError(f"{run_dirs[0]}: the recipe has no data.test; name --split")
     if baseline is not None and baseline not in names:
         raise NmtError(f"--baseline {baseline!r}: not one of {', '.join(names)}")
+    warn_of_other_search(run_dirs)
     spec = CompareSpec(
         base="",
         out_dir=str(out_dir),
@@ -103,6 +104,18 @@ def compare_runs(
         report(spec, outcomes, out_dir, device, title="Comparison of existing runs")
     fail_if_any_failed(outcomes, out_dir)
     return out_dir
+
+
+def warn_of_other_search(run_dirs: list[Path]) -> None:
+    """Runs brought together with ``--runs`` may decode differently (a beam of 1 and
+    one of 5): their difference then measures the search too, so say which keys
+    differ. Keys that change only speed are not named."""
+    decodes = [read_yaml(d / "recipe.yaml").get("decode", {}) for d in run_dirs]
+    keys = sorted({k for dec in decodes for k in dec} - {"batch_tokens", "n_best"})
+    differ = [k for k in keys if len({repr(dec.get(k)) for dec in decodes}) > 1]
+    if differ:
+        named = ", ".join(f"decode.{k}" for k in differ)
+        warn(f"the runs translate with different {named}: the comparison measures that too")
 
 
 def report(

@@ -213,6 +213,19 @@ def test_runs_scored_against_other_references_are_not_compared(tmp_path, toy_dir
     assert not (out / "report.md").exists() and not (out / "results.json").exists()
 
 
+def test_runs_that_search_differently_are_compared_with_a_warning(tmp_path, tiny_run):
+    run, other = (shutil.copytree(tiny_run, tmp_path / name) for name in ("run", "other"))
+    recipe = yaml.safe_load((other / "recipe.yaml").read_text())
+    recipe["decode"] = {**recipe["decode"], "beam": 1, "batch_tokens": 999}
+    (other / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    args = ["--runs", str(run), "--runs", str(other), "--split", "test"]
+    result = runner.invoke(app, ["compare", *args, "--out", str(tmp_path / "cmp")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "the runs translate with different decode.beam: the comparison measures" in said
+    assert "batch_tokens" not in said
+
+
 def test_a_run_trained_under_an_old_default_is_not_reused_as_the_new(tmp_path, toy_dir):
     """Until hard attention's default estimator became gumbel, a spec's ``kind=hard``
     trained REINFORCE: the same request, another run. What the run measured on its
