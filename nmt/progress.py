@@ -15,11 +15,14 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 QUIET = "NMT_QUIET"
 console = Console(stderr=True, highlight=False, quiet=os.environ.get(QUIET) == "1")
@@ -42,6 +45,15 @@ def warn(message: str) -> None:
     sys.stderr.flush()
 
 
+class RateColumn(ProgressColumn):
+    """The task's ``rate`` field and ``unit``: whole numbers, with one decimal below
+    10 (a study's updates/s on a CPU, a beam of 1,024's sentences/s)."""
+
+    def render(self, task: Task) -> Text:
+        rate = task.fields["rate"]
+        return Text(f"{rate:>8,.{1 if rate < 10 else 0}f} {task.fields['unit']}")
+
+
 def progress_bar(*, disable: bool = False) -> Progress:
     """Bars showing ``completed/total``, a rate, elapsed time and ETA.
 
@@ -53,7 +65,7 @@ def progress_bar(*, disable: bool = False) -> Progress:
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]:>8,.0f} {task.fields[unit]}"),
+        RateColumn(),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
