@@ -10,11 +10,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import nmt.translate
 from nmt.data.corpus import decode_lines, read_lines
 from nmt.data.vocab import Vocab
 from nmt.decoding import DecodeConfig, translate_lines
 from nmt.translate import format_output
 from tests.helpers import tiny_model
+from tests.test_cli import invoke
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +56,6 @@ def test_one_output_line_per_input_line(system, lines):
 
 
 def translate_cli(tiny_run, src, *options):
-    from tests.test_cli import invoke
-
     result = invoke("translate", tiny_run, "-i", src, *options)
     assert result.exit_code == 0, result.output
     return result
@@ -64,8 +64,6 @@ def translate_cli(tiny_run, src, *options):
 def test_a_file_in_chunks_translates_as_one_piece(tiny_run, toy_dir, tmp_path, monkeypatch):
     """Chunks keep memory bounded on a large input; they must not change a line of any
     output: the translations, n-best numbering, alignments and attention files."""
-    import nmt.translate
-
     lines = read_lines(toy_dir / "test.src")[:9]
     src = tmp_path / "in.txt"
     src.write_text("\n".join([*lines[:4], "", *lines[4:]]) + "\n")
@@ -95,8 +93,6 @@ def test_a_file_in_chunks_translates_as_one_piece(tiny_run, toy_dir, tmp_path, m
 def test_sampling_draws_continue_across_chunks(tiny_run, toy_dir, tmp_path, monkeypatch):
     """The second chunk's draws follow the first's: the same line repeated gets
     different draws in different chunks, and the same command draws the same again."""
-    import nmt.translate
-
     monkeypatch.setattr(nmt.translate, "CHUNK_LINES", 1)
     src = tmp_path / "in.txt"
     src.write_text((read_lines(toy_dir / "test.src")[0] + "\n") * 6)
@@ -109,9 +105,6 @@ def test_sampling_draws_continue_across_chunks(tiny_run, toy_dir, tmp_path, monk
 def test_a_failure_mid_file_leaves_the_old_output(tiny_run, toy_dir, tmp_path, monkeypatch):
     """A bad byte far down the file is found before any translation; a failure in the
     middle (here, the second chunk) leaves the previous output and no temp file."""
-    import nmt.translate
-    from tests.test_cli import invoke
-
     monkeypatch.setattr(nmt.translate, "CHUNK_LINES", 2)
     out = tmp_path / "hyp"
     out.write_text("previous\n")

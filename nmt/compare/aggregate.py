@@ -24,9 +24,11 @@ def check_one_test_set(runs: dict[str, list[RunAnalysis]], splits: tuple[str, ..
     on different corpora (or on a changed copy of the test set) are refused, naming
     the first line that differs, before anything is written."""
     scored = [r for per_seed in runs.values() for r in per_seed]
+    if not scored:
+        return
+    first = scored[0]
     for split in splits:
         for r in scored[1:]:
-            first = scored[0]
             a, b = first.splits[split].refs, r.splits[split].refs
             if a != b:
                 line = next(
