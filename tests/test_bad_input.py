@@ -140,6 +140,19 @@ def corpus(tmp_path: Path, toy_dir: Path, damage: str) -> Path:
         data = gzip.compress(train.read_bytes())
         train.unlink()
         (d / "train.src.gz").write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
+    elif damage == "empty dev":
+        (d / "val.src").write_text("")
+        (d / "val.tgt").write_text("")
+    elif damage == "blank dev":
+        n = len((d / "val.src").read_text().splitlines())
+        (d / "val.src").write_text("\n" * n)
+    elif damage == "empty test":
+        (d / "test.src").write_text("")
+        (d / "test.tgt").write_text("")
+    elif damage == "uneven test":
+        (d / "test.tgt").write_text("".join((d / "test.tgt").read_text().splitlines(True)[1:]))
+    elif damage == "bad byte in test":
+        (d / "test.src").write_bytes(b"caf\xe9\n" + (d / "test.src").read_bytes())
     return d
 
 
@@ -151,6 +164,12 @@ DATA_CASES = {
     "directory": "train.src: is a directory",
     "broken gzip": "train.src.gz: cannot read",
     "corrupt deflate": "train.src.gz: cannot read",
+    # dev and test splits are checked before training, not when it validates or ends
+    "empty dev": "val.src: empty file; split 'val' needs at least one line",
+    "blank dev": "val.src: no dev pair to validate on",
+    "empty test": "test.src: empty file; split 'test' needs at least one line",
+    "uneven test": "test.src has 15 lines but",
+    "bad byte in test": "test.src:1: not UTF-8 text (byte 0xe9",
 }
 
 
@@ -159,7 +178,7 @@ def test_bad_data(damage, toy_dir, tmp_path):
     d = corpus(tmp_path, toy_dir, damage)
     recipe = tiny_recipe_dict(d, tmp_path / "run")
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe))
-    fails_cleanly(["train", tmp_path / "r.yaml"], DATA_CASES[damage])
+    fails_cleanly(["train", tmp_path / "r.yaml"], DATA_CASES[damage], after_logs=True)
     assert not (tmp_path / "run" / "last.pt").exists()
 
 

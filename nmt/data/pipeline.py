@@ -41,9 +41,12 @@ def split_files(cfg: DataConfig, split: str) -> tuple[Path, Path]:
 
 
 def check_files(cfg: DataConfig) -> None:
-    """Fail before any work if a training, dev or test file is missing."""
-    for split in (cfg.train, cfg.dev, *cfg.test):
-        split_files(cfg, split)
+    """Fail before any work if a training file is missing, or a dev or test split is
+    missing or damaged (unreadable, uneven or empty): training would otherwise find
+    out only when it validates or, for a test split, when it ends."""
+    split_files(cfg, cfg.train)
+    for split in (cfg.dev, *cfg.test):
+        load_split(cfg, split)
 
 
 def recipe_vocabs(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], None]) -> Vocabs:
@@ -132,5 +135,10 @@ def load_training(
 
 
 def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
-    """Raw (source, reference) lines of a dev or test split."""
-    return read_parallel(*split_files(cfg, split))
+    """Raw (source, reference) lines of a dev or test split; an empty one is an
+    error (there is nothing to score)."""
+    src_path, tgt_path = split_files(cfg, split)
+    src, refs = read_parallel(src_path, tgt_path)
+    if not src:
+        raise NmtError(f"{src_path}: empty file; split {split!r} needs at least one line")
+    return src, refs

@@ -65,6 +65,12 @@ def load_data(
         log(f"guided alignment: gold links of {len(train)} training pairs from {path}")
     dev_src, dev_refs = load_split(cfg.data, cfg.data.dev)
     dev = encode_pairs(dev_src, dev_refs, vocabs, cfg.model.max_positions - 1, "dev", log)
+    if len(dev) == 0:
+        raise NmtError(
+            f"{split_files(cfg.data, cfg.data.dev)[0]}: no dev pair to validate on (each is "
+            f"empty on a side or longer than model.max_positions - 1 = "
+            f"{cfg.model.max_positions - 1} pieces)"
+        )
     return TrainingData(vocabs, train, dev, dev_src, dev_refs)
 
 
