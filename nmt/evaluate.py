@@ -36,7 +36,10 @@ def read_results(run_dir: Path) -> dict[str, Any]:
 def evaluated_model(run_dir: Path, device: torch.device) -> Loaded:
     """The model a run's test scores come from: ``best.pt``, or the mean of the last
     ``decode.average_last`` kept checkpoints."""
-    loaded = load_model(run_dir / "best.pt", device)
+    if not run_dir.is_dir():
+        what = "no such directory" if not run_dir.exists() else "a file, not a run directory"
+        raise NmtError(f"{run_dir}: {what} (evaluate takes the run_dir that nmt train wrote)")
+    loaded = load_model(run_dir, device)
     if n := loaded.cfg.decode.average_last:
         loaded = model_from_payload(average_last(run_dir, n), run_dir, device)
     return loaded

@@ -388,6 +388,21 @@ def test_score_unknown_metric(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "target, expect",
+    [
+        ("recipe.yaml", "recipe.yaml: a file, not a run directory"),
+        ("absent", "absent: no such directory"),
+        ("young", "young: no best.pt; it has not validated yet"),
+    ],
+)
+def test_evaluate_names_what_it_was_given_instead_of_a_run(tiny_run, tmp_path, target, expect):
+    (tmp_path / "young").mkdir()
+    shutil.copy(tiny_run / "last.pt", tmp_path / "young" / "last.pt")
+    shutil.copy(tiny_run / "recipe.yaml", tmp_path / "recipe.yaml")
+    fails_cleanly(["evaluate", tmp_path / target], expect)
+
+
 # ------------------------------------------------------- derived run files
 
 
