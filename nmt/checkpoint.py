@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import pickle
@@ -69,6 +70,20 @@ def remove_stale_temps(directory: str | Path) -> int:
     for p in stale:
         p.unlink(missing_ok=True)
     return len(stale)
+
+
+@contextmanager
+def held(lock: Path) -> Iterator[None]:
+    """Hold an advisory ``flock`` on the file ``lock`` (created if absent) for the
+    block, waiting while another process holds it: for short read-modify-write
+    sections that two processes may reach at once."""
+    try:
+        f = open(lock, "w")
+    except OSError as e:
+        raise NmtError(f"{lock}: cannot create ({e.strerror or e})") from None
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from nmt.averaging import average_last
-from nmt.checkpoint import read_json, write_text
+from nmt.checkpoint import held, read_json, write_text
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
 from nmt.device import resolve_device
@@ -47,7 +47,7 @@ def evaluated_model(run_dir: Path, device: torch.device) -> Loaded:
 
 def evaluate(
     run_dir: str | Path, splits: list[str] | None = None, device: str = "auto"
-) -> dict[str, Any]:
+) -> None:
     """Translate each split with the recipe's decode settings (best.pt, or the mean of
     the last ``decode.average_last`` kept checkpoints); write ``{split}.hyp`` and
     merge BLEU/chrF (with sacreBLEU signatures) into ``RUN/results.json``."""
@@ -55,7 +55,6 @@ def evaluate(
     dev = resolve_device(device)
     loaded = evaluated_model(run_dir, dev)
     cfg = loaded.cfg
-    results = read_results(run_dir)
     for split in splits or list(cfg.data.test):
         src, refs = load_split(cfg.data, split)
         start = time.perf_counter()
@@ -76,10 +75,18 @@ def evaluate(
             s = corpus_score(metric, hyps, [refs])
             entry[metric] = s.score
             entry[f"{metric}_signature"] = s.signature
-        results[split] = entry
+        record(run_dir, split, entry)
         console.print(
             f"{split}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}  "
             f"(beam {cfg.decode.beam}, {entry['sentences_per_s']:.1f} sent/s)"
         )
-    write_text(run_dir / "results.json", json.dumps(results, indent=2) + "\n")
-    return results
+
+
+def record(run_dir: Path, split: str, entry: dict[str, Any]) -> None:
+    """Merge one split's scores into ``RUN/results.json``, read and written under a
+    lock, so that evaluations at once (two splits, or compare's beside a user's)
+    keep each other's scores."""
+    with held(run_dir / "results.json.lock"):
+        results = read_results(run_dir)
+        results[split] = entry
+        write_text(run_dir / "results.json", json.dumps(results, indent=2) + "\n")

@@ -416,6 +416,37 @@ def test_a_damaged_results_json_is_rebuilt(tiny_run, tmp_path):
     assert "bleu" in json.loads((run / "results.json").read_text())["test"]
 
 
+def test_evaluations_at_once_keep_each_other_scores(tmp_path, monkeypatch):
+    """Split a's evaluation is paused while it writes results.json; split b's, which
+    finishes meanwhile, must wait and merge into what a wrote, not over it."""
+    from nmt import evaluate
+
+    inside, go_on = threading.Event(), threading.Event()
+    write_text = evaluate.write_text
+
+    def slow_write(path, text):
+        if '"a"' in text:
+            inside.set()
+            go_on.wait(10)
+        write_text(path, text)
+
+    monkeypatch.setattr(evaluate, "write_text", slow_write)
+    a = threading.Thread(target=evaluate.record, args=(tmp_path, "a", {"bleu": 1.0}))
+    a.start()
+    assert inside.wait(10)
+    b = threading.Thread(target=evaluate.record, args=(tmp_path, "b", {"bleu": 2.0}))
+    b.start()
+    b.join(0.3)
+    assert b.is_alive()  # waiting for a
+    go_on.set()
+    a.join(10)
+    b.join(10)
+    assert json.loads((tmp_path / "results.json").read_text()) == {
+        "a": {"bleu": 1.0},
+        "b": {"bleu": 2.0},
+    }
+
+
 def test_damaged_summary_and_requested_recipe_are_named(tiny_run, tmp_path):
     from nmt.compare.analysis import training_figures
     from nmt.compare.runs import check_reusable, finished_run

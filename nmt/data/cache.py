@@ -23,7 +23,6 @@ twice nor read it half-written; a damaged entry is rebuilt.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import itertools
 import json
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from nmt.checkpoint import held
 from nmt.data.batching import ParallelData, Tokens, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import count_lines, iter_lines, iter_parallel
@@ -71,12 +71,10 @@ def building(entry: Path) -> Iterator[Path | None]:
     without an error, else removed."""
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(entry.with_name(entry.name + ".lock"), "w")
     except OSError as e:
         why = e.strerror or e
         raise NmtError(f"data.cache_dir: {entry.parent}: cannot write ({why})") from None
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process building it: wait for it
+    with held(entry.with_name(entry.name + ".lock")):  # another process building it: wait
         if (entry / "meta.json").is_file():
             yield None
             return
