@@ -40,7 +40,7 @@ def average(paths: list[Path]) -> dict[str, Any]:
     """The newest (last) checkpoint's payload with every floating-point tensor of its
     model replaced by the mean over ``paths`` (in float64, then cast back); integer
     buffers (counters) keep the newest value. The checkpoints must come from one
-    recipe's model: the same tensors, shapes and model settings."""
+    recipe's run: the same tensors, shapes, model settings, vocabulary and seed."""
     if not paths:
         raise NmtError("average: no checkpoints given")
     payloads = [checkpoint.load(p) for p in paths]
@@ -48,6 +48,14 @@ def average(paths: list[Path]) -> dict[str, Any]:
     for path, payload in zip(paths, payloads):
         if payload["config"].get("model") != newest["config"].get("model"):
             raise NmtError(f"{path}: another model's checkpoint than {paths[-1]}; not averaged")
+        if payload.get("vocab") != newest.get("vocab"):
+            raise NmtError(f"{path}: another vocabulary than {paths[-1]}'s; not averaged")
+        seeds = [p["config"].get("train", {}).get("seed") for p in (payload, newest)]
+        if seeds[0] != seeds[1]:
+            raise NmtError(
+                f"{path}: another run than {paths[-1]} (train.seed {seeds[0]}, not {seeds[1]}); "
+                "separately trained models do not average into one; not averaged"
+            )
         differs = {
             k
             for k, v in payload["model"].items()

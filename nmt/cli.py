@@ -266,6 +266,11 @@ def average(
             raise NmtError("--last: give one run directory (it reads RUN/step-*.pt)")
         payload = averaging.average_last(inputs[0], last)
     else:
+        if dirs := [p for p in inputs if p.is_dir()]:
+            raise NmtError(
+                f"{dirs[0]}: a run directory; add --last N for its newest N kept "
+                "checkpoints, or name checkpoint files"
+            )
         payload = averaging.average(inputs)
     checkpoint.save(output, payload)
     n = len(payload["averaged"])

@@ -45,9 +45,7 @@ def evaluated_model(run_dir: Path, device: torch.device) -> Loaded:
     return loaded
 
 
-def evaluate(
-    run_dir: str | Path, splits: list[str] | None = None, device: str = "auto"
-) -> None:
+def evaluate(run_dir: str | Path, splits: list[str] | None = None, device: str = "auto") -> None:
     """Translate each split with the recipe's decode settings (best.pt, or the mean of
     the last ``decode.average_last`` kept checkpoints); write ``{split}.hyp`` and
     merge BLEU/chrF (with sacreBLEU signatures) into ``RUN/results.json``."""

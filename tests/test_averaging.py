@@ -104,3 +104,28 @@ def test_average_refuses_damaged_and_foreign_checkpoints(kept_run, tmp_path, toy
     result = invoke("average", kept_run / "step-4.pt", other / "step-1.pt", "-o", out)
     assert result.exit_code == 2 and "another model's checkpoint" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "change, expect",
+    [
+        (lambda p: p["config"]["train"].update(seed=99), "another run than"),
+        (lambda p: p["vocab"].update(src=p["vocab"]["src"] + b"x"), "another vocabulary than"),
+    ],
+    ids=["another seed", "another vocabulary"],
+)
+def test_average_refuses_another_run_of_the_same_model(kept_run, tmp_path, change, expect):
+    """Same shapes and model settings, yet not one run: the mean would be no model."""
+    payload = checkpoint.load(kept_run / "step-4.pt")
+    change(payload)
+    other = tmp_path / "other.pt"
+    checkpoint.save(other, {k: v for k, v in payload.items() if k != "format"})
+    result = invoke("average", kept_run / "step-6.pt", other, "-o", tmp_path / "o.pt")
+    assert result.exit_code == 2 and expect in result.output, result.output
+    assert not (tmp_path / "o.pt").exists()
+
+
+def test_a_run_directory_needs_last(kept_run, tmp_path):
+    result = invoke("average", kept_run, "-o", tmp_path / "o.pt")
+    assert result.exit_code == 2 and "a run directory; add --last N" in result.output
+    assert not (tmp_path / "o.pt").exists()
