@@ -378,10 +378,11 @@ def data_align(
     """Write {split}.align (Pharaoh i-j word alignments) with eflomal, both
     directions symmetrised (grow-diag-final-and); needs the align extra."""
     from nmt.data.align import align_corpus
+    from nmt.data.corpus import n_lines
     from nmt.progress import info
 
     counts = align_corpus(directory, src, tgt, split or None, log=info)
-    typer.echo(", ".join(f"{k}.align: {v:,} lines" for k, v in counts.items()))
+    typer.echo(", ".join(f"{k}.align: {n_lines(v)}" for k, v in counts.items()))
 
 
 @data_app.command(

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from nmt.data.corpus import read_input, read_lines
+from nmt.data.corpus import read_input, read_lines, uneven
 from nmt.errors import NmtError
 
 METRICS = {"bleu": BLEU, "chrf": CHRF, "ter": TER}
@@ -54,7 +54,7 @@ def score_files(hyp_path: Path, ref_paths: list[Path], metrics: list[str]) -> li
     for path in ref_paths:
         lines = read_lines(path)
         if len(lines) != len(hyps):
-            raise NmtError(f"{hyp_path} has {len(hyps)} lines but {path} has {len(lines)}")
+            raise uneven(hyp_path, len(hyps), path, len(lines))
         refs.append(lines)
     return [corpus_score(m, hyps, refs) for m in metrics]
 

@@ -62,6 +62,8 @@ def align_corpus(
     }
     sources = [line for s, _ in texts.values() for line in s]
     targets = [line for _, t in texts.values() for line in t]
+    if not sources:
+        raise NmtError(f"{directory}: {', '.join(splits)}: empty files, nothing to align")
     log(f"aligning {len(sources):,} sentence pairs of {', '.join(splits)} with eflomal")
     with tempfile.TemporaryDirectory() as tmp:
         fwd, rev = Path(tmp) / "fwd", Path(tmp) / "rev"

@@ -107,6 +107,15 @@ def decode_line(line: bytes, name: str, number: int) -> str:
         ) from None
 
 
+def uneven(a: Path, n_a: int, b: Path, n_b: int) -> NmtError:
+    """The error for two files that should be line-parallel and are not."""
+    return NmtError(f"{a} has {n_lines(n_a)} but {b} has {n_b:,}")
+
+
+def n_lines(n: int) -> str:
+    return f"{n:,} line{'' if n == 1 else 's'}"
+
+
 def iter_parallel(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
     """Source and target lines in pairs, streamed; their counts must match."""
     src, tgt = iter_lines(src_path), iter_lines(tgt_path)
@@ -115,7 +124,7 @@ def iter_parallel(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
             longer = src if pair[0] is not None else tgt
             more = count + 1 + sum(1 for _ in longer)
             n_src, n_tgt = (more, count) if pair[0] is not None else (count, more)
-            raise NmtError(f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}")
+            raise uneven(src_path, n_src, tgt_path, n_tgt)
         yield pair
 
 
@@ -123,5 +132,5 @@ def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]
     """Source and target lines; their counts must match."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise NmtError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}")
+        raise uneven(src_path, len(src), tgt_path, len(tgt))
     return src, tgt

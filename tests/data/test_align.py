@@ -49,3 +49,12 @@ def test_without_the_extra_or_the_files_it_says_what_is_missing(tmp_path, monkey
     require_extra("eflomal", "align")
     with pytest.raises(NmtError, match=r"no split with both \.de and \.en files"):
         align_corpus(tmp_path, "de", "en", None, print)
+
+
+def test_empty_files_are_refused_and_nothing_is_written(tmp_path):
+    require_extra("eflomal", "align")
+    for side in ("de", "en"):
+        (tmp_path / f"val.{side}").write_text("")
+    result = invoke("data", "align", tmp_path, "--src", "de", "--tgt", "en")
+    assert result.exit_code == 2 and "val: empty files, nothing to align" in result.output
+    assert not (tmp_path / "val.align").exists()

@@ -45,3 +45,10 @@ def test_directory_and_missing(tmp_path):
 def test_multi30k_reads(multi30k):
     src, tgt = read_parallel(multi30k / "val.de.gz", multi30k / "val.en.gz")
     assert len(src) == len(tgt) == 1014
+
+
+def test_uneven_files_are_named_with_their_counts(tmp_path):
+    (tmp_path / "a").write_text("x\n")
+    (tmp_path / "b").write_text("x\n" * 1200)
+    with pytest.raises(NmtError, match=r"a has 1 line but .*b has 1,200$"):
+        read_parallel(tmp_path / "a", tmp_path / "b")
