@@ -36,6 +36,16 @@ def check(ok: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
+SEED_MAX = 2**31 - 1  # every generator seeded from a seed accepts 0..SEED_MAX (see check_seed)
+
+
+def check_seed(seed: int, key: str) -> None:
+    """Seeds are kept in 0..2**31 − 1, a range every consumer accepts: torch and numpy
+    generators, and the seeds derived from them (the batch order's seed·100,003 +
+    epoch, a rank's seed·1,000 + rank) stay below 2**63."""
+    check(0 <= seed <= SEED_MAX, key, f"must be in 0..{SEED_MAX:,}")
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from nmt.config import check
+from nmt.config import check, check_seed
 from nmt.data.batching import bucket, pad
 from nmt.data.vocab import BOS, EOS, PAD, Vocab
 from nmt.errors import NmtError
@@ -61,6 +61,7 @@ class Sampling:
         check(0 < self.temperature <= 100, "temperature", "must be in (0, 100]")
         check(self.top_k >= 0, "top_k", "must be non-negative (0: no cut)")
         check(0 < self.top_p <= 1, "top_p", "must be in (0, 1] (1: no cut)")
+        check_seed(self.seed, "seed")
 
 
 def sample_tokens(logp: Tensor, cfg: Sampling, generator: torch.Generator) -> Tensor:

@@ -50,6 +50,7 @@ RECIPE_CASES = {
     "wrong type": ({"model": {"d_model": "big"}}, "model.d_model: expected an integer"),
     "out of range": ({"train": {"label_smoothing": 1.5}}, "train.label_smoothing: must be in"),
     "negative dropout": ({"model": {"dropout": -0.1}}, "model.dropout"),
+    "seed over the bound": ({"train": {"seed": 2**64}}, "train.seed: must be in 0..2,147,483,647"),
     "heads do not divide": ({"model": {"heads": 3}}, "model.heads: must divide"),
     "unknown attention kind": (
         {"model": {"attention": {"kind": "lokal_p"}}},
@@ -320,8 +321,15 @@ def test_translate_binary_input_is_refused_and_nothing_written(tiny_run, tmp_pat
         (["--beam", "500"], "--beam 500: more than the"),
         (["--n-best", "0"], "n_best: must be between 1 and"),
         (["--beam", "2", "--n-best", "3"], "n_best: must be between 1 and"),
+        (["--sample", "--seed", str(2**64)], "--seed: must be in 0..2,147,483,647"),
     ],
-    ids=["beam over the bound", "beam over the vocabulary", "n-best 0", "n-best over beam"],
+    ids=[
+        "beam over the bound",
+        "beam over the vocabulary",
+        "n-best 0",
+        "n-best over beam",
+        "seed over the bound",
+    ],
 )
 def test_search_sizes_are_bounded(tiny_run, option, expect):
     fails_cleanly(["translate", tiny_run, *option], expect, input="lo nute\n")

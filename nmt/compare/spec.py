@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from nmt.config import apply_overrides, check, from_dict, read_yaml
+from nmt.config import apply_overrides, check, check_seed, from_dict, read_yaml
 from nmt.errors import ConfigError, NmtError
 from nmt.recipe import RunConfig
 
+MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
+RESAMPLES = f"use 100..{MAX_RESAMPLES:,} resamples"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
 
 
@@ -37,7 +39,11 @@ class SignificanceSpec:
             "metrics",
             "test bootstrap scores BLEU only; use paired_bs or paired_ar for chrf and ter",
         )
-        check(self.samples >= 0, "samples", "must be non-negative (0: sacreBLEU's default)")
+        check(
+            0 <= self.samples <= MAX_RESAMPLES,
+            "samples",
+            f"must be in 0..{MAX_RESAMPLES:,} (0: sacreBLEU's default)",
+        )
         check(0 < self.alpha < 1, "alpha", "must be in (0, 1)")
 
 
@@ -85,7 +91,9 @@ class CompareSpec:
         check(len(set(self.contrasts)) == len(self.contrasts), "contrasts", "a pair named twice")
         check(bool(self.seeds), "seeds", "give at least one seed")
         check(len(set(self.seeds)) == len(self.seeds), "seeds", "seeds must differ")
-        check(self.bootstrap >= 100, "bootstrap", "use at least 100 resamples")
+        for i, seed in enumerate(self.seeds):
+            check_seed(seed, f"seeds[{i}]")
+        check(100 <= self.bootstrap <= MAX_RESAMPLES, "bootstrap", RESAMPLES)
         edges = self.length_buckets
         check(
             bool(edges) and edges[0] > 0 and all(a < b for a, b in itertools.pairwise(edges)),

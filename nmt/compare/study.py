@@ -15,8 +15,9 @@ from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
 from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
-from nmt.compare.spec import CompareSpec, load_spec
+from nmt.compare.spec import CompareSpec, PlannedRun, load_spec
 from nmt.config import apply_overrides, read_yaml
+from nmt.data.pipeline import check_files, load_split
 from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
@@ -34,6 +35,7 @@ def run_study(
     spec, planned = load_spec(spec_path, overrides)
     for run in planned:
         check_reusable(run)
+    check_data(planned, spec.splits or ())
     out = Path(spec.out_dir)
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = apply_overrides(read_yaml(spec_path), overrides or [])
@@ -42,6 +44,19 @@ def run_study(
         report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     fail_if_any_failed(outcomes, out)
     return out
+
+
+def check_data(planned: list[PlannedRun], splits: tuple[str, ...]) -> None:
+    """Before any run trains, every data section's files and the spec's test splits
+    in each: a split that no recipe names would otherwise fail every run after it
+    trained."""
+    for data in dict.fromkeys(run.cfg.data for run in planned):
+        check_files(data)
+        for split in splits:
+            try:
+                load_split(data, split)
+            except NmtError as e:
+                raise NmtError(f"splits: {e}") from None
 
 
 def fail_if_any_failed(outcomes: list[RunResult], out: Path) -> None:

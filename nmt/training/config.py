@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nmt.config import by_kind, check
+from nmt.config import by_kind, check, check_seed
 from nmt.registry import Registry
 
 
@@ -101,6 +101,7 @@ class TrainConfig:
             "tensorboard_dir",
             "only train.log_to: [jsonl, tensorboard] uses it",
         )
+        check_seed(self.seed, "seed")
         check(self.lr > 0, "lr", "must be positive")
         check(self.warmup >= 0, "warmup", "must be non-negative")
         check(

@@ -190,6 +190,26 @@ def test_spec_and_runs_errors_name_the_key(tmp_path, toy_dir, tiny_run):
         assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("seeds", [2**64], "seeds[0]: must be in 0..2,147,483,647"),
+        ("bootstrap", 10**12, "bootstrap: use 100..100,000 resamples"),
+        ("significance", {"test": "paired_bs", "samples": 10**7}, "significance.samples"),
+        ("splits", ["test", "nope"], "splits: "),
+    ],
+    ids=["seed", "bootstrap", "samples", "a split the corpus lacks"],
+)
+def test_absurd_spec_values_are_refused_before_any_run(tmp_path, toy_dir, key, value, words):
+    """Each used to start the study: a seed past 2**63 failed every run, 10**12
+    resamples ran for ever, a missing split failed every run after it trained."""
+    spec = write_spec(tmp_path, toy_dir, {"global": []})
+    spec.write_text(yaml.safe_dump({**yaml.safe_load(spec.read_text()), key: value}))
+    result = runner.invoke(app, ["compare", str(spec)])
+    assert result.exit_code == 2 and words in result.output, result.output
+    assert not (tmp_path / "study").exists()
+
+
 def test_runs_scored_against_other_references_are_not_compared(tmp_path, toy_dir, tiny_run):
     """The same model, pointed at a copy of the corpus whose test line 3 differs: the
     paired test would pair unrelated sentences, so compare refuses, naming the line."""
