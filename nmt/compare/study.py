@@ -17,6 +17,7 @@ from nmt.compare.report import print_tables, write_csv, write_json, write_markdo
 from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
 from nmt.compare.spec import CompareSpec, PlannedRun, load_spec
 from nmt.config import apply_overrides, read_yaml
+from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
 from nmt.device import resolve_device
 from nmt.errors import NmtError
@@ -35,7 +36,7 @@ def run_study(
     spec, planned = load_spec(spec_path, overrides)
     for run in planned:
         check_reusable(run)
-    check_data(planned, spec.splits or ())
+    check_data(spec, planned)
     out = Path(spec.out_dir)
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = apply_overrides(read_yaml(spec_path), overrides or [])
@@ -46,17 +47,23 @@ def run_study(
     return out
 
 
-def check_data(planned: list[PlannedRun], splits: tuple[str, ...]) -> None:
-    """Before any run trains, every data section's files and the spec's test splits
-    in each: a split that no recipe names would otherwise fail every run after it
-    trained."""
+def check_data(spec: CompareSpec, planned: list[PlannedRun]) -> None:
+    """Before any run trains, every data section's files, the spec's test splits in
+    each, and the heatmap lines in the first split: a split that no recipe names
+    would otherwise fail every run after it trained, a line past the end would
+    draw nothing."""
     for data in dict.fromkeys(run.cfg.data for run in planned):
         check_files(data)
-        for split in splits:
+        for i, split in enumerate(spec.splits or ()):
             try:
-                load_split(data, split)
+                lines = len(load_split(data, split)[0])
             except NmtError as e:
                 raise NmtError(f"splits: {e}") from None
+            if i == 0 and (past := [n for n in spec.heatmaps if n >= lines]):
+                raise NmtError(
+                    f"heatmaps: line {past[0]} is past the end of {split} "
+                    f"({n_lines(lines)}, numbered from 0)"
+                )
 
 
 def fail_if_any_failed(outcomes: list[RunResult], out: Path) -> None:

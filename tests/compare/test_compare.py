@@ -197,12 +197,14 @@ def test_spec_and_runs_errors_name_the_key(tmp_path, toy_dir, tiny_run):
         ("bootstrap", 10**12, "bootstrap: use 100..100,000 resamples"),
         ("significance", {"test": "paired_bs", "samples": 10**7}, "significance.samples"),
         ("splits", ["test", "nope"], "splits: "),
+        ("heatmaps", [0, 15], "heatmaps: line 15 is past the end of test (15 lines"),
     ],
-    ids=["seed", "bootstrap", "samples", "a split the corpus lacks"],
+    ids=["seed", "bootstrap", "samples", "a split the corpus lacks", "a heatmap line"],
 )
 def test_absurd_spec_values_are_refused_before_any_run(tmp_path, toy_dir, key, value, words):
     """Each used to start the study: a seed past 2**63 failed every run, 10**12
-    resamples ran for ever, a missing split failed every run after it trained."""
+    resamples ran for ever, a missing split failed every run after it trained, a
+    heatmap line past the end drew nothing."""
     spec = write_spec(tmp_path, toy_dir, {"global": []})
     spec.write_text(yaml.safe_dump({**yaml.safe_load(spec.read_text()), key: value}))
     result = runner.invoke(app, ["compare", str(spec)])
