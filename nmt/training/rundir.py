@@ -39,6 +39,8 @@ RUN_TIME_KEYS = (
 
 
 def make_run_dir(run_dir: Path, key: str = "run_dir") -> None:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise NmtError(f"{key}: {run_dir}: a file, not a directory; choose another {key}")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -179,3 +179,12 @@ def test_unwritable_run_dir(tiny_config, tmp_path):
     cfg = type(cfg)(**{**cfg.__dict__, "run_dir": str(tmp_path / "a_file" / "run")})
     with pytest.raises(NmtError, match=r"run_dir: .*a_file/run: cannot create"):
         train(cfg, device="cpu")
+
+
+def test_a_run_dir_that_is_a_file_is_named(tiny_config, tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    cfg = tiny_config()
+    cfg = type(cfg)(**{**cfg.__dict__, "run_dir": str(tmp_path / "a_file")})
+    with pytest.raises(NmtError, match=r"run_dir: .*a_file: a file, not a directory"):
+        train(cfg, device="cpu")
+    assert (tmp_path / "a_file").read_text() == "x"
