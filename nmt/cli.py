@@ -27,12 +27,19 @@ data_app = typer.Typer(
 app.add_typer(data_app, name="data")
 
 
+OUT_OF_MEMORY = (
+    "out of memory: an input line, a batch or the model is too large for this machine "
+    "(a batch's size: --batch-tokens, train.batch_tokens)"
+)
+
+
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn :class:`NmtError` into one line on stderr and exit code 2, no traceback."""
+    """Turn :class:`NmtError` (and running out of memory) into one line on stderr and
+    exit code 2, no traceback."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -42,6 +49,9 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except NmtError as e:
             typer.echo(f"error: {_one_line(e)}", err=True)
+            raise typer.Exit(2) from None
+        except MemoryError:  # e.g. -i /dev/zero: one endless line
+            typer.echo(f"error: {OUT_OF_MEMORY}", err=True)
             raise typer.Exit(2) from None
         except Interrupted as e:
             typer.echo(str(e), err=True)

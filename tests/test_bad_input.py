@@ -470,3 +470,14 @@ def test_damaged_summary_and_requested_recipe_are_named(tiny_run, tmp_path):
     planned = PlannedRun("global", 1, run, {}, None)
     with pytest.raises(NmtError, match=r"requested\.yaml: damaged"):
         check_reusable(planned)
+
+
+def test_running_out_of_memory_is_one_line(tiny_run, tmp_path, monkeypatch):
+    """As with ``-i /dev/zero``, one endless line: a MemoryError, not a traceback."""
+    import nmt.translate
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(nmt.translate, "translate_file", exhausted)
+    fails_cleanly(["translate", tiny_run, "-i", "/dev/zero"], "out of memory: an input line")
