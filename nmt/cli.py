@@ -209,8 +209,9 @@ def attention(
     ),
     device: str = typer.Option("auto", help=DEVICE_HELP),
 ) -> None:
-    """Draw a cross-attention heatmap (and local attention's centres p_t) to a PNG
-    (or PDF, SVG)."""
+    """Draw a cross-attention heatmap, with local attention's centres p_t.
+
+    Writes PNG, or PDF or SVG for a paper (the suffix of -o chooses)."""
     from nmt.inspect_attention import draw_attention
 
     draw_attention(checkpoint, src, tgt, layer, head, output, device)
@@ -239,8 +240,11 @@ def compare(
         1, min=1, max=64, help="Runs at once: CPU threads split between them, or sharing the GPU."
     ),
 ) -> None:
-    """Train (or reuse, or resume) every variant x seed, evaluate them identically, and
-    report BLEU/chrF with bootstrap CIs and p-values, attention statistics and plots."""
+    """Train every variant x seed of a spec (or compare --runs) and report the answer.
+
+    Finished runs are reused and interrupted ones resumed; every run is evaluated
+    identically; the report gives BLEU/chrF (mean ± std over seeds) with bootstrap
+    CIs and p-values, attention statistics and plots."""
     from nmt.compare import compare_runs, run_study
 
     if (spec is None) == (not runs):
@@ -302,8 +306,9 @@ def export(
         "float32", help="Weights as float32, int8, int16, float16, bfloat16 or int8_float16."
     ),
 ) -> None:
-    """Export a model for a serving engine: CTranslate2 (global dot attention, standard
-    decoder), self-contained with its SentencePiece models."""
+    """Export a model for CTranslate2, self-contained with its SentencePiece models.
+
+    Models with global dot attention and the standard decoder can be exported."""
     from nmt.export import export_ctranslate2
     from nmt.progress import info
 
@@ -385,8 +390,9 @@ def data_align(
     tgt: str = typer.Option(..., "--tgt", help="Target language suffix, e.g. en."),
     split: list[str] = typer.Option([], help="Splits to align (default: every one)."),
 ) -> None:
-    """Write {split}.align (Pharaoh i-j word alignments) with eflomal, both
-    directions symmetrised (grow-diag-final-and); needs the align extra."""
+    """Word-align a corpus with eflomal into {split}.align (needs the align extra).
+
+    Pharaoh i-j links, both directions symmetrised (grow-diag-final-and)."""
     from nmt.data.align import align_corpus
     from nmt.data.corpus import n_lines
     from nmt.progress import info
@@ -405,8 +411,10 @@ def data_prepare(
     recipe: Path = typer.Argument(..., help="YAML recipe (its data section is used)."),
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
-    """Train the recipe's vocabulary and encode its training split into the data
-    cache (data.cache_dir), which every later run with the same data memory-maps."""
+    """Train the recipe's vocabulary and encode its training data into the cache.
+
+    The cache (data.cache_dir) is memory-mapped by every later run with the same
+    data."""
     from nmt.data.pipeline import prepare
     from nmt.progress import info
     from nmt.recipe import load_recipe
