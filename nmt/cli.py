@@ -157,7 +157,9 @@ def translate(
     beam: Optional[int] = typer.Option(None, help="Beam size (default: the recipe's)."),
     n_best: Optional[int] = typer.Option(None, "--n-best", help="Write 'i ||| hyp ||| score'."),
     alpha: Optional[float] = typer.Option(None, help="Length penalty (Wu et al. 2016)."),
-    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens"),
+    batch_tokens: Optional[int] = typer.Option(
+        None, "--batch-tokens", help="Source tokens x beam per batch (default: the recipe's)."
+    ),
     device: str = typer.Option("auto", help=DEVICE_HELP),
     attention_dir: Optional[Path] = typer.Option(
         None, "--attention-dir", help="Save each sentence's cross-attention as DIR/LINE.npz."

@@ -35,7 +35,7 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         check(1 <= self.beam <= 1024, "beam", "must be in 1..1024 (and at most the vocabulary)")
-        check(self.alpha >= 0, "alpha", "must be non-negative")
+        check(0 <= self.alpha <= 100, "alpha", "must be in [0, 100]")
         check(0 <= self.max_len_a <= 1000, "max_len_a", "must be in 0..1000")
         check(1 <= self.max_len_b <= 2**20, "max_len_b", "must be in 1..1,048,576")
         check(1 <= self.batch_tokens <= 2**26, "batch_tokens", "must be in 1..67,108,864")

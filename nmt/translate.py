@@ -119,8 +119,8 @@ def translate_file(
         changes["batch_tokens"] = batch_tokens
     try:
         cfg = dataclasses.replace(cfg, **changes)
-    except NmtError as e:  # ConfigError from DecodeConfig's checks
-        raise NmtError(f"--beam/--n-best/--batch-tokens: {e}") from None
+    except ConfigError as e:  # DecodeConfig's checks, named by the option that sets the key
+        raise NmtError(f"--{e.key.replace('_', '-')}: {e.message}") from None
     if beam > len(loaded.vocabs.tgt):
         raise NmtError(
             f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"

@@ -319,8 +319,10 @@ def test_translate_binary_input_is_refused_and_nothing_written(tiny_run, tmp_pat
     [
         (["--beam", "5000"], "must be in 1..1024"),
         (["--beam", "500"], "--beam 500: more than the"),
-        (["--n-best", "0"], "n_best: must be between 1 and"),
-        (["--beam", "2", "--n-best", "3"], "n_best: must be between 1 and"),
+        (["--n-best", "0"], "--n-best: must be between 1 and"),
+        (["--beam", "2", "--n-best", "3"], "--n-best: must be between 1 and"),
+        (["--alpha", "nan"], "--alpha: must be"),
+        (["--batch-tokens", "0"], "--batch-tokens: must be in 1.."),
         (["--sample", "--seed", str(2**64)], "--seed: must be in 0..2,147,483,647"),
     ],
     ids=[
@@ -328,6 +330,8 @@ def test_translate_binary_input_is_refused_and_nothing_written(tiny_run, tmp_pat
         "beam over the vocabulary",
         "n-best 0",
         "n-best over beam",
+        "alpha not a number",
+        "batch tokens 0",
         "seed over the bound",
     ],
 )
