@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,9 +128,33 @@ def select(amap: AttentionMap, layer: int, head: str) -> tuple[np.ndarray, np.nd
     if head == "mean":
         return w.mean(0), (c.mean(0) if c is not None else None)
     if not head.isdigit() or int(head) >= heads:
-        raise NmtError(f"--head {head}: expected 'mean' or a head index below {heads}")
+        raise NmtError(f"--head {head}: expected 'mean', 'all' or a head index below {heads}")
     h = int(head)
     return w[h], (c[min(h, c.shape[0] - 1)] if c is not None else None)
+
+
+MAX_INCHES = 40.0  # a figure's longest side: memory grows with its area, and no one reads more
+LABEL_INCHES = 0.12  # the room one 8-point tick label needs
+
+
+def panel_size(amap: AttentionMap, rows: int = 1, cols: int = 1) -> tuple[float, float]:
+    """Inches (width, height) of one heatmap panel in a grid of ``rows`` x ``cols``: a
+    cell of about a label's size per piece, the whole figure at most MAX_INCHES a
+    side (a 1,000-piece sentence would otherwise need gigabytes to render)."""
+    T, S = amap.weights.shape[-2:]
+    width = min(max(3.5, 0.28 * S + 1.5), MAX_INCHES / cols)
+    height = min(max(3.0, 0.25 * T + 1.5), MAX_INCHES / rows)
+    return width, height
+
+
+def ticks(pieces: list[str], inches: float) -> tuple[list[int], list[str]]:
+    """Tick positions and labels along an axis of ``inches``: every piece where the
+    labels fit, else every k-th one with its index ("12 ▁word")."""
+    stride = max(1, math.ceil(len(pieces) * LABEL_INCHES / max(inches, LABEL_INCHES)))
+    if stride == 1:
+        return list(range(len(pieces))), pieces
+    kept = list(range(0, len(pieces), stride))
+    return kept, [f"{i} {pieces[i]}" for i in kept]
 
 
 def draw_heatmap(
@@ -138,15 +163,15 @@ def draw_heatmap(
     """Target pieces down, source pieces across; local attention's centres p_t as dots;
     colours from 0 to ``vmax`` (None: this map's largest weight). Returns the image,
     for a colour bar."""
-    w, c = select(amap, layer, head)
-    T, S = w.shape
+    w, c = select(amap, layer, head)  # (T,S), (T,) or None
     im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(S), amap.src, rotation=90, fontsize=8)
-    ax.set_yticks(range(T), amap.tgt, fontsize=8)
+    box = ax.get_position()  # in figure fractions
+    ax.set_xticks(*ticks(amap.src, box.width * ax.figure.get_figwidth()), rotation=90, fontsize=8)
+    ax.set_yticks(*ticks(amap.tgt, box.height * ax.figure.get_figheight()), fontsize=8)
     ax.set_xlabel("source")
     ax.set_ylabel("target")
     if c is not None:
-        ax.plot(c, range(T), "o", color="red", markersize=3, label="centre $p_t$")
+        ax.plot(c, range(len(c)), "o", color="red", markersize=3, label="centre $p_t$")
         ax.legend(loc="lower right", fontsize=7)
     ax.set_title(title, fontsize=9)
     return im
@@ -155,8 +180,7 @@ def draw_heatmap(
 def heatmap_figure(amap: AttentionMap, layer: int, head: str, title: str) -> Any:
     """One sentence's heatmap (see :func:`draw_heatmap`) with a colour bar, in a
     figure sized to the sentence."""
-    T, S = amap.weights.shape[-2:]
-    fig, ax = pyplot().subplots(figsize=(max(4.0, 0.35 * S + 2), max(3.0, 0.3 * T + 1.5)))
+    fig, ax = pyplot().subplots(figsize=panel_size(amap))
     im = draw_heatmap(ax, amap, layer, head, title)
     fig.colorbar(im, ax=ax, fraction=0.04)
     return fig
@@ -181,9 +205,8 @@ def panels(amap: AttentionMap, layer: str, head: str) -> tuple[list[int], list[s
 def grid_figure(amap: AttentionMap, layers: list[int], heads: list[str], title: str) -> Any:
     """A panel per layer (rows) and head (columns), on one colour scale so that a
     sharp head and a diffuse one look different."""
-    T, S = amap.weights.shape[-2:]
     vmax = max(float(select(amap, i, h)[0].max()) for i in layers for h in heads)
-    w, h = max(3.5, 0.28 * S + 1.5), max(3.0, 0.25 * T + 1.5)
+    w, h = panel_size(amap, len(layers), len(heads))
     fig, axes = pyplot().subplots(
         len(layers), len(heads), figsize=(w * len(heads), h * len(layers)), squeeze=False
     )

@@ -175,7 +175,7 @@ def test_attention_draws_a_grid_of_every_layer_and_head(tiny_run, tmp_path):
     for args, words in (
         (("--layer", "x"), "--layer x: expected a layer index or 'all'"),
         (("--layer", "3"), "--layer 3: the model has 1 decoder layers"),
-        (("--head", "al"), "--head al: expected 'mean' or a head index below 2"),
+        (("--head", "al"), "--head al: expected 'mean', 'all' or a head index below 2"),
     ):
         result = invoke("attention", tiny_run, "--src", "lo", *args, "-o", tmp_path / "x.png")
         assert result.exit_code == 2 and words in result.output, result.output

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from nmt.attention_maps import AttentionMap, draw_heatmap
+from nmt.attention_maps import AttentionMap, draw_heatmap, panel_size
 from nmt.compare.analysis import RunAnalysis
 from nmt.plotting import pyplot, save_figure
 
@@ -70,8 +70,7 @@ def plot_attention_grid(path: Path, maps: dict[str, AttentionMap], title: str) -
     n = len(maps)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    T, S = next(iter(maps.values())).weights.shape[-2:]
-    w, h = max(3.5, 0.28 * S + 1.5), max(3.0, 0.25 * T + 1.5)
+    w, h = panel_size(next(iter(maps.values())), rows, cols)
     fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False)
     for ax, (name, amap) in zip(axes.flat, maps.items()):
         draw_heatmap(ax, amap, -1, "mean", name)

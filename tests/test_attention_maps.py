@@ -1,0 +1,63 @@
+"""Heatmaps stay readable and renderable whatever the sentence's length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nmt.attention_maps import (
+    LABEL_INCHES,
+    MAX_INCHES,
+    AttentionMap,
+    grid_figure,
+    heatmap_figure,
+    plot_heatmap,
+    ticks,
+)
+from nmt.plotting import pyplot
+
+
+def amap(T: int, S: int, layers: int = 2, heads: int = 4) -> AttentionMap:
+    w = np.random.default_rng(0).random((layers, heads, T, S))
+    return AttentionMap(
+        [f"s{i}" for i in range(S)], [f"t{i}" for i in range(T)], w / w.sum(-1, keepdims=True), None
+    )
+
+
+@pytest.mark.parametrize("n", [1, 10, 300, 2000])
+@pytest.mark.parametrize("inches", [2.0, 10.0, 40.0])
+def test_tick_labels_fit_their_axis_and_name_their_piece(n, inches):
+    pieces = [f"p{i}" for i in range(n)]
+    positions, labels = ticks(pieces, inches)
+    assert positions[0] == 0 and positions == sorted(set(positions))
+    if len(positions) == n:
+        assert labels == pieces
+    else:  # thinned: they fit, each says which piece it is
+        assert len(labels) * LABEL_INCHES <= inches + LABEL_INCHES
+        assert all(label == f"{i} p{i}" for i, label in zip(positions, labels))
+
+
+def test_a_long_sentence_gives_a_bounded_figure():
+    """1,000 pieces used to ask for a 352 x 302 inch canvas (gigabytes at 120 dpi)."""
+    long = amap(1000, 1000)
+    for fig in (
+        heatmap_figure(long, -1, "mean", "long"),
+        grid_figure(long, [0, 1], ["0", "1"], ""),
+    ):
+        assert max(fig.get_size_inches()) <= MAX_INCHES
+        pyplot().close(fig)
+
+
+@pytest.mark.slow
+def test_a_grid_with_thinned_labels_renders(tmp_path):
+    """Four 10-inch panels of 100 pieces: too many labels, so every k-th is drawn."""
+    plot_heatmap(tmp_path / "grid.png", amap(100, 100, 1, 4), "0", "all", "thinned")
+    assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_short_sentence_labels_every_piece():
+    fig = heatmap_figure(amap(5, 7), 0, "0", "short")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"s{i}" for i in range(7)]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"t{i}" for i in range(5)]
+    pyplot().close(fig)
