@@ -139,12 +139,14 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
 
 @pytest.mark.slow
 def test_a_failing_variant_does_not_stop_the_study(tmp_path, toy_dir):
-    """The others are trained and reported; the exit code says that a run failed."""
+    """The others are trained and reported; the exit code says that a run failed. The
+    broken variant's training file has a bad byte, which only its run reads."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(toy_dir, damaged)
+    lines = (toy_dir / "train.src").read_bytes().split(b"\n")
+    (damaged / "train.src").write_bytes(b"\n".join([b"caf\xe9", *lines[1:]]))
     spec = write_spec(
-        tmp_path,
-        toy_dir,
-        {"global": [], "broken": ["data.train=no_such_split"]},
-        seeds=(1,),
+        tmp_path, toy_dir, {"global": [], "broken": [f"data.dir={damaged}"]}, seeds=(1,)
     )
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
     assert result.exit_code == 2, result.output
@@ -152,7 +154,7 @@ def test_a_failing_variant_does_not_stop_the_study(tmp_path, toy_dir):
     results = json.loads((tmp_path / "study/results.json").read_text())
     assert [r["variant"] for r in results["rows"]] == ["global"]
     (failure,) = results["failed"]
-    assert failure["variant"] == "broken" and "no_such_split" in failure["error"]
+    assert failure["variant"] == "broken" and "train.src:1: not UTF-8" in failure["error"]
     assert "failed: " in (tmp_path / "study/report.md").read_text()
 
 
