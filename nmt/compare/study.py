@@ -37,6 +37,7 @@ def run_study(
     for run in planned:
         check_reusable(run)
     check_data(spec, planned)
+    check_not_a_run(Path(spec.out_dir), "out_dir")
     out = Path(spec.out_dir)
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = apply_overrides(read_yaml(spec_path), overrides or [])
@@ -45,6 +46,16 @@ def run_study(
         report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     fail_if_any_failed(outcomes, out)
     return out
+
+
+def check_not_a_run(out: Path, key: str) -> None:
+    """A report written into a run directory would replace the run's own
+    results.json (its scores) with the report's."""
+    if any((out / name).exists() for name in ("best.pt", "last.pt", "summary.json")):
+        raise NmtError(
+            f"{key} {out}: a run directory; the report's results.json would replace the "
+            "run's scores; choose another"
+        )
 
 
 def check_data(spec: CompareSpec, planned: list[PlannedRun]) -> None:
@@ -98,6 +109,7 @@ def compare_runs(
             raise NmtError(f"--runs {no_best(d)}")
         if d.resolve() in {e.resolve() for e in run_dirs[:i]}:
             raise NmtError(f"--runs {d}: named twice")
+    check_not_a_run(out_dir, "--out")
     if not splits:
         splits = list(read_yaml(run_dirs[0] / "recipe.yaml")["data"]["test"])
         if not splits:

@@ -192,6 +192,22 @@ def test_spec_and_runs_errors_name_the_key(tmp_path, toy_dir, tiny_run):
         assert not (tmp_path / "o").exists()
 
 
+def test_a_report_is_never_written_into_a_run(tmp_path, toy_dir, tiny_run):
+    """Its results.json would replace the run's scores."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(tiny_run, a)
+    shutil.copytree(tiny_run, b)
+    scores = b'{"test": {"bleu": 1.0}}\n'
+    (a / "results.json").write_bytes(scores)
+    result = runner.invoke(app, ["compare", "--runs", str(a), "--runs", str(b), "--out", str(a)])
+    assert result.exit_code == 2 and f"--out {a}: a run directory" in result.output
+    spec = write_spec(tmp_path, toy_dir, {"global": []})
+    spec.write_text(yaml.safe_dump({**yaml.safe_load(spec.read_text()), "out_dir": str(a)}))
+    result = runner.invoke(app, ["compare", str(spec)])
+    assert result.exit_code == 2 and f"out_dir {a}: a run directory" in result.output
+    assert (a / "results.json").read_bytes() == scores and not (a / "report.md").exists()
+
+
 @pytest.mark.parametrize(
     "key, value, words",
     [
