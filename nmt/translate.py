@@ -101,6 +101,8 @@ def translate_file(
         for other, option in ((output, "-o"), (input, "-i")):
             if other is not None and str(other) != "-" and alignments.resolve() == other.resolve():
                 raise NmtError(f"--alignments {alignments}: the same file as {option}")
+    if attention_dir is not None and attention_dir.exists() and not attention_dir.is_dir():
+        raise NmtError(f"--attention-dir {attention_dir}: a file, not a directory")
     if len(checkpoints) > 1 and (attention_dir is not None or alignments is not None):
         option = "--attention-dir" if attention_dir is not None else "--alignments"
         raise NmtError(f"{option}: an ensemble has no single attention; give one model")

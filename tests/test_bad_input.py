@@ -355,6 +355,16 @@ def test_alignments_never_overwrite_the_input_or_the_translations(tiny_run, tmp_
     assert (tmp_path / "in.txt").read_text() == "a b c\n"
 
 
+def test_attention_dir_that_is_a_file_is_refused_before_any_work(tiny_run, tmp_path):
+    (tmp_path / "in.txt").write_text("lo nute\n")
+    (tmp_path / "maps").write_text("mine")
+    args = ["-i", tmp_path / "in.txt", "-o", tmp_path / "out.txt", "--attention-dir"]
+    fails_cleanly(
+        ["translate", tiny_run, *args, tmp_path / "maps"], "maps: a file, not a directory"
+    )
+    assert (tmp_path / "maps").read_text() == "mine" and not (tmp_path / "out.txt").exists()
+
+
 def test_translate_output_keeps_special_files(tiny_run, tmp_path):
     """-o follows a symlink (its target is replaced, the link stays) and writes into a
     FIFO or a device directly instead of replacing it with a regular file."""
