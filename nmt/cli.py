@@ -349,14 +349,16 @@ def data_toy(
     out_dir: Path = typer.Argument(
         ..., help="Directory for {train,val,test,test_long}.{src,tgt,align}."
     ),
-    size: int = typer.Option(12000, help="Training pairs (dev/test 5% each, test_long 2%)."),
+    size: int = typer.Option(
+        12000, help="Training pairs, at most 1,000,000 (dev/test 5% each, test_long 2%)."
+    ),
     seed: int = typer.Option(1),
 ) -> None:
     """Write the synthetic toy corpus with gold word alignments (Pharaoh i-j format)."""
     from nmt.data.toy import write_corpus
 
-    if size < 1:
-        raise NmtError("--size must be at least 1")
+    if not 1 <= size <= 1_000_000:
+        raise NmtError("--size: must be in 1..1,000,000 training pairs")
     counts = write_corpus(out_dir, size, seed)
     typer.echo(", ".join(f"{k}: {v}" for k, v in counts.items()) + f" pairs in {out_dir}")
 

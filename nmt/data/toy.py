@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nmt.checkpoint import write_text
+from nmt.errors import NmtError
 
 TRAIN_MAX_LEN = 40  # source words; test_long is strictly longer
 LONG_MIN_LEN = 45
@@ -180,9 +181,13 @@ SPLITS = {  # name: (share of --size, seed offset, min_len, max_len, clauses per
 
 
 def write_corpus(out_dir: str | Path, size: int = 12000, seed: int = 1) -> dict[str, int]:
-    """Write ``{split}.src``, ``{split}.tgt`` and ``{split}.align`` for every split."""
+    """Write ``{split}.src``, ``{split}.tgt`` and ``{split}.align`` for every split.
+
+    A file already there is replaced only by the same text (regenerating a corpus
+    is harmless); one with other text, a user's own corpus perhaps, is an error
+    before anything is written."""
     out_dir = Path(out_dir)
-    counts = {}
+    counts, files = {}, {}
     for split, (share, offset, lo, hi, clauses) in SPLITS.items():
         n = max(1, round(size * share))
         pairs = generate(n, seed * 1000 + offset, lo, hi, clauses)
@@ -191,6 +196,11 @@ def write_corpus(out_dir: str | Path, size: int = 12000, seed: int = 1) -> dict[
             ("tgt", [" ".join(p.tgt) for p in pairs]),
             ("align", [" ".join(f"{i}-{j}" for i, j in sorted(p.align)) for p in pairs]),
         ):
-            write_text(out_dir / f"{split}.{ext}", "\n".join(lines) + "\n")
+            files[out_dir / f"{split}.{ext}"] = "\n".join(lines) + "\n"
         counts[split] = n
+    for path, text in files.items():
+        if path.exists() and (not path.is_file() or path.read_bytes() != text.encode("utf-8")):
+            raise NmtError(f"{path}: exists with other content; not overwritten")
+    for path, text in files.items():
+        write_text(path, text)
     return counts

@@ -2,8 +2,13 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+from typer.testing import CliRunner
+
+from nmt.cli import app
 from nmt.data.corpus import read_lines
 from nmt.data.toy import LONG_MIN_LEN, TRAIN_MAX_LEN, generate, write_corpus
+from nmt.errors import NmtError
 
 
 def test_alignments_are_valid_and_cover_every_target_word(toy_dir):
@@ -49,3 +54,19 @@ def test_deterministic_per_seed(tmp_path):
     a = (tmp_path / "a" / "train.src").read_text()
     assert a == (tmp_path / "b" / "train.src").read_text()
     assert a != (tmp_path / "c" / "train.src").read_text()
+
+
+def test_regenerating_is_harmless_but_other_files_are_kept(tmp_path):
+    """The same corpus again rewrites nothing that differs; another corpus (a user's
+    own files, or another seed) in the directory is refused before any write."""
+    write_corpus(tmp_path, size=50, seed=3)
+    write_corpus(tmp_path, size=50, seed=3)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(NmtError, match=r"train\.src: exists with other content; not overwritten"):
+        write_corpus(tmp_path, size=50, seed=4)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_size_is_bounded():
+    result = CliRunner().invoke(app, ["data", "toy", "unused", "--size", str(10**12)])
+    assert result.exit_code == 2 and "--size: must be in 1..1,000,000" in result.output
