@@ -67,7 +67,9 @@ def fetch(
     log: Callable[[str], None] = print,
 ) -> list[Path]:
     """Download every split of ``corpus`` for the languages in ``pairs`` (e.g. ``de-en``),
-    verify all of them, and only then write them to ``out_dir``."""
+    verify all of them, and only then write them to ``out_dir``. A file already there
+    is kept if it verifies, else it is an error (it may be the user's own); nothing
+    is downloaded for the kept ones."""
     if corpus not in CORPORA:
         raise NmtError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
     url, checksums = CORPORA[corpus]
@@ -85,10 +87,20 @@ def fetch(
     names = [n for n in checksums if n.split(".")[-2] in langs]
     blobs = {}
     for name in names:
+        if (out_dir / name).exists():  # verified: kept; anything else: never replaced
+            try:
+                verify(name, (out_dir / name).read_bytes(), checksums[name])
+            except (NmtError, OSError):
+                raise NmtError(
+                    f"{out_dir / name}: exists and is not the verified file; not "
+                    "overwritten (remove it, or choose another directory)"
+                ) from None
+            log(f"{name}: already there, verified")
+            continue
         blobs[name] = _download(mirror or url, name)
         verify(name, blobs[name], checksums[name])
         log(f"verified {name} ({len(blobs[name]):,} bytes)")
-    written = []
+    written = [out_dir / name for name in names if name not in blobs]
     for name, data in blobs.items():
         atomic_write(out_dir / name, lambda f, data=data: f.write(data))
         written.append(out_dir / name)

@@ -71,3 +71,18 @@ def test_unreachable_mirror_and_unknown_language(tmp_path):
         with pytest.raises(NmtError, match="not a language pair"):
             fetch("multi30k", tmp_path, [half], str(tmp_path), log=lambda m: None)
     assert not any(tmp_path.iterdir())
+
+
+def test_files_already_there_are_kept_if_verified_and_never_replaced(multi30k, serve, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    shutil.copy(multi30k / "val.en.gz", out / "val.en.gz")
+    said = []
+    written = fetch("multi30k", out, ["de-en"], serve(multi30k), log=said.append)
+    assert sorted(p.name for p in written) == sorted(MULTI30K_SHA256)
+    assert "val.en.gz: already there, verified" in said
+    mine = gzip.compress(b"my own corpus\n")
+    (out / "train.de.gz").write_bytes(mine)
+    with pytest.raises(NmtError, match=r"train\.de\.gz: exists and is not the verified file"):
+        fetch("multi30k", out, ["de-en"], serve(multi30k), log=lambda m: None)
+    assert (out / "train.de.gz").read_bytes() == mine
