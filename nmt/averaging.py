@@ -36,6 +36,17 @@ def prune(run_dir: Path, keep: int) -> None:
         path.unlink(missing_ok=True)
 
 
+def check_output(output: Path) -> None:
+    """The average never replaces a run's own checkpoint: best.pt (what evaluate and
+    translate read), last.pt (what --resume needs, optimizer and all) or a kept one
+    (which a later average may read)."""
+    own = output.name in ("best.pt", "last.pt") or KEPT.fullmatch(output.name)
+    if own and (output.parent / "last.pt").exists():
+        raise NmtError(
+            f"-o {output}: the run's own checkpoint; write the average beside it (avg.pt)"
+        )
+
+
 def average(paths: list[Path]) -> dict[str, Any]:
     """The newest (last) checkpoint's payload with every floating-point tensor of its
     model replaced by the mean over ``paths`` (in float64, then cast back); integer

@@ -277,6 +277,7 @@ def average(
     from nmt import averaging, checkpoint
     from nmt.progress import console
 
+    averaging.check_output(output)
     if last is not None:
         if len(inputs) != 1 or not inputs[0].is_dir():
             raise NmtError("--last: give one run directory (it reads RUN/step-*.pt)")

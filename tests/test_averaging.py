@@ -129,3 +129,11 @@ def test_a_run_directory_needs_last(kept_run, tmp_path):
     result = invoke("average", kept_run, "-o", tmp_path / "o.pt")
     assert result.exit_code == 2 and "a run directory; add --last N" in result.output
     assert not (tmp_path / "o.pt").exists()
+
+
+@pytest.mark.parametrize("name", ["best.pt", "last.pt", "step-6.pt"])
+def test_the_average_never_replaces_a_runs_own_checkpoint(kept_run, name):
+    before = (kept_run / name).read_bytes()
+    result = invoke("average", kept_run, "--last", 2, "-o", kept_run / name)
+    assert result.exit_code == 2 and "the run's own checkpoint" in result.output
+    assert (kept_run / name).read_bytes() == before
