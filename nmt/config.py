@@ -184,8 +184,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise NmtError(f"--set {text!r}: expected KEY.PATH=VALUE")
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
+    except yaml.YAMLError as e:
+        if raw.lstrip().startswith(("{", "[")):  # meant as a YAML mapping or list
+            problem = getattr(e, "problem", None) or "cannot parse"
+            raise NmtError(f"--set {text!r}: not valid YAML ({problem})") from None
+        value = raw  # a plain string that YAML cannot read, e.g. a path starting with @
     return key.strip().split("."), value
 
 

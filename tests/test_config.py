@@ -154,6 +154,16 @@ def test_bad_override_syntax(base, tmp_path):
         load_recipe(write(tmp_path, base), ["model.d_model"])
 
 
+def test_an_override_meant_as_yaml_must_parse(base, tmp_path):
+    """A mapping or list that does not parse is an error, not a string; a plain
+    value that YAML cannot read (a path starting with @) stays a string."""
+    path = write(tmp_path, base)
+    for bad in ("model.attention={kind: [}", "data.test=[test"):
+        with pytest.raises(NmtError, match=r"not valid YAML"):
+            load_recipe(path, [bad])
+    assert load_recipe(path, ["run_dir=@runs/a"]).run_dir == "@runs/a"
+
+
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 
 
