@@ -23,6 +23,7 @@ from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console, warn
+from nmt.recipe import load_recipe
 from nmt.training.rundir import owned
 
 
@@ -114,6 +115,13 @@ def compare_runs(
         splits = list(read_yaml(run_dirs[0] / "recipe.yaml")["data"]["test"])
         if not splits:
             raise NmtError(f"{run_dirs[0]}: the recipe has no data.test; name --split")
+    for d in run_dirs:  # before any evaluation: a split a run's corpus lacks
+        data = load_recipe(d / "recipe.yaml").data
+        for split in (s for s in splits if s not in read_results(d)):
+            try:
+                load_split(data, split)
+            except NmtError as e:
+                raise NmtError(f"--split {split}: {e}") from None
     if baseline is not None and baseline not in names:
         raise NmtError(f"--baseline {baseline!r}: not one of {', '.join(names)}")
     warn_of_other_search(run_dirs)

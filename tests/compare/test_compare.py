@@ -192,6 +192,15 @@ def test_spec_and_runs_errors_name_the_key(tmp_path, toy_dir, tiny_run):
         assert not (tmp_path / "o").exists()
 
 
+def test_runs_with_a_split_their_corpus_lacks_are_refused_before_evaluating(tmp_path, tiny_run):
+    b = tmp_path / "b"
+    shutil.copytree(tiny_run, b)
+    args = ["--runs", tiny_run, "--runs", b, "--split", "nope", "--out", tmp_path / "o"]
+    result = runner.invoke(app, ["compare", *map(str, args)])
+    assert result.exit_code == 2 and "--split nope: " in result.output, result.output
+    assert "nope.src: no such file" in result.output and not (tmp_path / "o").exists()
+
+
 def test_a_report_is_never_written_into_a_run(tmp_path, toy_dir, tiny_run):
     """Its results.json would replace the run's scores."""
     a, b = tmp_path / "a", tmp_path / "b"
