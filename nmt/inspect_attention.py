@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from nmt.attention_maps import attention_maps, plot_heatmap
@@ -10,6 +11,7 @@ from nmt.device import resolve_device
 from nmt.errors import NmtError
 from nmt.model.load import load_model
 from nmt.plotting import figure_format
+from nmt.progress import warn
 
 
 def draw_attention(
@@ -26,7 +28,13 @@ def draw_attention(
     figure_format(output)
     loaded = load_model(checkpoint, resolve_device(device))
     limit = loaded.model.cfg.max_positions - 1
-    (src_ids,) = encode_source(loaded.vocabs.src, [src], limit)
+
+    def cut(option: str) -> Callable[[int], None]:
+        return lambda n: warn(
+            f"{option}: over {limit:,} pieces; the model reads the first {limit:,}"
+        )
+
+    (src_ids,) = encode_source(loaded.vocabs.src, [src], limit, cut("--src"))
     if not src_ids:
         raise NmtError("--src: empty sentence")
     if tgt is None:
@@ -40,7 +48,7 @@ def draw_attention(
         )
         tgt_ids = hyps[0].tokens
     else:
-        (tgt_ids,) = encode_source(loaded.vocabs.tgt, [tgt], limit)
+        (tgt_ids,) = encode_source(loaded.vocabs.tgt, [tgt], limit, cut("--tgt"))
     (amap,) = attention_maps(
         loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, [src_ids], [tgt_ids]
     )

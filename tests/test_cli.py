@@ -243,3 +243,15 @@ def test_a_gpu_index_without_cuda_is_refused(tiny_run):
         pytest.skip("a CUDA device is present: tests/test_cuda.py covers cuda:N")
     result = invoke("translate", tiny_run, "--device", "cuda:0", input="a\n")
     assert result.exit_code == 2 and "--device cuda:0: no CUDA device is available" in result.output
+
+
+def test_attention_says_when_a_sentence_is_cut_to_the_models_positions(tiny_run, tmp_path):
+    long = " ".join(["lo"] * 300)  # the tiny model has 256 positions
+    for option in ("--src", "--tgt"):
+        sides = (
+            ["--src", long, "--tgt", "lo"] if option == "--src" else ["--src", "lo", "--tgt", long]
+        )
+        result = invoke("attention", tiny_run, *sides, "-o", tmp_path / "cut.png")
+        out = " ".join(result.output.split())
+        assert result.exit_code == 0, result.output
+        assert f"{option}: over 255 pieces; the model reads the first 255" in out
