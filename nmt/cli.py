@@ -380,7 +380,7 @@ def data_fetch(
     from nmt.progress import info
 
     written = fetch(corpus, out_dir, pairs, mirror, log=info)
-    typer.echo(f"wrote {len(written)} files to {out_dir}")
+    typer.echo(f"{len(written)} verified files in {out_dir}")
 
 
 @data_app.command(

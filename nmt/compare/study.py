@@ -37,8 +37,8 @@ def run_study(
     spec, planned = load_spec(spec_path, overrides)
     for run in planned:
         check_reusable(run)
-    check_data(spec, planned)
     check_not_a_run(Path(spec.out_dir), "out_dir")
+    check_data(spec, planned)
     out = Path(spec.out_dir)
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = apply_overrides(read_yaml(spec_path), overrides or [])
@@ -116,8 +116,8 @@ def compare_runs(
         if not splits:
             raise NmtError(f"{run_dirs[0]}: the recipe has no data.test; name --split")
     for d in run_dirs:  # before any evaluation: a split a run's corpus lacks
-        data = load_recipe(d / "recipe.yaml").data
-        for split in (s for s in splits if s not in read_results(d)):
+        data, done = load_recipe(d / "recipe.yaml").data, read_results(d)
+        for split in (s for s in splits if s not in done):
             try:
                 load_split(data, split)
             except NmtError as e:

@@ -69,7 +69,7 @@ def fetch(
     """Download every split of ``corpus`` for the languages in ``pairs`` (e.g. ``de-en``),
     verify all of them, and only then write them to ``out_dir``. A file already there
     is kept if it verifies, else it is an error (it may be the user's own); nothing
-    is downloaded for the kept ones."""
+    is downloaded for the kept ones. Returns every file, kept or written."""
     if corpus not in CORPORA:
         raise NmtError(f"unknown corpus {corpus!r}; available: {', '.join(CORPORA)}")
     url, checksums = CORPORA[corpus]
