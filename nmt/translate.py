@@ -80,6 +80,13 @@ def ensemble(members: list[Loaded], paths: list[Path]) -> Transformer | Ensemble
     return Ensemble([m.model for m in members])
 
 
+def same_file(a: Path | None, b: Path | None) -> bool:
+    """Whether two path options name one file (through links too); ``-`` and an
+    absent option name none."""
+    named = [p for p in (a, b) if p is not None and str(p) != "-"]
+    return len(named) == 2 and named[0].resolve() == named[1].resolve()
+
+
 def translate_file(
     checkpoints: list[Path],
     input: Path | None,
@@ -97,10 +104,13 @@ def translate_file(
     if sampling is not None and (n_best is not None or (beam or 1) > 1):
         option = "--n-best" if n_best is not None else "--beam"
         raise NmtError(f"{option}: --sample draws one output per line; it takes no {option}")
-    if alignments is not None:
-        for other, option in ((output, "-o"), (input, "-i")):
-            if other is not None and str(other) != "-" and alignments.resolve() == other.resolve():
-                raise NmtError(f"--alignments {alignments}: the same file as {option}")
+    if same_file(output, input):
+        raise NmtError(
+            f"-o {output}: the same file as -i; the translation would replace the source"
+        )
+    for other, option in ((output, "-o"), (input, "-i")):
+        if same_file(alignments, other):
+            raise NmtError(f"--alignments {alignments}: the same file as {option}")
     if attention_dir is not None and attention_dir.exists() and not attention_dir.is_dir():
         raise NmtError(f"--attention-dir {attention_dir}: a file, not a directory")
     if len(checkpoints) > 1 and (attention_dir is not None or alignments is not None):

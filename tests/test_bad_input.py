@@ -355,6 +355,17 @@ def test_alignments_never_overwrite_the_input_or_the_translations(tiny_run, tmp_
     assert (tmp_path / "in.txt").read_text() == "a b c\n"
 
 
+def test_the_output_never_replaces_the_input(tiny_run, tmp_path):
+    (tmp_path / "in.txt").write_text("a b c\n")
+    (tmp_path / "link.txt").symlink_to(tmp_path / "in.txt")
+    for out in ("in.txt", "link.txt"):
+        fails_cleanly(
+            ["translate", tiny_run, "-i", tmp_path / "in.txt", "-o", tmp_path / out],
+            "the same file as -i; the translation would replace the source",
+        )
+    assert (tmp_path / "in.txt").read_text() == "a b c\n"
+
+
 def test_attention_dir_that_is_a_file_is_refused_before_any_work(tiny_run, tmp_path):
     (tmp_path / "in.txt").write_text("lo nute\n")
     (tmp_path / "maps").write_text("mine")
