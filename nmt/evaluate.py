@@ -53,7 +53,7 @@ def evaluate(run_dir: str | Path, splits: list[str] | None = None, device: str =
     dev = resolve_device(device)
     loaded = evaluated_model(run_dir, dev)
     cfg = loaded.cfg
-    for split in splits or list(cfg.data.test):
+    for split in dict.fromkeys(splits or cfg.data.test):  # a split named twice: once
         src, refs = load_split(cfg.data, split)
         start = time.perf_counter()
         with sentence_progress(split, len(src), console.is_terminal) as advance:

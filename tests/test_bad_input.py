@@ -449,6 +449,13 @@ def test_a_damaged_results_json_is_rebuilt(tiny_run, tmp_path):
     assert "bleu" in json.loads((run / "results.json").read_text())["test"]
 
 
+def test_a_split_named_twice_is_evaluated_once(tiny_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    result = runner.invoke(app, ["evaluate", str(run), "--split", "test", "--split", "test"])
+    assert result.exit_code == 0 and result.output.count("test: BLEU") == 1, result.output
+
+
 def test_evaluations_at_once_keep_each_other_scores(tmp_path, monkeypatch):
     """Split a's evaluation is paused while it writes results.json; split b's, which
     finishes meanwhile, must wait and merge into what a wrote, not over it."""
