@@ -331,6 +331,9 @@ def translate_lines(
     return out
 
 
+CHARS_PER_POSITION = 1024  # characters kept per source position before encoding
+
+
 def encode_source(
     vocab: Vocab,
     lines: list[str],
@@ -338,9 +341,15 @@ def encode_source(
     on_truncated: Callable[[int], None] | None = None,
 ) -> list[list[int]]:
     """Source ids, each cut to ``limit`` pieces (one position is kept for EOS);
-    ``on_truncated(n)`` hears how many lines were cut, if any."""
-    ids = vocab.encode(lines)
-    long = sum(len(s) > limit for s in ids)
+    ``on_truncated(n)`` hears how many lines were cut, if any.
+
+    A line is first cut to CHARS_PER_POSITION × ``limit`` characters, far more than
+    ``limit`` pieces span in any real text, so the model reads the same pieces, while a line of
+    hundreds of megabytes costs what a long one does (SentencePiece would otherwise
+    build a list of its every piece, and can abort the process)."""
+    chars = CHARS_PER_POSITION * limit
+    ids = vocab.encode([line[:chars] for line in lines])
+    long = sum(len(s) > limit or len(line) > chars for s, line in zip(ids, lines))
     if long and on_truncated is not None:
         on_truncated(long)
     return [s[:limit] for s in ids]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import nmt.translate
 from nmt.data.corpus import decode_lines, read_lines
 from nmt.data.vocab import Vocab
-from nmt.decoding import DecodeConfig, translate_lines
+from nmt.decoding import CHARS_PER_POSITION, DecodeConfig, encode_source, translate_lines
 from nmt.translate import format_output
 from tests.helpers import tiny_model
 from tests.test_cli import invoke
@@ -126,3 +126,26 @@ def test_a_failure_mid_file_leaves_the_old_output(tiny_run, toy_dir, tmp_path, m
     result = invoke("translate", tiny_run, "-i", src, "-o", out)
     assert result.exit_code == 2 and "stopped in the second chunk" in result.output
     assert out.read_text() == "previous\n" and sorted(tmp_path.iterdir()) == [out, src]
+
+
+@pytest.mark.parametrize("unit", ["lo nute ", "a", "ünïcödé 中文 ", " " * 40 + "lo "])
+def test_cutting_a_huge_line_before_encoding_keeps_the_pieces_the_model_reads(system, unit):
+    """A line far past CHARS_PER_POSITION x limit characters gives the first ``limit``
+    pieces that encoding it whole gives, and counts as truncated, at the cost of a
+    short line (a 300 MB line used to abort inside SentencePiece)."""
+    _, vocab = system
+    limit, truncated = 20, []
+    huge = unit * (CHARS_PER_POSITION * limit // len(unit) + 1000)
+    (cut,) = encode_source(vocab, [huge], limit, truncated.append)
+    assert cut == vocab.encode([huge])[0][:limit] and truncated == [1]
+    (short,) = encode_source(vocab, ["lo nute"], limit, truncated.append)
+    assert short == vocab.encode(["lo nute"])[0] and truncated == [1]
+
+
+def test_sentencepiece_never_sees_more_than_the_cut(system, monkeypatch):
+    _, vocab = system
+    seen = []
+    encode = vocab.encode
+    monkeypatch.setattr(vocab, "encode", lambda lines: seen.extend(lines) or encode(lines))
+    encode_source(vocab, ["a" * 10**6], 20)
+    assert max(map(len, seen)) == CHARS_PER_POSITION * 20
