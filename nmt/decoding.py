@@ -13,7 +13,7 @@ from torch import Tensor
 
 from nmt.config import check, check_seed
 from nmt.data.batching import bucket, pad
-from nmt.data.vocab import BOS, EOS, PAD, Vocab
+from nmt.data.vocab import BOS, EOS, PAD, Vocab, cut
 from nmt.errors import NmtError
 from nmt.model import Transformer
 from nmt.model.ensemble import Ensemble
@@ -331,9 +331,6 @@ def translate_lines(
     return out
 
 
-CHARS_PER_POSITION = 1024  # characters kept per source position before encoding
-
-
 def encode_source(
     vocab: Vocab,
     lines: list[str],
@@ -341,15 +338,10 @@ def encode_source(
     on_truncated: Callable[[int], None] | None = None,
 ) -> list[list[int]]:
     """Source ids, each cut to ``limit`` pieces (one position is kept for EOS);
-    ``on_truncated(n)`` hears how many lines were cut, if any.
-
-    A line is first cut to CHARS_PER_POSITION × ``limit`` characters, far more than
-    ``limit`` pieces span in any real text, so the model reads the same pieces, while a line of
-    hundreds of megabytes costs what a long one does (SentencePiece would otherwise
-    build a list of its every piece, and can abort the process)."""
-    chars = CHARS_PER_POSITION * limit
-    ids = vocab.encode([line[:chars] for line in lines])
-    long = sum(len(s) > limit or len(line) > chars for s, line in zip(ids, lines))
+    ``on_truncated(n)`` hears how many lines were cut, if any. A huge line is cut
+    to a bounded number of characters first (:func:`nmt.data.vocab.cut`)."""
+    ids = vocab.encode(cut(lines, limit))
+    long = sum(len(s) > limit for s in ids)
     if long and on_truncated is not None:
         on_truncated(long)
     return [s[:limit] for s in ids]

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import nmt.translate
 from nmt.data.corpus import decode_lines, read_lines
-from nmt.data.vocab import Vocab
-from nmt.decoding import CHARS_PER_POSITION, DecodeConfig, encode_source, translate_lines
+from nmt.data.vocab import CHARS_PER_PIECE, Vocab
+from nmt.decoding import DecodeConfig, encode_source, translate_lines
 from nmt.translate import format_output
 from tests.helpers import tiny_model
 from tests.test_cli import invoke
@@ -130,12 +130,12 @@ def test_a_failure_mid_file_leaves_the_old_output(tiny_run, toy_dir, tmp_path, m
 
 @pytest.mark.parametrize("unit", ["lo nute ", "a", "ünïcödé 中文 ", " " * 40 + "lo "])
 def test_cutting_a_huge_line_before_encoding_keeps_the_pieces_the_model_reads(system, unit):
-    """A line far past CHARS_PER_POSITION x limit characters gives the first ``limit``
+    """A line far past CHARS_PER_PIECE x (limit + 1) characters gives the first ``limit``
     pieces that encoding it whole gives, and counts as truncated, at the cost of a
     short line (a 300 MB line used to abort inside SentencePiece)."""
     _, vocab = system
     limit, truncated = 20, []
-    huge = unit * (CHARS_PER_POSITION * limit // len(unit) + 1000)
+    huge = unit * (CHARS_PER_PIECE * (limit + 1) // len(unit) + 1000)
     (cut,) = encode_source(vocab, [huge], limit, truncated.append)
     assert cut == vocab.encode([huge])[0][:limit] and truncated == [1]
     (short,) = encode_source(vocab, ["lo nute"], limit, truncated.append)
@@ -148,4 +148,4 @@ def test_sentencepiece_never_sees_more_than_the_cut(system, monkeypatch):
     encode = vocab.encode
     monkeypatch.setattr(vocab, "encode", lambda lines: seen.extend(lines) or encode(lines))
     encode_source(vocab, ["a" * 10**6], 20)
-    assert max(map(len, seen)) == CHARS_PER_POSITION * 20
+    assert max(map(len, seen)) == CHARS_PER_PIECE * 21

@@ -12,7 +12,7 @@ from nmt.data import cache
 from nmt.data.batching import ParallelData, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel, split_path
-from nmt.data.vocab import Vocab
+from nmt.data.vocab import Vocab, cut
 from nmt.errors import NmtError
 
 
@@ -88,7 +88,7 @@ def encode_pairs(
     log: Callable[[str], None],
 ) -> ParallelData:
     """Encode pairs, dropping empty ones and those longer than ``max_len`` pieces."""
-    src_ids, tgt_ids = vocabs.src.encode(src), vocabs.tgt.encode(tgt)
+    src_ids, tgt_ids = vocabs.src.encode(cut(src, max_len)), vocabs.tgt.encode(cut(tgt, max_len))
     short, empty, long = keep_pairs(src_ids, tgt_ids, max_len)
     report_dropped(log, what, empty, long, max_len, len(src_ids))
     return ParallelData.from_lists([src_ids[i] for i in short], [tgt_ids[i] for i in short])

@@ -11,6 +11,17 @@ import sentencepiece as spm
 from nmt.errors import NmtError
 
 UNK, PAD, BOS, EOS = 0, 1, 2, 3  # fixed ids in every vocabulary this toolkit trains
+CHARS_PER_PIECE = 1024  # characters kept per wanted piece before encoding (see cut)
+
+
+def cut(lines: list[str], limit: int) -> list[str]:
+    """Each line cut to CHARS_PER_PIECE × (``limit`` + 1) characters before encoding:
+    far more than ``limit`` + 1 pieces span in any real text, so a line's first
+    pieces, and whether it has more than ``limit``, stay the same, while a line of
+    hundreds of megabytes costs what a long one does (SentencePiece would build a
+    list of its every piece, and can abort the process)."""
+    n = CHARS_PER_PIECE * (limit + 1)
+    return [line[:n] for line in lines]
 
 
 class Vocab:

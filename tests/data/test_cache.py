@@ -154,3 +154,28 @@ def test_ids_take_two_bytes_while_the_vocabulary_fits(corpus, tmp_path, monkeypa
     monkeypatch.setattr(cache, "FORMAT", cache.FORMAT + 100)  # a separate entry
     _, large, _ = load(cfg, tmp_path)
     assert large.src.ids.dtype == np.uint32 and (large.src.ids == small.src.ids).all()
+
+
+def test_a_huge_training_line_is_dropped_and_encoded_only_in_part(corpus, tmp_path, monkeypatch):
+    """A line of megabytes reaches SentencePiece cut to CHARS_PER_PIECE x (max_len + 1)
+    characters, and its pair is still dropped as over-long."""
+    import sentencepiece as spm
+
+    from nmt.data.vocab import CHARS_PER_PIECE
+
+    lines = (corpus / "train.src").read_text().splitlines()
+    lines[0] = "lo " * 10**6
+    (corpus / "train.src").write_text("\n".join(lines) + "\n")
+    longest = []
+    encode = spm.SentencePieceProcessor.encode
+
+    def watched(self, inputs, *args, **kwargs):
+        if isinstance(inputs, list):
+            longest.append(max(map(len, inputs), default=0))
+        return encode(self, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(spm.SentencePieceProcessor, "encode", watched)
+    cfg = config(corpus, tmp_path)
+    _, data, _ = load(cfg, tmp_path)
+    assert max(longest) == CHARS_PER_PIECE * (cfg.max_len + 1)
+    assert 0 not in data.lines.tolist()  # the huge pair (line 0) is not trained on
