@@ -140,7 +140,7 @@ LABEL_INCHES = 0.12  # the room one 8-point tick label needs
 def panel_size(amap: AttentionMap, rows: int = 1, cols: int = 1) -> tuple[float, float]:
     """Inches (width, height) of one heatmap panel in a grid of ``rows`` x ``cols``: a
     cell of about a label's size per piece, the whole figure at most MAX_INCHES a
-    side (a 1,000-piece sentence would otherwise need gigabytes to render)."""
+    side (a canvas that grew with the sentence took memory with its area)."""
     T, S = amap.weights.shape[-2:]
     width = min(max(3.5, 0.28 * S + 1.5), MAX_INCHES / cols)
     height = min(max(3.0, 0.25 * T + 1.5), MAX_INCHES / rows)

@@ -14,6 +14,7 @@ from typing import Any
 
 from nmt import checkpoint
 from nmt.errors import NmtError
+from nmt.training.rundir import is_run
 
 KEPT = re.compile(r"step-(\d+)\.pt")
 
@@ -41,7 +42,7 @@ def check_output(output: Path) -> None:
     translate read), last.pt (what --resume needs, optimizer and all) or a kept one
     (which a later average may read)."""
     own = output.name in ("best.pt", "last.pt") or KEPT.fullmatch(output.name)
-    if own and (output.parent / "last.pt").exists():
+    if own and is_run(output.parent):
         raise NmtError(
             f"-o {output}: the run's own checkpoint; write the average beside it (avg.pt)"
         )

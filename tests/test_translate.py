@@ -131,8 +131,8 @@ def test_a_failure_mid_file_leaves_the_old_output(tiny_run, toy_dir, tmp_path, m
 @pytest.mark.parametrize("unit", ["lo nute ", "a", "ünïcödé 中文 ", " " * 40 + "lo "])
 def test_cutting_a_huge_line_before_encoding_keeps_the_pieces_the_model_reads(system, unit):
     """A line far past CHARS_PER_PIECE x (limit + 1) characters gives the first ``limit``
-    pieces that encoding it whole gives, and counts as truncated, at the cost of a
-    short line (a 300 MB line used to abort inside SentencePiece)."""
+    pieces that encoding it whole gives, and counts as truncated; the next test checks
+    that SentencePiece is given only the cut."""
     _, vocab = system
     limit, truncated = 20, []
     huge = unit * (CHARS_PER_PIECE * (limit + 1) // len(unit) + 1000)

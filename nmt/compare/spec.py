@@ -14,7 +14,6 @@ from nmt.errors import ConfigError, NmtError
 from nmt.recipe import RunConfig
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
-RESAMPLES = f"use 100..{MAX_RESAMPLES:,} resamples"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
 
 
@@ -93,7 +92,11 @@ class CompareSpec:
         check(len(set(self.seeds)) == len(self.seeds), "seeds", "seeds must differ")
         for i, seed in enumerate(self.seeds):
             check_seed(seed, f"seeds[{i}]")
-        check(100 <= self.bootstrap <= MAX_RESAMPLES, "bootstrap", RESAMPLES)
+        check(
+            100 <= self.bootstrap <= MAX_RESAMPLES,
+            "bootstrap",
+            f"use 100..{MAX_RESAMPLES:,} resamples",
+        )
         edges = self.length_buckets
         check(
             bool(edges) and edges[0] > 0 and all(a < b for a, b in itertools.pairwise(edges)),

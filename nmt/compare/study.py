@@ -24,7 +24,7 @@ from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console, warn
 from nmt.recipe import load_recipe
-from nmt.training.rundir import owned
+from nmt.training.rundir import is_run, owned
 
 
 def run_study(
@@ -52,7 +52,7 @@ def run_study(
 def check_not_a_run(out: Path, key: str) -> None:
     """A report written into a run directory would replace the run's own
     results.json (its scores) with the report's."""
-    if any((out / name).exists() for name in ("best.pt", "last.pt", "summary.json")):
+    if is_run(out):
         raise NmtError(
             f"{key} {out}: a run directory; the report's results.json would replace the "
             "run's scores; choose another"

@@ -14,6 +14,12 @@ from nmt.errors import NmtError
 
 LOCK = "lock"  # holds the owner's pid; the advisory lock, not the file, is what counts
 
+
+def is_run(directory: Path) -> bool:
+    """Whether ``directory`` holds a training run (its checkpoints)."""
+    return any((directory / name).exists() for name in ("best.pt", "last.pt"))
+
+
 # Keys a resumed run may change: budgets, logging, validation, how it runs, decoding.
 # Everything else describes the model, its data or its optimisation, which the
 # checkpoint already fixes.
