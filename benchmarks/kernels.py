@@ -41,7 +41,7 @@ def one_setting(args: argparse.Namespace) -> None:
         if "loss" in use:  # the trainer picks the fused loss under kernels: auto
             train = dataclasses.replace(trainer.cfg.train, kernels="auto")
             trainer.cfg = dataclasses.replace(trainer.cfg, train=train)
-        plan = trainer.epoch_plan(0)
+        plan = trainer.epochs.plan(0)
         first = args.round * (args.warmup_steps + args.steps)
         batches = [trainer.data.train.collate(b) for b in plan[first : first + args.warmup_steps]]
         for batch in batches:

@@ -30,7 +30,7 @@ def main() -> None:
         trainer = recipe_trainer(args.recipe, args.data, run_dir, args.device, args.overrides)
         cuda = trainer.device.type == "cuda"
         sync = synchronizer(trainer.device)
-        batches = [trainer.data.train.collate(b) for b in trainer.epoch_plan(0)[: args.steps]]
+        batches = [trainer.data.train.collate(b) for b in trainer.epochs.plan(0)[: args.steps]]
 
         def step(batch) -> float:
             start = time.perf_counter()

@@ -27,7 +27,7 @@ import time
 import torch
 from common import SHARED_MULTI30K, MatmulProbe, recipe_trainer, synchronizer
 
-from nmt.training.trainer import peak_rss_mb
+from nmt.training.state import peak_rss_mb
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as run_dir:
         trainer = recipe_trainer(args.recipe, args.data, run_dir, args.device, args.overrides)
         t = trainer.cfg.train
-        plan = trainer.epoch_plan(0)
+        plan = trainer.epochs.plan(0)
         steps_per_epoch = len(plan) / t.accumulate
         cuda = trainer.device.type == "cuda"
 

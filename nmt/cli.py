@@ -43,7 +43,7 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from nmt.training.trainer import Interrupted
+        from nmt.training.signals import Interrupted
 
         try:
             return fn(*args, **kwargs)

@@ -24,7 +24,7 @@ from nmt.progress import console, progress_bar, warn
 from nmt.recipe import upgrade
 from nmt.training.run import SUMMARY, train
 from nmt.training.rundir import flatten
-from nmt.training.trainer import Interrupted
+from nmt.training.signals import Interrupted
 
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
 RESOLVED = "recipe.yaml"  # the recipe it was trained with, every default filled in

@@ -19,8 +19,9 @@ from nmt.progress import console
 from nmt.training.build import build
 from nmt.training.config import TRAINERS
 from nmt.training.rundir import make_run_dir, owned
+from nmt.training.signals import Interrupted
 from nmt.training.tensorboard import summary_writer
-from nmt.training.trainer import Interrupted, Trainer
+from nmt.training.trainer import Trainer
 
 if TYPE_CHECKING:
     from nmt.recipe import RunConfig

@@ -3,7 +3,9 @@
 A :class:`Trainer` gets a built model and its data (``nmt.training.build``) and
 reads top to bottom: ``compute_loss`` -> ``train_step`` -> ``validate`` ->
 ``run``. The base class is teacher forcing; other regimes (scheduled sampling)
-subclass it and override :meth:`Trainer.compute_loss`.
+subclass it and override :meth:`Trainer.compute_loss`. Beside it: the run's state
+and budget (``state``), each epoch's batches (``epochs``), the dev scores
+(``validation``) and stopping on a signal (``signals``).
 """
 
 from __future__ import annotations
@@ -11,16 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import resource
-import signal
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
@@ -28,88 +26,34 @@ from torch.nn.parallel import DistributedDataParallel
 from nmt import checkpoint, kernels
 from nmt.attention import Attended
 from nmt.averaging import kept_name, prune
-from nmt.data.batching import Batch, ParallelData
-from nmt.data.subword_sampling import resampled
+from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
-from nmt.decoding import translate_lines
 from nmt.distributed import Distributed
 from nmt.errors import NmtError
 from nmt.kernels.loss import projected_smoothed_nll
-from nmt.metrics import bleu
 from nmt.model import Transformer
 from nmt.progress import advancer, console, progress_bar
 from nmt.training.build import TrainingData
 from nmt.training.config import TRAINERS, TrainerConfig
+from nmt.training.epochs import EpochPlans
 from nmt.training.guided_alignment import alignment_loss
 from nmt.training.schedule import inverse_sqrt
+from nmt.training.signals import Interrupted, StopSignals
+from nmt.training.state import (
+    IntervalStats,
+    RunState,
+    budget_spent,
+    expected_steps,
+    peak_rss_mb,
+    progress_info,
+)
 from nmt.training.tensorboard import TensorBoardLog, dev_attention
+from nmt.training.validation import dev_scores
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
     from nmt.recipe import RunConfig
-
-
-class Interrupted(Exception):
-    """SIGINT/SIGTERM arrived; ``last.pt`` has been written. ``code`` is 130 or 143."""
-
-    def __init__(self, code: int, message: str) -> None:
-        self.code = code
-        super().__init__(message)
-
-
-class ValidationInterrupted(Exception):
-    """Raised by the signal handler inside validation, caught around it."""
-
-
-@dataclass
-class RunState:
-    """Where training stands; saved in every checkpoint so a resume continues exactly."""
-
-    step: int = 0
-    epoch: int = 0  # 0-based index of the current epoch
-    batch_in_epoch: int = 0  # batches of the current epoch already consumed
-    elapsed: float = 0.0  # wall-clock seconds, summed over resumes
-    tokens: int = 0  # target tokens trained on
-    best: float | None = None
-    best_step: int = 0
-    bad_evals: int = 0
-
-
-class IntervalStats:
-    """Training loss and statistics averaged since the last log line; the rate is
-    over the training steps' own time, so a validation in the interval does not
-    lower it."""
-
-    def __init__(self) -> None:
-        self.tokens = self.count = 0
-        self.loss = self.seconds = 0.0
-        self.sums: dict[str, float] = {}
-
-    def add(self, loss: float, stats: dict[str, float], tokens: int, seconds: float) -> None:
-        self.count += 1
-        self.tokens += tokens
-        self.loss += loss
-        self.seconds += seconds
-        for k, v in stats.items():
-            self.sums[k] = self.sums.get(k, 0.0) + v
-
-    def rate(self) -> float:
-        """Target tokens per second of training step."""
-        return self.tokens / max(self.seconds, 1e-9)
-
-    def record(self) -> dict[str, float]:
-        means = {k: v / self.count for k, v in self.sums.items()}
-        return {"loss": self.loss / self.count, "tokens_per_s": self.rate(), **means}
-
-
-# Statistics worth a glance in the progress bar, and how to label them.
-SHOWN = {"ss_gold_prob": "ε", "ss_replaced": "replaced", "attn_entropy": "H(α)"}
-
-
-def progress_info(record: dict[str, float]) -> str:
-    shown = [f"{label} {record[k]:.2f}" for k, label in SHOWN.items() if k in record]
-    return "  ".join([f"loss {record['loss']:.3f}", *shown])
 
 
 class Objective(torch.nn.Module):
@@ -129,10 +73,6 @@ def out_of_memory(e: RuntimeError) -> bool:
     """Whether an error is a failed allocation (CUDA's OutOfMemoryError or the CPU
     allocator's RuntimeError)."""
     return isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in str(e)
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @TRAINERS.register("teacher_forcing", config=TrainerConfig)
@@ -159,11 +99,8 @@ class Trainer:
         self.state = RunState()
         self.step_tokens = 0  # target tokens of the last update, over all ranks
         self.step_seconds = 0.0  # time inside train_step, for per-step cost figures
-        self._stop_signal: int | None = None
-        self._in_validation = False  # a signal interrupts validation at once
-        # (epoch, its pairs, its batches): the pairs differ by epoch under subword sampling
-        self._plan: tuple[int, ParallelData, list[np.ndarray]] | None = None
-        self.resample_seconds = 0.0  # spent segmenting epochs anew (data.vocab.sampling)
+        self.signals = StopSignals()
+        self.epochs = EpochPlans(data, cfg, dist.world)
         self.saved_step: int | None = None  # of the last full checkpoint
         self.tensorboard: TensorBoardLog | None = None  # open while run() runs
         self.model = model.to(device)
@@ -197,11 +134,11 @@ class Trainer:
     def describe(self) -> str:
         """One line on what is about to train."""
         t = self.cfg.train
-        plan = self.epoch_plan(self.state.epoch)
+        plan = self.epochs.plan(self.state.epoch)
         params = sum(p.numel() for p in self.model.parameters())
         return (
-            f"{len(self.pairs)} training pairs in {len(plan)} batches of <= "
-            f"{t.batch_tokens} tokens; padding {self.pairs.padding_fraction(plan):.1%}; "
+            f"{len(self.epochs.pairs)} training pairs in {len(plan)} batches of <= "
+            f"{t.batch_tokens} tokens; padding {self.epochs.pairs.padding_fraction(plan):.1%}; "
             f"{params / 1e6:.2f}M parameters; device {self.device}"
             + (" (bf16 autocast)" if self.bf16 else "")
         )
@@ -338,49 +275,9 @@ class Trainer:
 
     # ------------------------------------------------------------- validation
 
-    @torch.no_grad()
     def validate(self, on_batch: Callable[[int], None] | None = None) -> dict[str, float]:
-        """Dev loss and perplexity, and the BLEU of greedy decoding when
-        ``train.valid_bleu``; ``on_batch(n)`` follows the decoding's sentences."""
-        self.model.eval()
-        nll = tokens = 0.0
-        for idx in self.data.dev.epoch_batches(self.cfg.train.batch_tokens, 0, 0):
-            batch = self.data.dev.collate(idx).to(self.device)
-            with self._autocast():
-                logits = self.model(batch.src, batch.tgt_in)
-            nll += float(
-                F.cross_entropy(
-                    logits.float().flatten(0, 1),
-                    batch.tgt_out.flatten(),
-                    ignore_index=PAD,
-                    reduction="sum",
-                )
-            )
-            tokens += batch.tgt_tokens
-        out = {"valid_loss": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
-        if self.cfg.train.valid_bleu:
-            greedy = dataclasses.replace(self.cfg.decode, beam=1, n_best=1)
-            with self._autocast():
-                hyps = translate_lines(
-                    self.model,
-                    self.data.vocabs.src,
-                    self.data.vocabs.tgt,
-                    self.data.dev_src,
-                    greedy,
-                    self.device,
-                    on_batch,
-                )
-            out["valid_bleu"] = bleu([h[0].text for h in hyps], self.data.dev_refs)
-        return out
-
-    def _improved(self, metrics: dict[str, float]) -> bool:
-        key = "valid_bleu" if self.cfg.train.early_stopping == "bleu" else "valid_loss"
-        value = metrics[key] if key == "valid_bleu" else -metrics[key]
-        if self.state.best is None or value > self.state.best:
-            self.state.best, self.state.best_step, self.state.bad_evals = value, self.state.step, 0
-            return True
-        self.state.bad_evals += 1
-        return False
+        """The dev set's scores for the model as it stands (nmt.training.validation)."""
+        return dev_scores(self.model, self.data, self.cfg, self.device, self.bf16, on_batch)
 
     # ------------------------------------------------------------ checkpoints
 
@@ -423,98 +320,13 @@ class Trainer:
 
     # ------------------------------------------------------------------- loop
 
-    def budget_spent(self) -> bool:
-        """Whether any budget is spent (on any rank: clocks differ between ranks)."""
-        t, s = self.cfg.train, self.state
-        spent = (
-            (t.max_steps is not None and s.step >= t.max_steps)
-            or (t.max_epochs is not None and s.epoch >= t.max_epochs)
-            or (t.max_minutes is not None and s.elapsed >= 60 * t.max_minutes)
-        )
-        return self.dist.any(spent)
-
-    def epoch_plan(self, epoch: int) -> list[np.ndarray]:
-        """The epoch's batches, cut to a multiple of the number of ranks so that every
-        rank takes part in every update (at most world − 1 batches an epoch are left
-        out). Kept for the epoch in progress: on millions of pairs a plan takes seconds."""
-        if self._plan is None or self._plan[0] != epoch:
-            t = self.cfg.train
-            pairs = self._epoch_pairs(epoch)
-            plan = pairs.epoch_batches(t.batch_tokens, t.seed, epoch, t.batching == "bucketed")
-            self._plan = epoch, pairs, plan[: len(plan) - len(plan) % self.dist.world]
-        return self._plan[2]
-
-    @property
-    def pairs(self) -> ParallelData:
-        """The training pairs of the epoch whose plan was made last."""
-        assert self._plan is not None, "epoch_plan() first"
-        return self._plan[1]
-
-    def _epoch_pairs(self, epoch: int) -> ParallelData:
-        """The prepared pairs, or under ``data.vocab.sampling`` the epoch's own
-        segmentation of them (nmt.data.subword_sampling)."""
-        sampling = self.cfg.data.vocab.sampling
-        if sampling is None:
-            return self.data.train
-        start, v, seed = time.perf_counter(), self.data.vocabs, self.cfg.train.seed
-        pairs = resampled(
-            self.data.train, v.src, v.tgt, sampling, seed, epoch, self.cfg.data.max_len
-        )
-        self.resample_seconds += time.perf_counter() - start
-        return pairs
-
-    def _expected_steps(self, batches_per_epoch: int) -> int | None:
-        """Where training will stop, in steps, for the progress bar's ETA; a time
-        budget is turned into steps at the pace so far."""
-        t, s = self.cfg.train, self.state
-        bounds = [t.max_steps] if t.max_steps else []
-        if t.max_epochs:
-            per_step = t.accumulate * self.dist.world
-            bounds.append(math.ceil(t.max_epochs * batches_per_epoch / per_step))
-        if t.max_minutes and s.step:
-            seconds_left = max(60 * t.max_minutes - s.elapsed, 0.0)
-            bounds.append(s.step + int(seconds_left / (s.elapsed / s.step)))
-        return min(bounds) if bounds else None
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        """Note the signal; the loop saves and stops after the current step. Inside
-        validation (minutes of decoding on a large dev set) stop at once instead."""
-        self._stop_signal = signum
-        if self._in_validation:
-            raise ValidationInterrupted
-
-    def _interruptible_validate(self, bar: Progress) -> dict[str, float] | None:
-        """:meth:`validate` under a bar of its own in ``bar``, or None if a signal came
-        first or cut it short (the loop then saves ``last.pt`` and stops)."""
-        task = None
-        if self.cfg.train.valid_bleu:
-            task = bar.add_task(
-                "valid", total=len(self.data.dev_src), rate=0.0, unit="sent/s", info=""
-            )
-        try:
-            try:
-                self._in_validation = self._stop_signal is None
-                on_batch = advancer(bar, task) if task is not None else None
-                metrics = self.validate(on_batch) if self._in_validation else None
-            finally:
-                self._in_validation = False
-                if task is not None:
-                    bar.remove_task(task)
-        except ValidationInterrupted:
-            return None
-        return metrics
-
     def run(self) -> dict[str, Any]:
         """Train until the budget is spent or early stopping; returns a summary."""
-        handlers = {
-            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
         self.tensorboard = self._open_tensorboard()
         try:
-            return self._loop()
+            with self.signals:
+                return self._loop()
         finally:
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
             if self.tensorboard is not None:
                 self.tensorboard.close()
 
@@ -527,14 +339,17 @@ class Trainer:
         log_dir = Path(t.tensorboard_dir) if t.tensorboard_dir else self.run_dir / "tb"
         return TensorBoardLog(log_dir, purge_step=self.state.step + 1 if self.state.step else None)
 
+    def budget_spent(self) -> bool:
+        """Whether any budget is spent (on any rank: clocks differ between ranks)."""
+        return self.dist.any(budget_spent(self.cfg.train, self.state))
+
     def _loop(self) -> dict[str, Any]:
-        t, s = self.cfg.train, self.state
-        plan = self.epoch_plan(s.epoch)
-        d = self.dist
+        t, s, d = self.cfg.train, self.state, self.dist
+        plan = self.epochs.plan(s.epoch)
         bar = progress_bar(disable=not d.main)
         task = bar.add_task(
             "train",
-            total=self._expected_steps(len(plan)),
+            total=expected_steps(t, s, len(plan), d.world),
             completed=s.step,
             rate=0.0,
             unit="tok/s",
@@ -549,10 +364,10 @@ class Trainer:
                     s.epoch, s.batch_in_epoch = s.epoch + 1, 0
                     if self.budget_spent():
                         break
-                    plan = self.epoch_plan(s.epoch)
+                    plan = self.epochs.plan(s.epoch)
                 group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate * d.world]
                 s.batch_in_epoch += len(group)
-                batches = [self.pairs.collate(b) for b in group[d.rank :: d.world]]
+                batches = [self.epochs.pairs.collate(b) for b in group[d.rank :: d.world]]
                 try:
                     result = self.train_step(batches)
                 except RuntimeError as e:
@@ -573,7 +388,7 @@ class Trainer:
                     bar.update(task, rate=interval.rate())
                 if s.step % t.log_every == 0 and interval.count:
                     record = interval.record()
-                    expected = self._expected_steps(len(plan))
+                    expected = expected_steps(t, s, len(plan), d.world)
                     self.write_metrics(
                         {
                             "step": s.step,
@@ -595,6 +410,7 @@ class Trainer:
             if validated_at != s.step:
                 self._validate_and_save(bar)
                 self._stop_if_signalled()
+        resampling = self.epochs.resample_seconds
         return {
             "steps": s.step,
             "epochs": s.epoch + (s.batch_in_epoch > 0),
@@ -603,7 +419,7 @@ class Trainer:
             "best_step": s.best_step,
             "tokens_per_s": s.tokens / max(s.elapsed, 1e-9),
             "peak_rss_mb": peak_rss_mb(),
-            **({"subword_sampling_s": self.resample_seconds} if self.resample_seconds else {}),
+            **({"subword_sampling_s": resampling} if resampling else {}),
         }
 
     def _out_of_memory(self, batches: list[Batch]) -> None:
@@ -622,12 +438,11 @@ class Trainer:
     def _stop_if_signalled(self) -> None:
         """After SIGINT/SIGTERM (on any rank): save ``last.pt`` (unless validation just
         did) and raise Interrupted."""
-        if self.dist.any(self._stop_signal is not None):
+        if self.dist.any(self.signals.received is not None):
             if self.saved_step != self.state.step:
                 self.save("last.pt")
-            code = 130 if self._stop_signal == signal.SIGINT else 143
             raise Interrupted(
-                code,
+                self.signals.exit_code,
                 f"interrupted at step {self.state.step}; last.pt saved. "
                 f"Continue with: nmt train RECIPE --resume",
             )
@@ -650,7 +465,7 @@ class Trainer:
         start = time.perf_counter()
         if self.dist.main and (metrics := self._interruptible_validate(bar)) is not None:
             s = self.state
-            improved = self._improved(metrics)
+            improved = s.improved(metrics, self.cfg.train.early_stopping)
             s.elapsed += time.perf_counter() - start
             self.write_metrics(
                 {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **metrics}
@@ -673,3 +488,14 @@ class Trainer:
                 prune(self.run_dir, keep)
         self.save("last.pt")
         return stop
+
+    def _interruptible_validate(self, bar: Progress) -> dict[str, float] | None:
+        """:meth:`validate` under a bar of its own in ``bar``, or None if a signal came
+        first or cut it short (the loop then saves ``last.pt`` and stops)."""
+        if not self.cfg.train.valid_bleu:
+            return self.signals.interruptible(self.validate)
+        task = bar.add_task("valid", total=len(self.data.dev_src), rate=0.0, unit="sent/s", info="")
+        try:
+            return self.signals.interruptible(lambda: self.validate(advancer(bar, task)))
+        finally:
+            bar.remove_task(task)

@@ -18,7 +18,8 @@ from nmt import checkpoint
 from nmt.errors import NmtError
 from nmt.training.build import build
 from nmt.training.run import train
-from nmt.training.trainer import Interrupted, Trainer
+from nmt.training.signals import Interrupted
+from nmt.training.trainer import Trainer
 from tests.conftest import subprocess_env, write_subprocess_recipe
 
 

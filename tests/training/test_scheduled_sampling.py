@@ -163,7 +163,7 @@ def test_gumbel_temperature_follows_updates_through_passes_and_accumulation(tiny
         },
     )
     trainer = prepare(cfg, "cpu")
-    plan = trainer.epoch_plan(0)
+    plan = trainer.epochs.plan(0)
     for step in range(3):
         trainer.state.step = step
         trainer.train_step([trainer.data.train.collate(b) for b in plan[2 * step : 2 * step + 2]])

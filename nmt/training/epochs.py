@@ -1,0 +1,58 @@
+"""Each epoch's training pairs and its batches, shared out between ranks."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nmt.data.batching import ParallelData
+from nmt.data.subword_sampling import resampled
+
+if TYPE_CHECKING:
+    from nmt.recipe import RunConfig
+    from nmt.training.build import TrainingData
+
+
+class EpochPlans:
+    """The batches of one epoch at a time, kept for the epoch in progress: on
+    millions of pairs a plan takes seconds."""
+
+    def __init__(self, data: TrainingData, cfg: RunConfig, world: int) -> None:
+        self.data = data
+        self.cfg = cfg
+        self.world = world
+        # (epoch, its pairs, its batches): the pairs differ by epoch under subword sampling
+        self._plan: tuple[int, ParallelData, list[np.ndarray]] | None = None
+        self.resample_seconds = 0.0  # spent segmenting epochs anew (data.vocab.sampling)
+
+    def plan(self, epoch: int) -> list[np.ndarray]:
+        """The epoch's batches, cut to a multiple of the number of ranks so that every
+        rank takes part in every update (at most world − 1 batches an epoch are left
+        out)."""
+        if self._plan is None or self._plan[0] != epoch:
+            t = self.cfg.train
+            pairs = self._pairs_of(epoch)
+            plan = pairs.epoch_batches(t.batch_tokens, t.seed, epoch, t.batching == "bucketed")
+            self._plan = epoch, pairs, plan[: len(plan) - len(plan) % self.world]
+        return self._plan[2]
+
+    @property
+    def pairs(self) -> ParallelData:
+        """The training pairs of the epoch whose plan was made last."""
+        assert self._plan is not None, "plan() first"
+        return self._plan[1]
+
+    def _pairs_of(self, epoch: int) -> ParallelData:
+        """The prepared pairs, or under ``data.vocab.sampling`` the epoch's own
+        segmentation of them (nmt.data.subword_sampling)."""
+        sampling = self.cfg.data.vocab.sampling
+        if sampling is None:
+            return self.data.train
+        start, v, seed = time.perf_counter(), self.data.vocabs, self.cfg.train.seed
+        pairs = resampled(
+            self.data.train, v.src, v.tgt, sampling, seed, epoch, self.cfg.data.max_len
+        )
+        self.resample_seconds += time.perf_counter() - start
+        return pairs

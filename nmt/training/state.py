@@ -1,0 +1,96 @@
+"""Where a run stands: its state (saved in every checkpoint), its budget, and the
+statistics of the interval the next log line reports."""
+
+from __future__ import annotations
+
+import math
+import resource
+from dataclasses import dataclass
+
+from nmt.training.config import TrainConfig
+
+
+@dataclass
+class RunState:
+    """Where training stands; saved in every checkpoint so a resume continues exactly."""
+
+    step: int = 0
+    epoch: int = 0  # 0-based index of the current epoch
+    batch_in_epoch: int = 0  # batches of the current epoch already consumed
+    elapsed: float = 0.0  # wall-clock seconds, summed over resumes
+    tokens: int = 0  # target tokens trained on
+    best: float | None = None
+    best_step: int = 0
+    bad_evals: int = 0
+
+    def improved(self, metrics: dict[str, float], early_stopping: str) -> bool:
+        """Note a validation: whether it is the best so far by ``train.early_stopping``
+        (dev BLEU, or else dev loss), and how many in a row were not."""
+        key = "valid_bleu" if early_stopping == "bleu" else "valid_loss"
+        value = metrics[key] if key == "valid_bleu" else -metrics[key]
+        if self.best is None or value > self.best:
+            self.best, self.best_step, self.bad_evals = value, self.step, 0
+            return True
+        self.bad_evals += 1
+        return False
+
+
+def budget_spent(t: TrainConfig, s: RunState) -> bool:
+    """Whether any of ``train.max_steps``, ``max_epochs`` or ``max_minutes`` is spent."""
+    return (
+        (t.max_steps is not None and s.step >= t.max_steps)
+        or (t.max_epochs is not None and s.epoch >= t.max_epochs)
+        or (t.max_minutes is not None and s.elapsed >= 60 * t.max_minutes)
+    )
+
+
+def expected_steps(t: TrainConfig, s: RunState, batches_per_epoch: int, world: int) -> int | None:
+    """Where training will stop, in steps, for the progress bar's ETA; a time budget
+    is turned into steps at the pace so far. None while nothing bounds it yet."""
+    bounds = [t.max_steps] if t.max_steps else []
+    if t.max_epochs:
+        bounds.append(math.ceil(t.max_epochs * batches_per_epoch / (t.accumulate * world)))
+    if t.max_minutes and s.step:
+        seconds_left = max(60 * t.max_minutes - s.elapsed, 0.0)
+        bounds.append(s.step + int(seconds_left / (s.elapsed / s.step)))
+    return min(bounds) if bounds else None
+
+
+class IntervalStats:
+    """Training loss and statistics averaged since the last log line; the rate is
+    over the training steps' own time, so a validation in the interval does not
+    lower it."""
+
+    def __init__(self) -> None:
+        self.tokens = self.count = 0
+        self.loss = self.seconds = 0.0
+        self.sums: dict[str, float] = {}
+
+    def add(self, loss: float, stats: dict[str, float], tokens: int, seconds: float) -> None:
+        self.count += 1
+        self.tokens += tokens
+        self.loss += loss
+        self.seconds += seconds
+        for k, v in stats.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+
+    def rate(self) -> float:
+        """Target tokens per second of training step."""
+        return self.tokens / max(self.seconds, 1e-9)
+
+    def record(self) -> dict[str, float]:
+        means = {k: v / self.count for k, v in self.sums.items()}
+        return {"loss": self.loss / self.count, "tokens_per_s": self.rate(), **means}
+
+
+# Statistics worth a glance in the progress bar, and how to label them.
+SHOWN = {"ss_gold_prob": "ε", "ss_replaced": "replaced", "attn_entropy": "H(α)"}
+
+
+def progress_info(record: dict[str, float]) -> str:
+    shown = [f"{label} {record[k]:.2f}" for k, label in SHOWN.items() if k in record]
+    return "  ".join([f"loss {record['loss']:.3f}", *shown])
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

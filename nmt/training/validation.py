@@ -1,0 +1,58 @@
+"""Validation on the dev set: what early stopping and ``best.pt`` are chosen by."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from nmt.data.vocab import PAD
+from nmt.decoding import translate_lines
+from nmt.metrics import bleu
+from nmt.model import Transformer
+
+if TYPE_CHECKING:
+    from nmt.recipe import RunConfig
+    from nmt.training.build import TrainingData
+
+
+@torch.no_grad()
+def dev_scores(
+    model: Transformer,
+    data: TrainingData,
+    cfg: RunConfig,
+    device: torch.device,
+    bf16: bool,
+    on_batch: Callable[[int], None] | None = None,
+) -> dict[str, float]:
+    """Dev loss and perplexity (teacher forced), and the BLEU of greedy decoding when
+    ``train.valid_bleu``; ``on_batch(n)`` follows the decoding's sentences."""
+    model.eval()
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+    nll = tokens = 0.0
+    for idx in data.dev.epoch_batches(cfg.train.batch_tokens, 0, 0):
+        batch = data.dev.collate(idx).to(device)
+        with autocast:
+            logits = model(batch.src, batch.tgt_in)  # (B,T,V)
+        nll += float(
+            F.cross_entropy(
+                logits.float().flatten(0, 1),
+                batch.tgt_out.flatten(),
+                ignore_index=PAD,
+                reduction="sum",
+            )
+        )
+        tokens += batch.tgt_tokens
+    out = {"valid_loss": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
+    if cfg.train.valid_bleu:
+        greedy = dataclasses.replace(cfg.decode, beam=1, n_best=1)
+        with autocast:
+            hyps = translate_lines(
+                model, data.vocabs.src, data.vocabs.tgt, data.dev_src, greedy, device, on_batch
+            )
+        out["valid_bleu"] = bleu([h[0].text for h in hyps], data.dev_refs)
+    return out
