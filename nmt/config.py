@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import yaml
 
-from nmt.errors import ConfigError, NmtError
+from nmt.errors import ConfigError, NmtError, shown
 from nmt.registry import Registry
 
 
@@ -96,7 +96,7 @@ def _from_registry(registry: Registry, default: str, key: str, data: Any, path: 
     """``data`` into the config of entry ``data[key]`` (else ``default``); an option
     of another entry, given to this one, is named as such."""
     if isinstance(data, str):
-        raise ConfigError(path, f"expected a mapping; write {data!r} as its {key!r} key")
+        raise ConfigError(path, f"expected a mapping; write {shown(data)} as its {key!r} key")
     if not isinstance(data, dict):
         raise ConfigError(path, f"expected a mapping, got {_type_name(data)}")
     kind = data.get(key, default)
@@ -133,7 +133,9 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if isinstance(value, bool) and {False: "off", True: "on"}[value] in allowed:
             value = {False: "off", True: "on"}[value]
         if value not in allowed:
-            raise ConfigError(path, f"must be one of {', '.join(map(str, allowed))}, got {value!r}")
+            raise ConfigError(
+                path, f"must be one of {', '.join(map(str, allowed))}, got {shown(value)}"
+            )
         return value
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
@@ -149,11 +151,11 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         return from_dict(tp, value, path)
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(path, f"expected true or false, got {value!r}")
+            raise ConfigError(path, f"expected true or false, got {shown(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(path, f"expected an integer, got {value!r}")
+            raise ConfigError(path, f"expected an integer, got {shown(value)}")
         return value
     if tp is float:
         # YAML 1.1 reads 7e-4 (no dot) as a string; accept it as the number it is.
@@ -161,15 +163,15 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             try:
                 value = float(value)
             except ValueError:
-                raise ConfigError(path, f"expected a number, got {value!r}") from None
+                raise ConfigError(path, f"expected a number, got {shown(value)}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(path, f"expected a number, got {value!r}")
+            raise ConfigError(path, f"expected a number, got {shown(value)}")
         if not math.isfinite(value):
-            raise ConfigError(path, f"expected a finite number, got {value!r}")
+            raise ConfigError(path, f"expected a finite number, got {shown(value)}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(path, f"expected a string, got {value!r}")
+            raise ConfigError(path, f"expected a string, got {shown(value)}")
         return value
     raise TypeError(f"unsupported recipe type {tp!r} at {path}")  # a bug, not user input
 
@@ -233,21 +235,29 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def duplicate_key(node: yaml.Node | None) -> tuple[str, int, int] | None:
+def duplicate_key(
+    node: yaml.Node | None, seen: set[int] | None = None
+) -> tuple[str, int, int] | None:
     """The first key that a YAML mapping repeats, with both lines (YAML itself keeps
-    the last silently, so a second variant of one name would replace the first)."""
+    the last silently, so a second variant of one name would replace the first). An
+    alias is the node it names, visited once: nested aliases (a "billion laughs"
+    file) would otherwise be walked once per path to them."""
+    seen = set() if seen is None else seen
+    if node is None or id(node) in seen:
+        return None
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
+        lines: dict[str, int] = {}
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode):
                 line = key.start_mark.line + 1
-                if key.value in seen:
-                    return key.value, seen[key.value], line
-                seen[key.value] = line
-            if (found := duplicate_key(value)) is not None:
+                if key.value in lines:
+                    return key.value, lines[key.value], line
+                lines[key.value] = line
+            if (found := duplicate_key(value, seen)) is not None:
                 return found
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            if (found := duplicate_key(item)) is not None:
+            if (found := duplicate_key(item, seen)) is not None:
                 return found
     return None

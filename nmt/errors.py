@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
+# How an error message quotes a value: a few items and characters of it, however
+# large it is (a "billion laughs" recipe nests lists a hundred million items deep).
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 1, 60, 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, cut short where it is long."""
+    return _SHORT.repr(value)
+
 
 class NmtError(Exception):
     """Bad input from the user (recipe, data, checkpoint, arguments)."""

@@ -17,7 +17,7 @@ import importlib
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from nmt.errors import NmtError
+from nmt.errors import NmtError, shown
 
 T = TypeVar("T")
 
@@ -61,9 +61,10 @@ class Registry(Generic[T]):
 
     def unknown(self, name: object) -> str:
         """The message for an unknown name, with a close match if there is one."""
-        close = difflib.get_close_matches(str(name), self.names(), n=1)
+        text = name[:100] if isinstance(name, str) else shown(name)
+        close = difflib.get_close_matches(text, self.names(), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown {self.what} {name!r}{hint}; valid: {', '.join(self.names())}"
+        return f"unknown {self.what} {shown(name)}{hint}; valid: {', '.join(self.names())}"
 
     def names(self) -> list[str]:
         self._load()

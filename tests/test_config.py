@@ -209,3 +209,39 @@ def test_inert_keys_at_their_default_are_accepted(base, tmp_path):
     base["model"]["attention"] = {"kind": "hard", "estimator": "reinforce", "tau": 1.0}
     cfg = load_recipe(write(tmp_path, base))
     assert config_from_dict(yaml.safe_load(cfg.to_yaml())) == cfg
+
+
+def laughs(depth: int) -> str:
+    """A YAML list of 10**depth strings built from nested aliases ("billion laughs"):
+    a few hundred bytes, each level ten references to the one below."""
+    text = "&l0 [x, x, x, x, x, x, x, x, x, x]"
+    for d in range(1, depth):
+        text = f"&l{d} [{text}" + f", *l{d - 1}" * 9 + "]"
+    return text
+
+
+@pytest.mark.parametrize("key", ["data.test", "model.attention.kind", "run_dir"])
+def test_a_billion_laughs_recipe_is_refused_in_one_short_line(base, tmp_path, key):
+    """Nested aliases make a small file a list of 10**9 items: the duplicate-key check
+    visits each YAML node once, and the error quotes only the start of the value
+    (it used to walk 10**9 paths, then spell the list out)."""
+    *sections, name = key.split(".")
+    parent = base
+    for section in sections:
+        parent = parent.setdefault(section, {})
+    parent[name] = "LAUGHS"
+    text = yaml.safe_dump(base).replace("LAUGHS", laughs(9))
+    message = recipe_error(tmp_path, text)
+    assert message.startswith(f"{tmp_path / 'r.yaml'}: {key}") and "[[...], [...]" in message
+    assert len(message) < 300
+
+
+def test_the_duplicate_key_check_visits_an_aliased_node_once(monkeypatch):
+    from nmt import config
+
+    calls = []
+    walk = config.duplicate_key
+    monkeypatch.setattr(config, "duplicate_key", lambda *a: calls.append(1) or walk(*a))
+    node = yaml.compose(f"a: {laughs(4)}\nb: {{c: 1, c: 2}}\n", Loader=yaml.SafeLoader)
+    assert config.duplicate_key(node) == ("c", 2, 2)
+    assert len(calls) < 60  # each list's 10 items once (about 45 calls), not 10**4 paths
