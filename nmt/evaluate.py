@@ -11,6 +11,7 @@ import torch
 
 from nmt.averaging import average_last
 from nmt.checkpoint import held, read_json, write_text
+from nmt.data.corpus import n_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
 from nmt.device import resolve_device
@@ -20,17 +21,57 @@ from nmt.model.load import Loaded, load_model, model_from_payload
 from nmt.progress import console, sentence_progress, warn
 from nmt.translate import one_line
 
+# What each split's entry in results.json holds, and of which type.
+ENTRY = {
+    "sentences": int,
+    "sentences_per_s": (int, float),
+    "bleu": (int, float),
+    "chrf": (int, float),
+    "bleu_signature": str,
+    "chrf_signature": str,
+}
+
 
 def read_results(run_dir: Path) -> dict[str, Any]:
-    """``RUN/results.json`` (scores by split), or {} before any evaluation; a damaged
-    one is rebuilt (it is derived: every split is evaluated again)."""
+    """``RUN/results.json``: the scores of each split evaluated, {} before any
+    evaluation. It is derived, so damage is mended by evaluating again: a damaged
+    file counts as empty, and a split counts as not evaluated when its entry is
+    damaged or its ``{split}.hyp`` is missing or not as long as the entry says."""
     path = Path(run_dir) / "results.json"
+    results = _stored(path)
+    kept = {}
+    for split, entry in results.items():
+        if (problem := _damage(Path(run_dir), split, entry)) is None:
+            kept[split] = entry
+        else:
+            warn(f"{path}: {split!r} {problem}; it is evaluated again")
+    return kept
+
+
+def _stored(path: Path) -> dict[str, Any]:
     try:
         results = read_json(path)
     except NmtError:
         warn(f"{path} was damaged; rebuilding it")
         return {}
     return results if isinstance(results, dict) else {}
+
+
+def _damage(run_dir: Path, split: str, entry: Any) -> str | None:
+    """What is wrong with a split's entry and its hypotheses, or None."""
+    if not isinstance(entry, dict) or any(
+        not isinstance(entry.get(k), t) or isinstance(entry.get(k), bool) for k, t in ENTRY.items()
+    ):
+        return "has a damaged entry"
+    hyp = run_dir / f"{split}.hyp"
+    try:
+        with open(hyp, "rb") as f:
+            lines = sum(1 for _ in f)
+    except OSError:
+        return f"has no {hyp.name}"
+    if lines != entry["sentences"]:
+        return f"has {n_lines(lines)} in {hyp.name}, not {entry['sentences']:,}"
+    return None
 
 
 def evaluated_model(run_dir: Path, device: torch.device) -> Loaded:
@@ -85,6 +126,6 @@ def record(run_dir: Path, split: str, entry: dict[str, Any]) -> None:
     lock, so that evaluations at once (two splits, or compare's beside a user's)
     keep each other's scores."""
     with held(run_dir / "results.json.lock"):
-        results = read_results(run_dir)
+        results = _stored(run_dir / "results.json")
         results[split] = entry
         write_text(run_dir / "results.json", json.dumps(results, indent=2) + "\n")

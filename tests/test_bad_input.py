@@ -496,8 +496,8 @@ def test_damaged_summary_and_requested_recipe_are_named(tiny_run, tmp_path):
     shutil.copytree(tiny_run, run)
     (run / "summary.json").write_bytes(b"\x00\x00")
     assert not finished_run(run)  # compare resumes the run, which rewrites it
-    with pytest.raises(NmtError, match=r"summary\.json: damaged"):
-        training_figures(run)
+    train, _ = training_figures(run)  # or, for --runs, reads the metrics log instead
+    assert train["steps"] == 2
     (run / "requested.yaml").write_text("model: [unclosed")
     planned = PlannedRun("global", 1, run, {}, None)
     with pytest.raises(NmtError, match=r"requested\.yaml: damaged"):

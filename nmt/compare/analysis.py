@@ -18,15 +18,18 @@ from nmt.attention_maps import (
     supervised_heads,
     word_alignment,
 )
-from nmt.checkpoint import read_json
-from nmt.data.corpus import read_lines
+from nmt.data.corpus import n_lines, read_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding import encode_source
 from nmt.errors import NmtError
 from nmt.evaluate import read_results
 from nmt.metrics import sentence_stats
 from nmt.model.load import Loaded, load_model
-from nmt.training.run import SUMMARY
+from nmt.progress import warn
+from nmt.training.run import read_summary
+
+# The figures of a metrics.jsonl record the report reads, each a number.
+FIGURES = ("step", "elapsed", "valid_bleu", "valid_loss", "tokens_per_s")
 
 
 @dataclass
@@ -54,24 +57,41 @@ class RunAnalysis:
     splits: dict[str, SplitAnalysis]
 
 
+def metric_records(path: Path) -> list[dict[str, float]]:
+    """The records of a metrics log whose figures are numbers; a line cut by a kill
+    (the trainer trims these on resume) or otherwise damaged is left out."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool)
+            for k, v in record.items()
+            if k in FIGURES
+        ):
+            records.append(record)
+    return records
+
+
 def training_figures(run_dir: Path) -> tuple[dict[str, float], list[dict[str, float]]]:
     """Steps, training seconds and tokens/s (from summary.json, or the metrics log of an
     older run), and the dev curve from metrics.jsonl."""
-    records = []
-    metrics = run_dir / "metrics.jsonl"
-    if metrics.is_file():
-        for line in metrics.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill; the trainer trims these on resume
+    records = metric_records(run_dir / "metrics.jsonl")
     curve = [
         {k: r[k] for k in ("step", "elapsed", "valid_bleu", "valid_loss") if k in r}
         for r in records
         if "valid_loss" in r
     ]
-    summary_path = run_dir / SUMMARY
-    if (s := read_json(summary_path)) is not None:
+    try:
+        s = read_summary(run_dir)
+    except NmtError as e:
+        warn(f"{e}; the training figures come from metrics.jsonl")
+        s = None
+    if s is not None:
         train = {"steps": s["steps"], "seconds": s["elapsed_s"], "tokens_per_s": s["tokens_per_s"]}
     else:
         rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
@@ -143,7 +163,8 @@ def analyse_run(
         src, refs = load_split(cfg.data, split)
         hyps = read_lines(run_dir / f"{split}.hyp")
         if len(hyps) != len(refs):
-            raise NmtError(f"{run_dir / (split + '.hyp')}: {len(hyps)} lines, {len(refs)} expected")
+            hyp = run_dir / f"{split}.hyp"
+            raise NmtError(f"{hyp}: {n_lines(len(hyps))}, {len(refs):,} expected")
         align_path = Path(cfg.data.dir) / f"{split}.align"  # toy corpus: gold alignments
         gold = read_alignments(align_path) if align_path.is_file() else None
         keep = heatmaps if n == 0 else ()

@@ -15,14 +15,14 @@ from typing import Any
 import torch
 import yaml
 
-from nmt.checkpoint import read_json, write_text
+from nmt.checkpoint import write_text
 from nmt.compare.spec import PlannedRun
 from nmt.compare.watch import study_progress
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console, progress_bar, warn
 from nmt.recipe import upgrade
-from nmt.training.run import SUMMARY, train
+from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.rundir import flatten
 from nmt.training.signals import Interrupted
 
@@ -96,7 +96,7 @@ def finished_run(run_dir: Path) -> bool:
     """Whether training finished (a readable summary); a damaged summary is rebuilt by
     resuming, which ends at once where the budget is spent."""
     try:
-        return read_json(run_dir / SUMMARY) is not None
+        return read_summary(run_dir) is not None
     except NmtError:
         warn(f"{run_dir / SUMMARY} was damaged; resuming to rebuild it")
         return False

@@ -20,10 +20,10 @@ from nmt.config import apply_overrides, read_yaml
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
 from nmt.device import resolve_device
-from nmt.errors import NmtError
+from nmt.errors import ConfigError, NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.progress import console, warn
-from nmt.recipe import load_recipe
+from nmt.recipe import RunConfig, config_from_dict
 from nmt.training.rundir import is_run, owned
 
 
@@ -111,20 +111,21 @@ def compare_runs(
         if d.resolve() in {e.resolve() for e in run_dirs[:i]}:
             raise NmtError(f"--runs {d}: named twice")
     check_not_a_run(out_dir, "--out")
+    configs = [run_config(d) for d in run_dirs]
     if not splits:
-        splits = list(read_yaml(run_dirs[0] / "recipe.yaml")["data"]["test"])
+        splits = list(configs[0].data.test)
         if not splits:
             raise NmtError(f"{run_dirs[0]}: the recipe has no data.test; name --split")
-    for d in run_dirs:  # before any evaluation: a split a run's corpus lacks
-        data, done = load_recipe(d / "recipe.yaml").data, read_results(d)
-        for split in (s for s in splits if s not in done):
+    missing = [[s for s in splits if s not in read_results(d)] for d in run_dirs]
+    for cfg, to_do in zip(configs, missing):  # before any evaluation: a split a corpus lacks
+        for split in to_do:
             try:
-                load_split(data, split)
+                load_split(cfg.data, split)
             except NmtError as e:
                 raise NmtError(f"--split {split}: {e}") from None
     if baseline is not None and baseline not in names:
         raise NmtError(f"--baseline {baseline!r}: not one of {', '.join(names)}")
-    warn_of_other_search(run_dirs)
+    warn_of_other_search(configs)
     spec = CompareSpec(
         base="",
         out_dir=str(out_dir),
@@ -134,12 +135,11 @@ def compare_runs(
     )
     outcomes = []
     with owned(out_dir, "--out"):
-        for name, d in zip(names, run_dirs):
-            seed = int(read_yaml(d / "recipe.yaml")["train"]["seed"])
+        for name, d, cfg, to_do in zip(names, run_dirs, configs, missing):
+            seed = cfg.train.seed
             try:
-                missing = [s for s in splits if s not in read_results(d)]
-                if missing:
-                    evaluate(d, missing, device=device)
+                if to_do:
+                    evaluate(d, to_do, device=device)
                 outcomes.append(RunResult(name, seed, d, "reused"))
             except Exception as e:  # a broken run is reported, the others still compared
                 outcomes.append(failed(RunResult(name, seed, d, "reused"), e))
@@ -148,11 +148,21 @@ def compare_runs(
     return out_dir
 
 
-def warn_of_other_search(run_dirs: list[Path]) -> None:
+def run_config(run_dir: Path) -> RunConfig:
+    """The recipe a run was trained with (``RUN/recipe.yaml``); damage is an error
+    naming it."""
+    path = run_dir / "recipe.yaml"
+    try:
+        return config_from_dict(read_yaml(path))
+    except ConfigError as e:
+        raise NmtError(f"{path}: damaged ({e})") from None
+
+
+def warn_of_other_search(configs: list[RunConfig]) -> None:
     """Runs brought together with ``--runs`` may decode differently (a beam of 1 and
     one of 5): their difference then measures the search too, so say which keys
     differ. Keys that change only speed are not named."""
-    decodes = [read_yaml(d / "recipe.yaml").get("decode", {}) for d in run_dirs]
+    decodes = [dataclasses.asdict(cfg.decode) for cfg in configs]
     keys = sorted({k for dec in decodes for k in dec} - {"batch_tokens", "n_best"})
     differ = [k for k in keys if len({repr(dec.get(k)) for dec in decodes}) > 1]
     if differ:

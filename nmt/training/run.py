@@ -26,9 +26,25 @@ from nmt.training.trainer import Trainer
 if TYPE_CHECKING:
     from nmt.recipe import RunConfig
 
-__all__ = ["SUMMARY", "Interrupted", "Trainer", "prepare", "train"]
+__all__ = ["SUMMARY", "Interrupted", "Trainer", "prepare", "read_summary", "train"]
 
 SUMMARY = "summary.json"  # written when training ends; its presence marks a finished run
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """``RUN/summary.json``, None before training ends; an error naming it when it is
+    damaged (unreadable, or without the figures every summary holds)."""
+    path = Path(run_dir) / SUMMARY
+    summary = checkpoint.read_json(path)
+    if summary is None:
+        return None
+    figures = ("steps", "elapsed_s", "tokens_per_s")
+    if not isinstance(summary, dict) or any(
+        not isinstance(summary.get(k), (int, float)) or isinstance(summary.get(k), bool)
+        for k in figures
+    ):
+        raise NmtError(f"{path}: damaged (not a summary of training)")
+    return summary
 
 
 def prepare(

@@ -377,3 +377,49 @@ def test_jobs_give_the_outputs_of_one_job(tmp_path, toy_dir):
         assert (one / "test.hyp").read_text() == (two / "test.hyp").read_text()
     rows = [json.loads((outs[j] / "results.json").read_text())["rows"] for j in (1, 2)]
     assert [r["bleu"] for r in rows[0]] == [r["bleu"] for r in rows[1]]
+
+
+DAMAGE = {  # files written (None: removed), and the warning said
+    "entry": ({"results.json": '{"test": {"bleu": "x"}}'}, "'test' has a damaged entry"),
+    "no hyp": ({"test.hyp": None}, "'test' has no test.hyp"),
+    "short hyp": ({"test.hyp": "one line\n"}, "'test' has 1 line in test.hyp, not 15"),
+    "summary": ({"summary.json": '{"steps": "x"}'}, "summary.json: damaged (not a summary"),
+    "metrics": ({"summary.json": None, "metrics.jsonl": '[1]\n{"step": "x"}\nzzz\n'}, None),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_compare_mends_what_it_derived_and_a_run_left_damaged(tmp_path, tiny_run, damage):
+    """Scores and hypotheses are evaluated again; a damaged summary gives way to the
+    metrics log, damaged metrics records are left out. Each used to fail the run
+    with a bare KeyError or TypeError, or to take a damaged entry as scores."""
+    from nmt.evaluate import evaluate
+
+    a, b = (shutil.copytree(tiny_run, tmp_path / name) for name in ("a", "b"))
+    evaluate(a, ["test"], device="cpu")
+    files, warning = DAMAGE[damage]
+    for name, text in files.items():
+        if text is None:
+            (a / name).unlink()
+        else:
+            (a / name).write_text(text)
+    out = tmp_path / "cmp"
+    args = ["--runs", str(a), "--runs", str(b), "--split", "test", "--out", str(out)]
+    result = runner.invoke(app, ["compare", *args])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert warning is None or warning in said
+    assert "failed" not in (out / "report.md").read_text()
+    entry = json.loads((a / "results.json").read_text())["test"]
+    assert isinstance(entry["bleu"], float) and entry["sentences"] == 15
+    assert len((a / "test.hyp").read_text().splitlines()) == 15
+
+
+@pytest.mark.parametrize("text", ["run_dir: x\n", "run_dir: [1]\n", "- a list\n"])
+def test_a_damaged_run_recipe_is_one_line_naming_it(tmp_path, tiny_run, text):
+    a, b = (shutil.copytree(tiny_run, tmp_path / name) for name in ("a", "b"))
+    (a / "recipe.yaml").write_text(text)
+    args = ["--runs", str(a), "--runs", str(b), "--out", str(tmp_path / "cmp")]
+    result = runner.invoke(app, ["compare", *map(str, args)])
+    assert result.exit_code == 2 and f"{a / 'recipe.yaml'}: " in result.output, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "cmp").exists()
