@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from nmt import checkpoint
 from nmt.errors import NmtError
 from nmt.training.rundir import is_run
@@ -56,6 +58,12 @@ def average(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise NmtError("average: no checkpoints given")
     payloads = [checkpoint.load(p) for p in paths]
+    for path, payload in zip(paths, payloads):
+        checkpoint.check_entries(payload, path, {"config": dict, "vocab": dict, "model": dict})
+        if not all(isinstance(v, torch.Tensor) for v in payload["model"].values()):
+            raise NmtError(f"{path}: not a usable checkpoint: a damaged 'model' entry")
+        if (name := checkpoint.non_finite(payload["model"])) is not None:
+            raise NmtError(f"{path}: damaged: {name} holds NaN or infinite values")
     newest = payloads[-1]
     for path, payload in zip(paths, payloads):
         if payload["config"].get("model") != newest["config"].get("model"):

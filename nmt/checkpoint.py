@@ -122,6 +122,23 @@ def read_json(path: str | Path) -> Any:
         raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
 
 
+def check_entries(payload: dict[str, Any], path: str | Path, kinds: dict[str, type]) -> None:
+    """Fail, naming ``path``, unless each entry of ``kinds`` is there with its type."""
+    for key, kind in kinds.items():
+        if not isinstance(payload.get(key), kind):
+            what = "no" if key not in payload else f"a damaged ({type(payload[key]).__name__})"
+            raise NmtError(f"{path}: not a usable checkpoint: {what} {key!r} entry")
+
+
+def non_finite(weights: dict[str, torch.Tensor]) -> str | None:
+    """The first floating-point tensor holding NaN or infinity, by name. Training never
+    saves one (such updates are skipped), so in a checkpoint it is damage."""
+    for name, value in weights.items():
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return name
+    return None
+
+
 def save(path: str | Path, payload: dict[str, Any]) -> None:
     """Write a checkpoint atomically, stamped with the format and version. PyTorch's
     writer reports a failed write (a full disk) as a RuntimeError: it becomes an

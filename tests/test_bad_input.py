@@ -231,7 +231,19 @@ def bad_checkpoint(tmp_path: Path, tiny_run: Path, kind: str) -> Path:
         payload = torch.load(tiny_run / "best.pt", weights_only=True)
         config = {**payload["config"], "model": {**payload["config"]["model"], "d_model": 64}}
         torch.save({**payload, "config": config}, path)
+    elif kind in EDITS:
+        payload = torch.load(tiny_run / "best.pt", weights_only=True)
+        EDITS[kind](payload)
+        torch.save(payload, path)
     return path
+
+
+EDITS = {  # damage inside a readable checkpoint
+    "no config": lambda p: p.pop("config"),
+    "weights not a mapping": lambda p: p.update(model=[1]),
+    "vocabulary not bytes": lambda p: p["vocab"].update(src=5),
+    "NaN weights": lambda p: p["model"]["generator.weight"].fill_(float("nan")),
+}
 
 
 class Exploit:
@@ -249,6 +261,10 @@ CHECKPOINT_CASES = {
     "a study's variant directory": "global: no best.pt; it holds the runs seed1, seed2: name them",
     "a run not yet validated": "young: no best.pt; it has not validated yet: name its last.pt",
     "weights of another size": "weights do not fit the checkpoint's recipe: 39 of another shape",
+    "no config": "not a usable checkpoint: no 'config' entry",
+    "weights not a mapping": "not a usable checkpoint: a damaged (list) 'model' entry",
+    "vocabulary not bytes": "(source vocabulary): not a SentencePiece model (damaged",
+    "NaN weights": "damaged: tgt_embed.tokens.weight holds NaN or infinite values",
 }
 
 
@@ -259,7 +275,7 @@ def test_bad_checkpoint(kind, tiny_run, tmp_path):
     assert len(out) < 400 and "weights_only" not in out, out
 
 
-@pytest.mark.parametrize("kind", ["truncated", "code in pickle", "weights of another size"])
+@pytest.mark.parametrize("kind", ["truncated", "code in pickle", "weights of another size", *EDITS])
 @pytest.mark.parametrize("command", ["ensemble", "export", "average"])
 def test_new_surfaces_name_a_bad_checkpoint_and_write_nothing(kind, command, tiny_run, tmp_path):
     path = bad_checkpoint(tmp_path, tiny_run, kind)
@@ -272,6 +288,8 @@ def test_new_surfaces_name_a_bad_checkpoint_and_write_nothing(kind, command, tin
     expect = CHECKPOINT_CASES[kind]
     if (command, kind) == ("average", "weights of another size"):  # checked before loading
         expect = "another model's checkpoint than"
+    if (command, kind) == ("average", "vocabulary not bytes"):  # averaging reads no vocabulary
+        expect = "another vocabulary than"
     message = fails_cleanly(args, expect, input="lo nute\n")
     assert str(path.name) in message and not out.exists()
     assert not list(tmp_path.glob(".*tmp*"))

@@ -31,9 +31,14 @@ class Vocab:
         self.model = model
         self.sp = spm.SentencePieceProcessor()
         try:
+            if not isinstance(model, bytes):
+                raise TypeError
             self.sp.LoadFromSerializedProto(model)
-        except (RuntimeError, OSError) as e:
-            raise NmtError(f"{name}: not a SentencePiece model ({e})") from None
+        except (RuntimeError, OSError, TypeError):
+            # SentencePiece's own message names only its C++ source line.
+            raise NmtError(
+                f"{name}: not a SentencePiece model (damaged, or another kind of file)"
+            ) from None
         if (self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id()) != (PAD, BOS, EOS):
             raise NmtError(
                 f"{name}: SentencePiece model must use pad_id={PAD}, "

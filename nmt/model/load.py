@@ -50,6 +50,7 @@ def load_model(path: str | Path, device: torch.device) -> Loaded:
 def model_from_payload(ckpt: dict[str, Any], path: str | Path, device: torch.device) -> Loaded:
     """A loaded (or averaged) checkpoint's model, ready for inference; errors name
     ``path``."""
+    checkpoint.check_entries(ckpt, path, {"config": dict, "vocab": dict, "model": dict})
     try:
         cfg = config_from_dict(ckpt["config"])
         vocabs = checkpoint_vocabs(ckpt, path)
@@ -61,4 +62,6 @@ def model_from_payload(ckpt: dict[str, Any], path: str | Path, device: torch.dev
         message = " ".join(str(e).split())
         message = message if len(message) <= 200 else message[:200] + "…"
         raise NmtError(f"{path}: checkpoint does not match this nmt version ({message})") from None
+    if (name := checkpoint.non_finite(model.state_dict())) is not None:
+        raise NmtError(f"{path}: damaged: {name} holds NaN or infinite values")
     return Loaded(cfg, model.to(device).eval(), vocabs)

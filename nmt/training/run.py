@@ -14,7 +14,7 @@ from nmt import checkpoint
 from nmt.data.pipeline import check_files
 from nmt.device import resolve_device
 from nmt.distributed import Distributed, from_env
-from nmt.errors import NmtError
+from nmt.errors import ConfigError, NmtError
 from nmt.progress import console
 from nmt.training.build import build
 from nmt.training.config import TRAINERS
@@ -72,14 +72,22 @@ def prepare(
         )
     make_run_dir(run_dir)
     ckpt = checkpoint.load(last) if resume else None
+    if ckpt is not None:
+        kinds = {"config": dict, "vocab": dict, "model": dict, "state": dict}
+        checkpoint.check_entries(ckpt, last, {**kinds, "optimizer": dict, "rng": list})
     model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)
-    if dist.main:
-        checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
     trainer = TRAINERS.get(cfg.train.trainer.kind)(model, data, cfg, device, dist, log)
     if ckpt is not None:
         if dist.main and (n := checkpoint.remove_stale_temps(run_dir)):
             log(f"removed {n} temp file(s) left by an interrupted write")
-        trainer.restore(ckpt)
+        try:
+            trainer.restore(ckpt)
+        except (ConfigError, KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
+            what = f"no {e} entry" if isinstance(e, KeyError) else " ".join(str(e).split())
+            what = what if len(what) <= 200 else what[:200] + "…"
+            raise NmtError(f"{last}: damaged, cannot resume from it ({what})") from None
+    if dist.main:  # once the run is sure to go on
+        checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
     log(trainer.describe())
     return trainer
 

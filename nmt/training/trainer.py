@@ -26,6 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from nmt import checkpoint, kernels
 from nmt.attention import Attended
 from nmt.averaging import kept_name, prune
+from nmt.config import from_dict
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
@@ -146,8 +147,10 @@ class Trainer:
     def restore(self, ckpt: dict[str, Any]) -> None:
         """Continue from a full checkpoint: parameters, optimiser, run state, RNG."""
         self.model.load_state_dict(ckpt["model"])
+        if (name := checkpoint.non_finite(self.model.state_dict())) is not None:
+            raise ValueError(f"{name} holds NaN or infinite values")
         self.optimizer.load_state_dict(ckpt["optimizer"])
-        self.state = RunState(**ckpt["state"])
+        self.state = from_dict(RunState, ckpt["state"])
         self.saved_step = self.state.step
         rng = ckpt["rng"][self.dist.rank % len(ckpt["rng"])]  # one state per rank
         torch.set_rng_state(rng["torch"])

@@ -3,11 +3,14 @@ a stored vocabulary is reused only for the settings that made it."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
 import subprocess
 import sys
 
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -103,3 +106,32 @@ def test_resume_accepts_run_time_keys_and_says_what_changed(two_steps, toy_dir, 
     assert "train.max_steps 2 -> 4" in out and "decode.beam 2 -> 3" in out
     assert checkpoint.load(run / "last.pt")["state"]["step"] == 4
     assert yaml.safe_load((run / "recipe.yaml").read_text())["train"]["max_steps"] == 4
+
+
+DAMAGED_LAST = {  # how last.pt is damaged -> what the error says
+    "no optimizer": (lambda p: p.pop("optimizer"), "not a usable checkpoint: no 'optimizer' entry"),
+    "optimizer": (lambda p: p.update(optimizer={"state": 5}), "(no 'param_groups' entry)"),
+    "rng": (lambda p: p.update(rng=[{"torch": torch.zeros(3)}]), "must be a torch.ByteTensor"),
+    "state key": (lambda p: p["state"].update(zzz=1), "(zzz: unknown key)"),
+    "state type": (lambda p: p["state"].update(step="x"), "(step: expected an integer"),
+    "NaN": (lambda p: p["model"]["generator.weight"].fill_(float("nan")), "NaN or infinite"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_LAST)
+def test_resume_from_a_damaged_last_checkpoint_names_it_and_changes_nothing(
+    damage, two_steps, toy_dir, tmp_path
+):
+    """Each used to raise a KeyError or TypeError traceback, or (NaN) to train on."""
+    run = tmp_path / "copy"
+    shutil.copytree(two_steps, run)
+    payload = torch.load(run / "last.pt", weights_only=True)
+    edit, words = DAMAGED_LAST[damage]
+    edit(payload)
+    torch.save(payload, run / "last.pt")
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    cfg = resumed(toy_dir, run, train={"max_steps": 4, "valid_every": 2})
+    with pytest.raises(NmtError, match=re.escape(str(run / "last.pt")) + ": ") as e:
+        train(cfg, device="cpu", resume=True)
+    assert words in str(e.value)
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
