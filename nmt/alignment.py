@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from nmt.data.corpus import read_lines
-from nmt.errors import NmtError
+from nmt.errors import NmtError, shown
 
 Alignment = set[tuple[int, int]]  # {(source word, target word)}
 
@@ -86,7 +86,9 @@ def parse_pharaoh(line: str, where: str) -> Alignment:
     for pair in line.split():
         i, sep, j = pair.partition("-")
         if not (sep and i.isdigit() and j.isdigit()):
-            raise NmtError(f"{where}: {pair!r} is not an i-j alignment pair")
+            raise NmtError(f"{where}: {shown(pair)} is not an i-j alignment pair")
+        if max(len(i), len(j)) > 9:  # a word index past any sentence (and past int64)
+            raise NmtError(f"{where}: {shown(pair)}: a word index of more than 9 digits")
         out.add((int(i), int(j)))
     return out
 

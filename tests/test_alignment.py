@@ -47,3 +47,10 @@ def test_aer_on_hand_made_alignments():
 def test_malformed_pharaoh_names_the_place():
     with pytest.raises(NmtError, match=r"test\.align:3: '1:2'"):
         parse_pharaoh("0-0 1:2", "test.align:3")
+
+
+@pytest.mark.parametrize("pair", ["0-99999999999999999999999", "1" * 5000 + "-0"])
+def test_a_word_index_past_any_sentence_names_the_place(pair):
+    """Used to raise OverflowError (past int64) or Python's digit-limit ValueError."""
+    with pytest.raises(NmtError, match=r"test\.align:3: .* a word index of more than 9 digits"):
+        parse_pharaoh(f"0-0 {pair}", "test.align:3")

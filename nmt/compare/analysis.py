@@ -18,6 +18,7 @@ from nmt.attention_maps import (
     supervised_heads,
     word_alignment,
 )
+from nmt.data.config import DataConfig
 from nmt.data.corpus import n_lines, read_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding import encode_source
@@ -145,6 +146,19 @@ def attention_figures(
     return figures, maps
 
 
+def read_gold(data: DataConfig, split: str, sentences: int) -> list[Alignment] | None:
+    """The split's gold word alignments (``{split}.align`` beside it, as the toy corpus
+    has), None without; a malformed line, or another number of lines than the split's
+    sentences (AER would pair other sentences), is an error naming the file."""
+    path = Path(data.dir) / f"{split}.align"
+    if not path.is_file():
+        return None
+    gold = read_alignments(path)
+    if len(gold) != sentences:
+        raise NmtError(f"{path}: {n_lines(len(gold))}, but {split} has {sentences:,}")
+    return gold
+
+
 def analyse_run(
     variant: str,
     seed: int,
@@ -165,8 +179,7 @@ def analyse_run(
         if len(hyps) != len(refs):
             hyp = run_dir / f"{split}.hyp"
             raise NmtError(f"{hyp}: {n_lines(len(hyps))}, {len(refs):,} expected")
-        align_path = Path(cfg.data.dir) / f"{split}.align"  # toy corpus: gold alignments
-        gold = read_alignments(align_path) if align_path.is_file() else None
+        gold = read_gold(cfg.data, split, len(src))
         keep = heatmaps if n == 0 else ()
         attention, maps = attention_figures(loaded, src, refs, gold, keep)
         r = results[split]

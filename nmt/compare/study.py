@@ -10,7 +10,7 @@ import yaml
 
 from nmt.checkpoint import no_best, write_text
 from nmt.compare.aggregate import check_one_test_set, contrast_rows, summarise
-from nmt.compare.analysis import RunAnalysis, analyse_run
+from nmt.compare.analysis import RunAnalysis, analyse_run, read_gold
 from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
@@ -61,14 +61,15 @@ def check_not_a_run(out: Path, key: str) -> None:
 
 def check_data(spec: CompareSpec, planned: list[PlannedRun]) -> None:
     """Before any run trains, every data section's files, the spec's test splits in
-    each, and the heatmap lines in the first split: a split that no recipe names
-    would otherwise fail every run after it trained, a line past the end would
-    draw nothing."""
+    each (and their gold alignments), and the heatmap lines in the first split: a
+    split that no recipe names would otherwise fail every run after it trained, a
+    line past the end would draw nothing."""
     for data in dict.fromkeys(run.cfg.data for run in planned):
         check_files(data)
         for i, split in enumerate(spec.splits or ()):
             try:
                 lines = len(load_split(data, split)[0])
+                read_gold(data, split, lines)
             except NmtError as e:
                 raise NmtError(f"splits: {e}") from None
             if i == 0 and (past := [n for n in spec.heatmaps if n >= lines]):

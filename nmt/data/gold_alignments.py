@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from nmt.alignment import read_alignments
+from nmt.data.corpus import n_lines
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError
 
@@ -52,7 +53,7 @@ class GoldAlignments:
             raise NmtError(f"{path}: no such alignment file (train.alignment.file)")
         every = read_alignments(path)
         if len(every) != total:
-            raise NmtError(f"{path}: {len(every)} lines, but the training split has {total}")
+            raise NmtError(f"{path}: {n_lines(len(every))}, but the training split has {total:,}")
         links = [np.array(sorted(every[i]), dtype=np.int64).reshape(-1, 2) for i in lines]
         return cls(links, src, tgt)
 

@@ -423,3 +423,18 @@ def test_a_damaged_run_recipe_is_one_line_naming_it(tmp_path, tiny_run, text):
     result = runner.invoke(app, ["compare", *map(str, args)])
     assert result.exit_code == 2 and f"{a / 'recipe.yaml'}: " in result.output, result.output
     assert "Traceback" not in result.output and not (tmp_path / "cmp").exists()
+
+
+def test_gold_alignments_of_another_length_are_refused_before_any_run(tmp_path, toy_dir):
+    """AER would pair other sentences' links (zip stops at the shorter list)."""
+    data = shutil.copytree(toy_dir, tmp_path / "toy")
+    lines = (data / "test.align").read_text().splitlines()
+    (data / "test.align").write_text("\n".join(lines[:-1]) + "\n")
+    spec = write_spec(tmp_path, data, {"global": []})
+    result = runner.invoke(app, ["compare", str(spec)])
+    said = " ".join(result.output.split())
+    assert (
+        result.exit_code == 2
+        and f"splits: {data / 'test.align'}: 14 lines, but test has 15" in said
+    )
+    assert not (tmp_path / "study").exists()
