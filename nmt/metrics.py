@@ -40,7 +40,9 @@ def bleu(hyps: list[str], refs: list[str]) -> float:
 
 def score_files(hyp_path: Path, ref_paths: list[Path], metrics: list[str]) -> list[Score]:
     """Score a hypothesis file (``-``: standard input, as sacreBLEU reads it) against
-    reference files; counts must match and be non-zero."""
+    reference files; counts must match and be non-zero. A metric named twice is
+    scored once."""
+    metrics = list(dict.fromkeys(metrics))
     unknown = [m for m in metrics if m not in METRICS]
     if unknown or not metrics:
         raise NmtError(

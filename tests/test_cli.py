@@ -255,3 +255,11 @@ def test_attention_says_when_a_sentence_is_cut_to_the_models_positions(tiny_run,
         out = " ".join(result.output.split())
         assert result.exit_code == 0, result.output
         assert f"{option}: over 255 pieces; the model reads the first 255" in out
+
+
+def test_score_scores_a_metric_named_twice_once(tmp_path):
+    (tmp_path / "h").write_text("a small cat\n")
+    (tmp_path / "r").write_text("a small cat\n")
+    result = invoke("score", tmp_path / "h", "--ref", tmp_path / "r", "--metrics", "bleu,chrf,bleu")
+    assert result.exit_code == 0 and result.output.count("BLEU = ") == 1, result.output
+    assert result.output.count("chrF2 = ") == 1
