@@ -108,3 +108,23 @@ def average_last(run_dir: Path, n: int) -> dict[str, Any]:
             f"{len(kept)} (train.keep_checkpoints: at least {n} before training)"
         )
     return average(kept[-n:])
+
+
+def average_into(inputs: list[Path], last: int | None, output: Path) -> int:
+    """``nmt average``: the named checkpoints, or with ``last`` the newest ``last``
+    kept checkpoints of one run directory, averaged into ``output``; returns how
+    many were averaged."""
+    check_output(output)
+    if last is not None:
+        if len(inputs) != 1 or not inputs[0].is_dir():
+            raise NmtError("--last: give one run directory (it reads RUN/step-*.pt)")
+        payload = average_last(inputs[0], last)
+    else:
+        if dirs := [p for p in inputs if p.is_dir()]:
+            raise NmtError(
+                f"{dirs[0]}: a run directory; add --last N for its newest N kept "
+                "checkpoints, or name checkpoint files"
+            )
+        payload = average(inputs)
+    checkpoint.save(output, payload)
+    return len(payload["averaged"])

@@ -274,23 +274,10 @@ def average(
     output: Path = typer.Option(..., "-o", "--output", help="The averaged checkpoint."),
 ) -> None:
     """Average checkpoints of one model (every floating-point tensor's mean) into one."""
-    from nmt import averaging, checkpoint
+    from nmt.averaging import average_into
     from nmt.progress import console
 
-    averaging.check_output(output)
-    if last is not None:
-        if len(inputs) != 1 or not inputs[0].is_dir():
-            raise NmtError("--last: give one run directory (it reads RUN/step-*.pt)")
-        payload = averaging.average_last(inputs[0], last)
-    else:
-        if dirs := [p for p in inputs if p.is_dir()]:
-            raise NmtError(
-                f"{dirs[0]}: a run directory; add --last N for its newest N kept "
-                "checkpoints, or name checkpoint files"
-            )
-        payload = averaging.average(inputs)
-    checkpoint.save(output, payload)
-    n = len(payload["averaged"])
+    n = average_into(inputs, last, output)
     console.print(f"{output}: the mean of {n} checkpoint{'s' if n > 1 else ''}")
 
 
