@@ -14,6 +14,10 @@ from nmt.errors import ConfigError, NmtError
 from nmt.recipe import RunConfig
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
+# Bounds on what one spec may ask for: planning alone takes milliseconds a run,
+# and each contrast, bucket and heatmap line is a test, a bar or a figure per variant.
+MAX_RUNS = 1_000
+MAX_ITEMS = 100
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
 
 
@@ -88,6 +92,16 @@ class CompareSpec:
             )
             check(pair[0] != pair[1], key, "a variant against itself")
         check(len(set(self.contrasts)) == len(self.contrasts), "contrasts", "a pair named twice")
+        runs = len(self.variants) * len(self.seeds)
+        check(
+            runs <= MAX_RUNS,
+            "seeds",
+            f"{len(self.variants):,} variant{'s' * (len(self.variants) > 1)} x "
+            f"{len(self.seeds):,} seeds is {runs:,} runs; "
+            f"a study holds at most {MAX_RUNS:,}",
+        )
+        for key in ("contrasts", "length_buckets", "heatmaps"):
+            check(len(getattr(self, key)) <= MAX_ITEMS, key, f"at most {MAX_ITEMS} entries")
         check(bool(self.seeds), "seeds", "give at least one seed")
         check(len(set(self.seeds)) == len(self.seeds), "seeds", "seeds must differ")
         for i, seed in enumerate(self.seeds):

@@ -225,8 +225,20 @@ def test_a_report_is_never_written_into_a_run(tmp_path, toy_dir, tiny_run):
         ("significance", {"test": "paired_bs", "samples": 10**7}, "significance.samples"),
         ("splits", ["test", "nope"], "splits: "),
         ("heatmaps", [0, 15], "heatmaps: line 15 is past the end of test (15 lines"),
+        ("seeds", list(range(1001)), "seeds: 1 variant x 1,001 seeds is 1,001 runs; a study"),
+        ("heatmaps", [0] * 101, "heatmaps: at most 100 entries"),
+        ("length_buckets", list(range(1, 102)), "length_buckets: at most 100 entries"),
     ],
-    ids=["seed", "bootstrap", "samples", "a split the corpus lacks", "a heatmap line"],
+    ids=[
+        "seed",
+        "bootstrap",
+        "samples",
+        "a split the corpus lacks",
+        "a heatmap line",
+        "runs",
+        "heatmap lines",
+        "buckets",
+    ],
 )
 def test_absurd_spec_values_are_refused_before_any_run(tmp_path, toy_dir, key, value, words):
     """Each used to start the study: a seed past 2**63 failed every run, 10**12
