@@ -214,10 +214,17 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Parse a YAML mapping safely; errors name the file (and line)."""
     path = Path(path)
+    if path.is_dir():
+        recipe = path / "recipe.yaml"  # a run directory: the recipe it was trained with
+        hint = f"; its run's recipe is {recipe}" if recipe.is_file() else ""
+        raise NmtError(f"{path}: a directory, not a YAML file{hint}")
     if not path.is_file():
         raise NmtError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
+    data = path.read_bytes()
+    if data.startswith(b"PK\x03\x04"):  # torch.save writes zip archives
+        raise NmtError(f"{path}: a checkpoint (or another zip archive), not a YAML file")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise NmtError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:

@@ -60,6 +60,8 @@ def _plain(value: Any) -> Any:
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     """Load a recipe file, apply ``--set`` overrides, validate into a RunConfig."""
     data = apply_overrides(read_yaml(path), overrides or [])
+    if "variants" in data and "run_dir" not in data:
+        raise NmtError(f"{path}: a comparison spec, not a recipe; run it with: nmt compare {path}")
     if isinstance(data.get("train"), dict) and "scheduled_sampling" in data["train"]:
         raise NmtError(
             f"{path}: train.scheduled_sampling: its options now go under train.trainer, "

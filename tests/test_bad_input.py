@@ -531,3 +531,25 @@ def test_running_out_of_memory_is_one_line(tiny_run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(nmt.translate, "translate_file", exhausted)
     fails_cleanly(["translate", tiny_run, "-i", "/dev/zero"], "out of memory: an input line")
+
+
+@pytest.mark.parametrize(
+    "command, given, expect",
+    [
+        ("train", "run", "a directory, not a YAML file; its run's recipe is"),
+        ("train", "best.pt", "a checkpoint (or another zip archive), not a YAML file"),
+        ("train", "spec", "a comparison spec, not a recipe; run it with: nmt compare"),
+        ("compare", "recipe", "a recipe, not a comparison spec; train it with nmt train"),
+        ("data prepare", "spec", "a comparison spec, not a recipe"),
+    ],
+)
+def test_a_file_of_the_other_kind_is_named_as_such(tiny_run, command, given, expect):
+    """Each used to be an unknown key (``base``; ``run_dir``, "did you mean out_dir?")
+    or "not UTF-8 text"."""
+    path = {
+        "run": tiny_run,
+        "best.pt": tiny_run / "best.pt",
+        "spec": Path(__file__).resolve().parents[1] / "recipes" / "compare-toy.yaml",
+        "recipe": tiny_run / "recipe.yaml",
+    }[given]
+    fails_cleanly([*command.split(), path], expect)

@@ -141,6 +141,11 @@ def load_spec(
     bad override in a variant names the variant)."""
     path = Path(path)
     raw = apply_overrides(read_yaml(path), overrides or [])
+    if "run_dir" in raw and "variants" not in raw:
+        raise NmtError(
+            f"{path}: a recipe, not a comparison spec; train it with nmt train {path}, "
+            "or name it as a spec's base (docs/compare.md)"
+        )
     try:
         spec = from_dict(CompareSpec, raw)
     except ConfigError as e:
