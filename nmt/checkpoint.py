@@ -171,6 +171,23 @@ def no_best(run_dir: Path) -> str:
     return f"{run_dir}: no best.pt (not a run directory)"
 
 
+def not_a_checkpoint(path: Path) -> str | None:
+    """What a file is when it cannot be a checkpoint (``torch.save`` writes a zip
+    archive, older PyTorch a pickle): a text file, a recipe, or an unknown format;
+    None when it may be one. torch.load would call a recipe "unsafe content"."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if head.startswith(b"PK\x03\x04") or head[:1] == b"\x80":
+        return None
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "neither a zip archive nor a pickle"
+    if path.suffix in (".yaml", ".yml"):
+        return "a YAML file: a recipe is trained with nmt train, which writes RUN/best.pt"
+    return "a text file" if head else "an empty file"
+
+
 def load(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint without executing code; every failure is one clear line."""
     path = Path(path)
@@ -180,6 +197,8 @@ def load(path: str | Path) -> dict[str, Any]:
         path = path / "best.pt"
     if not path.is_file():
         raise NmtError(f"{path}: no such checkpoint")
+    if (kind := not_a_checkpoint(path)) is not None:
+        raise NmtError(f"{path}: not a readable checkpoint ({kind})")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

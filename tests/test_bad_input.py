@@ -206,6 +206,9 @@ def bad_checkpoint(tmp_path: Path, tiny_run: Path, kind: str) -> Path:
     good = (tiny_run / "best.pt").read_bytes()
     if kind == "not a checkpoint":
         path.write_text("hello")
+    elif kind == "a recipe":
+        path = tmp_path / "recipe.yaml"
+        path.write_text("run_dir: runs/x\n")
     elif kind == "truncated":
         path.write_bytes(good[: len(good) // 3])
     elif kind == "incompatible version":
@@ -252,7 +255,8 @@ class Exploit:
 
 
 CHECKPOINT_CASES = {
-    "not a checkpoint": "not a readable checkpoint",
+    "not a checkpoint": "not a readable checkpoint (a text file)",
+    "a recipe": "not a readable checkpoint (a YAML file: a recipe is trained with nmt train",
     "truncated": "not a readable checkpoint",
     "incompatible version": "format version 99 is not supported",
     "foreign": "not an nmt checkpoint",
