@@ -49,7 +49,10 @@ def align_corpus(
     except ImportError:
         raise NmtError("nmt data align needs the align extra: pip install 'nmt[align]'") from None
     if not directory.is_dir():
-        raise NmtError(f"{directory}: no such directory")
+        what = "a file, not a directory" if directory.exists() else "no such directory"
+        raise NmtError(f"{directory}: {what}")
+    if src == tgt:
+        raise NmtError(f"--src and --tgt are both {src!r}: name the two sides")
     splits = splits or corpus_splits(directory, src, tgt)
     if not splits:
         raise NmtError(f"{directory}: no split with both .{src} and .{tgt} files")

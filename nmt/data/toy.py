@@ -187,6 +187,8 @@ def write_corpus(out_dir: str | Path, size: int = 12000, seed: int = 1) -> dict[
     is harmless); one with other text, a user's own corpus perhaps, is an error
     before anything is written."""
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NmtError(f"{out_dir}: a file, not a directory")
     counts, files = {}, {}
     for split, (share, offset, lo, hi, clauses) in SPLITS.items():
         n = max(1, round(size * share))

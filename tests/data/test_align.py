@@ -58,3 +58,12 @@ def test_empty_files_are_refused_and_nothing_is_written(tmp_path):
     result = invoke("data", "align", tmp_path, "--src", "de", "--tgt", "en")
     assert result.exit_code == 2 and "val: empty files, nothing to align" in result.output
     assert not (tmp_path / "val.align").exists()
+
+
+def test_a_file_for_the_directory_or_one_side_twice_is_named(tmp_path, toy_dir):
+    require_extra("eflomal", "align")
+    (tmp_path / "afile").write_text("x\n")
+    with pytest.raises(NmtError, match=r"afile: a file, not a directory"):
+        align_corpus(tmp_path / "afile", "src", "tgt", None, print)
+    with pytest.raises(NmtError, match=r"--src and --tgt are both 'src'"):
+        align_corpus(toy_dir, "src", "src", ["test"], print)  # before "test.align exists"

@@ -70,3 +70,10 @@ def test_regenerating_is_harmless_but_other_files_are_kept(tmp_path):
 def test_size_is_bounded():
     result = CliRunner().invoke(app, ["data", "toy", "unused", "--size", str(10**12)])
     assert result.exit_code == 2 and "--size: must be in 1..1,000,000" in result.output
+
+
+def test_a_file_where_the_directory_goes_is_refused_before_generating(tmp_path):
+    (tmp_path / "afile").write_text("mine\n")
+    with pytest.raises(NmtError, match=r"afile: a file, not a directory"):
+        write_corpus(tmp_path / "afile", size=10**6)  # refused at once, not after minutes
+    assert (tmp_path / "afile").read_text() == "mine\n"
