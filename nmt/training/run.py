@@ -20,7 +20,7 @@ from nmt.training.build import build
 from nmt.training.config import TRAINERS
 from nmt.training.rundir import make_run_dir, owned
 from nmt.training.signals import Interrupted
-from nmt.training.tensorboard import summary_writer
+from nmt.training.tensorboard import log_dir, summary_writer
 from nmt.training.trainer import Trainer
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ def prepare(
     check_files(cfg.data)
     if "tensorboard" in cfg.train.log_to:
         summary_writer()
+        log_dir(run_dir, cfg.train.tensorboard_dir)
     last = run_dir / "last.pt"
     if resume and not last.is_file():
         raise NmtError(f"{last}: nothing to resume (no last.pt in run_dir)")

@@ -42,6 +42,15 @@ def summary_writer() -> type:
     return SummaryWriter
 
 
+def log_dir(run_dir: Path, chosen: str | None) -> Path:
+    """Where a run's events go: ``train.tensorboard_dir``, else ``RUN/tb``; one that
+    is a file is an error before the run starts."""
+    path = Path(chosen) if chosen else run_dir / "tb"
+    if path.exists() and not path.is_dir():
+        raise NmtError(f"train.tensorboard_dir: {path}: a file, not a directory")
+    return path
+
+
 class TensorBoardLog:
     """A ``SummaryWriter`` on ``log_dir``. ``purge_step``: a resumed run's first step;
     events the interrupted run logged from there on are dropped, so curves do not

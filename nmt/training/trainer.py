@@ -48,7 +48,7 @@ from nmt.training.state import (
     peak_rss_mb,
     progress_info,
 )
-from nmt.training.tensorboard import TensorBoardLog, dev_attention
+from nmt.training.tensorboard import TensorBoardLog, dev_attention, log_dir
 from nmt.training.validation import dev_scores
 
 if TYPE_CHECKING:
@@ -339,8 +339,8 @@ class Trainer:
         t = self.cfg.train
         if "tensorboard" not in t.log_to or not self.dist.main:
             return None
-        log_dir = Path(t.tensorboard_dir) if t.tensorboard_dir else self.run_dir / "tb"
-        return TensorBoardLog(log_dir, purge_step=self.state.step + 1 if self.state.step else None)
+        where = log_dir(self.run_dir, t.tensorboard_dir)
+        return TensorBoardLog(where, purge_step=self.state.step + 1 if self.state.step else None)
 
     def budget_spent(self) -> bool:
         """Whether any budget is spent (on any rank: clocks differ between ranks)."""

@@ -104,3 +104,26 @@ def test_an_unwritable_log_dir_is_one_line_naming_it(tmp_path):
     (tmp_path / "tb").write_text("a file where the log directory should be")
     with pytest.raises(NmtError, match="tb: cannot write TensorBoard logs"):
         TensorBoardLog(tmp_path / "tb")
+
+
+def test_a_log_dir_that_is_a_file_is_refused_before_the_run_builds(
+    tiny_config, tmp_path, monkeypatch
+):
+    """It used to fail only once the data was prepared and the model built."""
+    require_extra("tensorboard", "tensorboard")
+    import nmt.training.run
+
+    def build(*args, **kwargs):
+        raise AssertionError("built before the log dir was checked")
+
+    monkeypatch.setattr(nmt.training.run, "build", build)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("mine\n")
+    cfg = tiny_config(
+        train={"log_to": ["jsonl", "tensorboard"], "tensorboard_dir": str(blocker), "max_steps": 1}
+    )
+    with pytest.raises(
+        NmtError, match=r"train\.tensorboard_dir: .*a-file: a file, not a directory"
+    ):
+        train(cfg, device="cpu")
+    assert blocker.read_text() == "mine\n"
