@@ -400,6 +400,7 @@ DAMAGE = {  # files written (None: removed), and the warning said
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_compare_mends_what_it_derived_and_a_run_left_damaged(tmp_path, tiny_run, damage):
     """Scores and hypotheses are evaluated again; a damaged summary gives way to the
