@@ -3,7 +3,6 @@ each split, training and decoding cost, and what its cross-attention looks like.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,9 +27,7 @@ from nmt.metrics import sentence_stats
 from nmt.model.load import Loaded, load_model
 from nmt.progress import warn
 from nmt.training.run import read_summary
-
-# The figures of a metrics.jsonl record the report reads, each a number.
-FIGURES = ("step", "elapsed", "valid_bleu", "valid_loss", "tokens_per_s")
+from nmt.training.state import metric_records
 
 
 @dataclass
@@ -56,26 +53,6 @@ class RunAnalysis:
     train: dict[str, float]  # steps, seconds, tokens_per_s
     curve: list[dict[str, float]]  # dev scores: step, elapsed, valid_bleu / valid_loss
     splits: dict[str, SplitAnalysis]
-
-
-def metric_records(path: Path) -> list[dict[str, float]]:
-    """The records of a metrics log whose figures are numbers; a line cut by a kill
-    (the trainer trims these on resume) or otherwise damaged is left out."""
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool)
-            for k, v in record.items()
-            if k in FIGURES
-        ):
-            records.append(record)
-    return records
 
 
 def training_figures(run_dir: Path) -> tuple[dict[str, float], list[dict[str, float]]]:

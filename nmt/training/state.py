@@ -3,9 +3,11 @@ statistics of the interval the next log line reports."""
 
 from __future__ import annotations
 
+import json
 import math
 import resource
 from dataclasses import dataclass
+from pathlib import Path
 
 from nmt.training.config import TrainConfig
 
@@ -94,3 +96,27 @@ def progress_info(record: dict[str, float]) -> str:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# The figures of a metrics.jsonl record that are read back, each a number.
+FIGURES = ("step", "elapsed", "valid_bleu", "valid_loss", "tokens_per_s")
+
+
+def metric_records(path: Path) -> list[dict[str, float]]:
+    """The records of a run's ``metrics.jsonl`` whose figures are numbers; a line cut
+    by a kill, or otherwise damaged, is left out."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool)
+            for k, v in record.items()
+            if k in FIGURES
+        ):
+            records.append(record)
+    return records

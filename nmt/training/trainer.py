@@ -45,6 +45,7 @@ from nmt.training.state import (
     RunState,
     budget_spent,
     expected_steps,
+    metric_records,
     peak_rss_mb,
     progress_info,
 )
@@ -165,15 +166,8 @@ class Trainer:
         path = self.run_dir / "metrics.jsonl"
         if not path.is_file():
             return
-        kept = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if record.get("step", 0) <= self.state.step:
-                kept.append(line + "\n")
-        checkpoint.write_text(path, "".join(kept))
+        kept = [r for r in metric_records(path) if r.get("step", 0) <= self.state.step]
+        checkpoint.write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
 
     # ------------------------------------------------------------------- loss
 

@@ -219,3 +219,20 @@ def test_validation_reports_every_decoded_dev_sentence(tiny_config):
     seen = []
     metrics = trainer.validate(seen.append)
     assert sum(seen) == len(trainer.data.dev_src) and "valid_bleu" in metrics
+
+
+def test_resume_trims_a_damaged_metrics_log_to_its_whole_records(tiny_config):
+    """A list, a step that is not a number and a cut line used to stop the resume with
+    an AttributeError or TypeError."""
+    cfg = tiny_config(train={"max_steps": 2, "valid_every": 2, "log_every": 1})
+    train(cfg, device="cpu")
+    log = f"{cfg.run_dir}/metrics.jsonl"
+    whole = open(log).read()
+    with open(log, "a") as f:
+        f.write('[1]\n{"step": "x", "loss": 1.0}\n{"step": 3, "loss": 1.0}\n{"step": 4, "lo')
+    longer = tiny_config(train={"max_steps": 4, "valid_every": 2, "log_every": 1})
+    train(longer, device="cpu", resume=True)
+    records = [json.loads(line) for line in open(log)]
+    assert open(log).read().startswith(whole)  # the records kept are written as they were
+    assert all(isinstance(r, dict) and isinstance(r["step"], int) for r in records)
+    assert [r["step"] for r in records if "loss" in r] == [1, 2, 3, 4]
