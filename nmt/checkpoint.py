@@ -122,6 +122,11 @@ def read_json(path: str | Path) -> Any:
         raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
 
 
+def is_number(value: Any) -> bool:
+    """Whether a value read from a JSON run file is a number (true and false are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def check_entries(payload: dict[str, Any], path: str | Path, kinds: dict[str, type]) -> None:
     """Fail, naming ``path``, unless each entry of ``kinds`` is there with its type."""
     for key, kind in kinds.items():

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from nmt.averaging import average_last
-from nmt.checkpoint import held, read_json, write_text
+from nmt.checkpoint import held, is_number, read_json, write_text
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
@@ -21,15 +21,8 @@ from nmt.model.load import Loaded, load_model, model_from_payload
 from nmt.progress import console, sentence_progress, warn
 from nmt.translate import one_line
 
-# What each split's entry in results.json holds, and of which type.
-ENTRY = {
-    "sentences": int,
-    "sentences_per_s": (int, float),
-    "bleu": (int, float),
-    "chrf": (int, float),
-    "bleu_signature": str,
-    "chrf_signature": str,
-}
+# What each split's entry in results.json holds: these numbers, and both signatures.
+NUMBERS = ("sentences", "sentences_per_s", "bleu", "chrf")
 
 
 def read_results(run_dir: Path) -> dict[str, Any]:
@@ -59,8 +52,9 @@ def _stored(path: Path) -> dict[str, Any]:
 
 def _damage(run_dir: Path, split: str, entry: Any) -> str | None:
     """What is wrong with a split's entry and its hypotheses, or None."""
-    if not isinstance(entry, dict) or any(
-        not isinstance(entry.get(k), t) or isinstance(entry.get(k), bool) for k, t in ENTRY.items()
+    if not isinstance(entry, dict) or not (
+        all(is_number(entry.get(k)) for k in NUMBERS)
+        and all(isinstance(entry.get(f"{m}_signature"), str) for m in ("bleu", "chrf"))
     ):
         return "has a damaged entry"
     hyp = run_dir / f"{split}.hyp"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from nmt import checkpoint
+from nmt.checkpoint import is_number
 from nmt.data.pipeline import check_files
 from nmt.device import resolve_device
 from nmt.distributed import Distributed, from_env
@@ -39,10 +40,7 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     if summary is None:
         return None
     figures = ("steps", "elapsed_s", "tokens_per_s")
-    if not isinstance(summary, dict) or any(
-        not isinstance(summary.get(k), (int, float)) or isinstance(summary.get(k), bool)
-        for k in figures
-    ):
+    if not isinstance(summary, dict) or not all(is_number(summary.get(k)) for k in figures):
         raise NmtError(f"{path}: damaged (not a summary of training)")
     return summary
 

@@ -9,6 +9,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
+from nmt.checkpoint import is_number
 from nmt.training.config import TrainConfig
 
 
@@ -113,10 +114,6 @@ def metric_records(path: Path) -> list[dict[str, float]]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(record, dict) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool)
-            for k, v in record.items()
-            if k in FIGURES
-        ):
+        if isinstance(record, dict) and all(is_number(record[k]) for k in FIGURES if k in record):
             records.append(record)
     return records

@@ -32,11 +32,11 @@ def dev_scores(
     """Dev loss and perplexity (teacher forced), and the BLEU of greedy decoding when
     ``train.valid_bleu``; ``on_batch(n)`` follows the decoding's sentences."""
     model.eval()
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+    amp = {"device_type": device.type, "dtype": torch.bfloat16, "enabled": bf16}
     nll = tokens = 0.0
     for idx in data.dev.epoch_batches(cfg.train.batch_tokens, 0, 0):
         batch = data.dev.collate(idx).to(device)
-        with autocast:
+        with torch.autocast(**amp):
             logits = model(batch.src, batch.tgt_in)  # (B,T,V)
         nll += float(
             F.cross_entropy(
@@ -50,7 +50,7 @@ def dev_scores(
     out = {"valid_loss": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
     if cfg.train.valid_bleu:
         greedy = dataclasses.replace(cfg.decode, beam=1, n_best=1)
-        with autocast:
+        with torch.autocast(**amp):
             hyps = translate_lines(
                 model, data.vocabs.src, data.vocabs.tgt, data.dev_src, greedy, device, on_batch
             )
