@@ -544,6 +544,7 @@ def test_running_out_of_memory_is_one_line(tiny_run, tmp_path, monkeypatch):
         ("train", "best.pt", "a checkpoint (or another zip archive), not a YAML file"),
         ("train", "spec", "a comparison spec, not a recipe; run it with: nmt compare"),
         ("compare", "recipe", "a recipe, not a comparison spec; train it with nmt train"),
+        ("compare", "run", "a directory, not a spec; to compare existing runs: nmt compare --runs"),
         ("data prepare", "spec", "a comparison spec, not a recipe"),
     ],
 )

@@ -140,6 +140,11 @@ def load_spec(
     ``seeds=[1,2,3]``) and every run it implies; errors name the spec file and key (a
     bad override in a variant names the variant)."""
     path = Path(path)
+    if path.is_dir():
+        raise NmtError(
+            f"{path}: a directory, not a spec; to compare existing runs: "
+            f"nmt compare --runs {path} --runs OTHER --out DIR"
+        )
     raw = apply_overrides(read_yaml(path), overrides or [])
     if "run_dir" in raw and "variants" not in raw:
         raise NmtError(
