@@ -549,8 +549,8 @@ def test_running_out_of_memory_is_one_line(tiny_run, tmp_path, monkeypatch):
     ],
 )
 def test_a_file_of_the_other_kind_is_named_as_such(tiny_run, command, given, expect):
-    """Each used to be an unknown key (``base``; ``run_dir``, "did you mean out_dir?")
-    or "not UTF-8 text"."""
+    """Each used to be an unknown key (``base``; ``run_dir``, "did you mean out_dir?"),
+    "not a file" or "not UTF-8 text"."""
     path = {
         "run": tiny_run,
         "best.pt": tiny_run / "best.pt",
