@@ -62,8 +62,7 @@ def average(paths: list[Path]) -> dict[str, Any]:
         checkpoint.check_entries(payload, path, {"config": dict, "vocab": dict, "model": dict})
         if not all(isinstance(v, torch.Tensor) for v in payload["model"].values()):
             raise NmtError(f"{path}: not a usable checkpoint: a damaged 'model' entry")
-        if (name := checkpoint.non_finite(payload["model"])) is not None:
-            raise NmtError(f"{path}: damaged: {name} holds NaN or infinite values")
+        checkpoint.check_finite(payload["model"], path)
     newest = payloads[-1]
     for path, payload in zip(paths, payloads):
         if payload["config"].get("model") != newest["config"].get("model"):

@@ -135,13 +135,16 @@ def check_entries(payload: dict[str, Any], path: str | Path, kinds: dict[str, ty
             raise NmtError(f"{path}: not a usable checkpoint: {what} {key!r} entry")
 
 
-def non_finite(weights: dict[str, torch.Tensor]) -> str | None:
-    """The first floating-point tensor holding NaN or infinity, by name. Training never
-    saves one (such updates are skipped), so in a checkpoint it is damage."""
-    for name, value in weights.items():
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            return name
-    return None
+def check_finite(weights: dict[str, Any], path: str | Path) -> None:
+    """Fail, naming ``path``, if a floating-point tensor holds NaN or infinity.
+    Training never saves one (such updates are skipped), so in a checkpoint it is
+    damage."""
+    floats = {
+        k: v for k, v in weights.items() if isinstance(v, torch.Tensor) and v.is_floating_point()
+    }
+    for name, value in floats.items():
+        if not bool(torch.isfinite(value).all()):
+            raise NmtError(f"{path}: damaged: {name} holds NaN or infinite values")
 
 
 def save(path: str | Path, payload: dict[str, Any]) -> None:

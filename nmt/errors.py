@@ -17,6 +17,13 @@ def shown(value: Any) -> str:
     return _SHORT.repr(value)
 
 
+def brief(error: BaseException, limit: int = 200) -> str:
+    """Another library's error as one line of at most ``limit`` characters, to quote
+    inside ours (PyTorch's and pybind's run to many lines)."""
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 class NmtError(Exception):
     """Bad input from the user (recipe, data, checkpoint, arguments)."""
 

@@ -14,8 +14,9 @@ from nmt.errors import ConfigError, NmtError
 from nmt.recipe import RunConfig
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
-# Bounds on what one spec may ask for: planning alone takes milliseconds a run,
-# and each contrast, bucket and heatmap line is a test, a bar or a figure per variant.
+# Bounds on what one spec may ask for: every run is planned (its recipe built and
+# checked) before any trains, and each contrast, bucket and heatmap line is a test, a
+# bar or a figure per variant.
 MAX_RUNS = 1_000
 MAX_ITEMS = 100
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name

@@ -12,7 +12,7 @@ from torch import nn
 from nmt import checkpoint
 from nmt.data.pipeline import Vocabs, checkpoint_vocabs
 from nmt.data.vocab import PAD
-from nmt.errors import ConfigError, NmtError
+from nmt.errors import ConfigError, NmtError, brief
 from nmt.model.seq2seq import Transformer
 from nmt.recipe import RunConfig, config_from_dict
 
@@ -59,9 +59,6 @@ def model_from_payload(ckpt: dict[str, Any], path: str | Path, device: torch.dev
             raise NmtError(f"{path}: the weights do not fit the checkpoint's recipe: {differs}")
         model.load_state_dict(ckpt["model"])
     except (KeyError, TypeError, RuntimeError, ConfigError) as e:
-        message = " ".join(str(e).split())
-        message = message if len(message) <= 200 else message[:200] + "…"
-        raise NmtError(f"{path}: checkpoint does not match this nmt version ({message})") from None
-    if (name := checkpoint.non_finite(model.state_dict())) is not None:
-        raise NmtError(f"{path}: damaged: {name} holds NaN or infinite values")
+        raise NmtError(f"{path}: checkpoint does not match this nmt version ({brief(e)})") from None
+    checkpoint.check_finite(model.state_dict(), path)
     return Loaded(cfg, model.to(device).eval(), vocabs)

@@ -15,7 +15,7 @@ from nmt.checkpoint import is_number
 from nmt.data.pipeline import check_files
 from nmt.device import resolve_device
 from nmt.distributed import Distributed, from_env
-from nmt.errors import ConfigError, NmtError
+from nmt.errors import ConfigError, NmtError, brief
 from nmt.progress import console
 from nmt.training.build import build
 from nmt.training.config import TRAINERS
@@ -74,6 +74,7 @@ def prepare(
     if ckpt is not None:
         kinds = {"config": dict, "vocab": dict, "model": dict, "state": dict}
         checkpoint.check_entries(ckpt, last, {**kinds, "optimizer": dict, "rng": list})
+        checkpoint.check_finite(ckpt["model"], last)
     model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)
     trainer = TRAINERS.get(cfg.train.trainer.kind)(model, data, cfg, device, dist, log)
     if ckpt is not None:
@@ -82,8 +83,7 @@ def prepare(
         try:
             trainer.restore(ckpt)
         except (ConfigError, KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
-            what = f"no {e} entry" if isinstance(e, KeyError) else " ".join(str(e).split())
-            what = what if len(what) <= 200 else what[:200] + "…"
+            what = f"no {e} entry" if isinstance(e, KeyError) else brief(e)
             raise NmtError(f"{last}: damaged, cannot resume from it ({what})") from None
     if dist.main:  # once the run is sure to go on
         checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())

@@ -148,8 +148,6 @@ class Trainer:
     def restore(self, ckpt: dict[str, Any]) -> None:
         """Continue from a full checkpoint: parameters, optimiser, run state, RNG."""
         self.model.load_state_dict(ckpt["model"])
-        if (name := checkpoint.non_finite(self.model.state_dict())) is not None:
-            raise ValueError(f"{name} holds NaN or infinite values")
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.state = from_dict(RunState, ckpt["state"])
         self.saved_step = self.state.step
