@@ -71,16 +71,40 @@ def test_windowed_and_dense_paths_give_the_same_gradients(kind, options):
 
 
 @pytest.mark.parametrize(("kind", "options"), LOCAL)
-def test_zero_outside_the_window_and_the_source(kind, options):
+def test_weight_falls_on_exactly_the_window_on_the_source(kind, options):
+    """Window [p_t − w, p_t + w] (p_t rounded), 2w+1 positions, less those past the
+    sentence: every one of them gets weight, no other position does."""
     attn = build(kind, window=2, **options)
     out = run(attn, (30, 11), 25)
-    lo = torch.round(out.centers).long() - 2  # (B,Hc,T)
+    lo = torch.round(out.centers).long().unsqueeze(-1) - 2  # (B,Hc,T,1)
     s = torch.arange(30)
-    outside = (s < lo.unsqueeze(-1)) | (s > lo.unsqueeze(-1) + 4)  # (B,Hc,T,S)
-    assert (out.weights.masked_select(outside.expand_as(out.weights)) == 0).all()
-    assert (out.weights[1, :, :, 11:] == 0).all()
+    inside = (s >= lo) & (s <= lo + 4) & (s < torch.tensor([30, 11]).view(2, 1, 1, 1))
+    assert torch.equal(out.weights > 0, inside.expand_as(out.weights))
     if attn.normalised:
         torch.testing.assert_close(out.weights.sum(-1), torch.ones(2, H, 25))
+
+
+@pytest.mark.parametrize("gaussian", ["multiply", "bias"])
+@pytest.mark.parametrize("window", [1, 4])
+def test_local_p_weights_follow_their_formulas(gaussian, window):
+    """From global attention's weights g with the same projections, and the Gaussian
+    exp(−(s − p_t)²/2σ²) with σ = w/2 (Luong et al. 2015, eq. 10): ``multiply`` is
+    g renormalised over the window, times the Gaussian; ``bias`` (Yang et al. 2018,
+    eq. 4) is g times the Gaussian, renormalised over the window."""
+    local = build("local_p", window=window, gaussian=gaussian)
+    glob = build("global")
+    glob.load_state_dict(local.state_dict(), strict=False)  # all but the centre predictor
+    out, g = run(local, (30, 11), 25), run(glob, (30, 11), 25).weights  # (B,H,T,S)
+    p = out.centers.unsqueeze(-1)  # (B,H,T,1)
+    s = torch.arange(30)
+    inside = (s >= torch.round(p) - window) & (s <= torch.round(p) + window)
+    gauss = torch.exp(-((s - p) ** 2) / (2 * (window / 2) ** 2))
+    g = g * inside
+    if gaussian == "multiply":
+        want = g / g.sum(-1, keepdim=True) * gauss
+    else:
+        want = g * gauss / (g * gauss).sum(-1, keepdim=True)
+    torch.testing.assert_close(out.weights, want, atol=1e-6, rtol=1e-5)
 
 
 def test_local_m_with_a_covering_window_equals_global():
