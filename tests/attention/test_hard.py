@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from nmt.config import ConfigError
 from tests.attention.test_attention import D, build, inputs
 
 
@@ -130,3 +131,127 @@ def test_gumbel_temperature_anneals_by_update_not_by_forward():
     for _ in range(4):  # e.g. scheduled sampling's passes or accumulated micro-batches
         attn(query, mem, src_mask, pos)
     assert attn.temperature() == pytest.approx(torch.exp(torch.tensor(-0.3)).item())
+
+
+@pytest.mark.parametrize("estimator", ["reinforce", "straight_through", "gumbel"])
+def test_each_head_of_each_training_query_takes_one_real_source_value(estimator):
+    """With out_proj the identity, every head's slice of the context is the value of
+    one real source position (Gumbel at τ = 10⁻⁶, a near-one-hot relaxation): one
+    choice per (batch, head, query), over source positions, never over heads."""
+    torch.manual_seed(0)
+    cold = {"tau": 1e-6, "tau_min": 1e-6} if estimator == "gumbel" else {}
+    attn = build("hard", estimator=estimator, **cold).train()
+    with torch.no_grad():
+        attn.out_proj.weight.copy_(torch.eye(D))
+        attn.out_proj.bias.zero_()
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    mem = attn.project_memory(memory, src_mask)
+    heads = attn.split(attn(query, mem, src_mask, pos).context)  # (B,H,T,Dh)
+    for b, length in enumerate((9, 4)):
+        gap = (heads[b].unsqueeze(2) - mem.value[b, :, None, :length]).abs().amax(-1)
+        assert (gap.amin(-1) < 1e-4).all()  # (H,T): some real position's value
+
+
+def test_straight_through_passes_the_softmax_gradient_back():
+    """Forward one-hot, backward as the soft context: for a loss linear in the context
+    the gradient is global attention's with the same projections (Bengio et al. 2013)."""
+    torch.manual_seed(0)
+    attn = build("hard", estimator="straight_through").train()
+    glob = build("global").train()
+    glob.load_state_dict(attn.state_dict(), strict=False)  # all but the baseline buffers
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    direction = torch.randn(2, 5, D)
+    for module in (attn, glob):
+        context = module(query, module.project_memory(memory, src_mask), src_mask, pos).context
+        (context * direction).sum().backward()
+    torch.testing.assert_close(attn.q_proj.weight.grad, glob.q_proj.weight.grad)
+    torch.testing.assert_close(attn.k_proj.weight.grad, glob.k_proj.weight.grad)
+
+
+def entropy_of(alpha):  # (B,H,T,S) -> (B,H,T), 0·log 0 = 0
+    return -(alpha * torch.log(alpha.clamp(min=1e-30))).sum(-1)
+
+
+def test_reinforce_loss_is_minus_reward_to_go_times_log_prob_minus_the_entropy_bonus():
+    """The loss written out from the module docstring, on a batch with a padded target:
+    −Σ A_t·log α_t(ŝ_t) − λ_e·Σ H(α_t), A_t = Σ_{t'≥t} (r_t' − b) over real tokens;
+    and the logged reward, baseline (b ← 0.9·b + 0.1·mean r) and mean entropy."""
+    torch.manual_seed(0)
+    attn = build("hard", estimator="reinforce", entropy_weight=0.3).train()
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos, need_weights=True)
+    alpha = out.weights  # (B,H,T,S)
+    sampled = out.log_prob.exp().unsqueeze(-1)  # α at each sampled position
+    assert torch.isclose(alpha, sampled).any(-1).all()
+    m = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    reward = torch.randn(2, 5) * m
+    attn.baseline.fill_(-0.4)
+    loss, stats = attn.extra_loss([out], reward, m)
+    centred = (reward + 0.4) * m
+    to_go = torch.stack([centred[:, t:].sum(-1) for t in range(5)], -1)  # (B,T)
+    surrogate = -(to_go.unsqueeze(1) * out.log_prob * m.unsqueeze(1)).sum()
+    entropy = (entropy_of(alpha) * m.unsqueeze(1)).sum()
+    torch.testing.assert_close(loss, surrogate - 0.3 * entropy)
+    mean_reward = float(reward.sum() / 8)
+    assert stats["reward"] == pytest.approx(mean_reward)
+    assert stats["baseline"] == pytest.approx(0.9 * -0.4 + 0.1 * mean_reward)
+    assert stats["entropy"] == pytest.approx(float(entropy.detach()) / (8 * alpha.size(1)))
+
+
+def test_the_baseline_starts_at_the_first_reward_then_moves_by_its_decay():
+    attn = build("hard", estimator="reinforce", baseline_decay=0.8).train()
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    m = torch.ones(2, 5, dtype=torch.bool)
+    attn.extra_loss([out], torch.full((2, 5), -3.0), m)
+    assert float(attn.baseline) == pytest.approx(-3.0)
+    attn.extra_loss([out], torch.full((2, 5), -1.0), m)
+    assert float(attn.baseline) == pytest.approx(0.8 * -3.0 + 0.2 * -1.0)
+
+
+def test_expected_prob_one_gives_soft_contexts_and_no_policy_term():
+    """Xu et al.'s variance trick at probability 1: every context is the expected one
+    (global attention's, with the same projections), and no sample has a log-prob."""
+    attn = build("hard", estimator="reinforce", expected_prob=1.0).train()
+    glob = build("global")
+    glob.load_state_dict(attn.state_dict(), strict=False)  # all but the baseline buffers
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    soft = glob(query, glob.project_memory(memory, src_mask), src_mask, pos).context
+    torch.testing.assert_close(out.context, soft)
+    assert (out.log_prob == 0).all()
+
+
+def test_expected_prob_chooses_soft_contexts_at_that_rate():
+    torch.manual_seed(0)
+    attn = build("hard", estimator="reinforce", expected_prob=0.3).train()
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    query, memory, src_mask = (x.repeat(200, 1, 1) for x in (query, memory, src_mask))
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    assert float((out.log_prob == 0).float().mean()) == pytest.approx(0.3, abs=0.02)
+
+
+@pytest.mark.parametrize(
+    ("estimator", "options", "refused"),
+    [
+        ("reinforce", {"baseline_decay": 0.0}, None),
+        ("reinforce", {"baseline_decay": 1.0}, "baseline_decay"),
+        ("reinforce", {"baseline_decay": -0.1}, "baseline_decay"),
+        ("reinforce", {"expected_prob": 0.0}, None),
+        ("reinforce", {"expected_prob": 1.0}, None),
+        ("reinforce", {"expected_prob": 1.01}, "expected_prob"),
+        ("reinforce", {"entropy_weight": 0.0}, None),
+        ("reinforce", {"entropy_weight": -0.01}, "entropy_weight"),
+        ("gumbel", {"tau": 0.5, "tau_min": 0.5}, None),
+        ("gumbel", {"tau": 0.5, "tau_min": 0.6}, "tau_min"),
+        ("gumbel", {"tau_min": 0.0}, "tau_min"),
+        ("gumbel", {"anneal": 0.0}, None),
+        ("gumbel", {"anneal": -1e-4}, "anneal"),
+    ],
+)
+def test_estimator_settings_are_accepted_up_to_their_bounds(estimator, options, refused):
+    if refused is None:
+        build("hard", estimator=estimator, **options)
+    else:
+        with pytest.raises(ConfigError, match=refused):
+            build("hard", estimator=estimator, **options)
