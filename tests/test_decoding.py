@@ -16,6 +16,7 @@ from nmt.decoding import (
     beam_search,
     greedy,
     length_penalty,
+    max_lengths,
     sample_tokens,
     translate_ids,
 )
@@ -98,7 +99,7 @@ def test_a_beam_that_prunes_nothing_finds_the_exhaustive_n_best(alpha, limit):
     token_logp = logp.gather(-1, seqs[:, 1:, None]).squeeze(-1)  # (N,limit)
     lengths = torch.tensor([len(o) + 1 for o in outputs])  # with EOS
     used = torch.arange(limit) < lengths[:, None]
-    exhaustive = (token_logp * used).sum(1) / length_penalty(lengths.float(), alpha)
+    exhaustive = (token_logp * used).sum(1) / ((5 + lengths) / 6) ** alpha  # Wu et al., eq. 14
 
     beam = max(len(outputs), n_best)
     found = beam_search(model, src, torch.tensor([limit]), beam, alpha, n_best)[0]
@@ -106,6 +107,57 @@ def test_a_beam_that_prunes_nothing_finds_the_exhaustive_n_best(alpha, limit):
     torch.testing.assert_close(torch.tensor([h.score for h in found]), best, atol=1e-4, rtol=0)
     for h in found:
         assert h.score == pytest.approx(float(exhaustive[outputs.index(h.tokens)]), abs=1e-4)
+
+
+def test_output_limit_is_a_times_the_unpadded_source_length_plus_b_capped():
+    """a·S + b, S the source's pieces without padding (EOS counted), floored; never
+    above the model's limit, never below 1."""
+    src = torch.tensor([[5, 6, 7, EOS], [5, EOS, PAD, PAD], [EOS, PAD, PAD, PAD]])
+    limits = max_lengths(src, DecodeConfig(max_len_a=1.5, max_len_b=2), limit=7)
+    assert limits.tolist() == [7, 5, 3]  # 1.5·4 + 2 = 8 -> 7; 1.5·2 + 2; 1.5·1 + 2 = 3.5
+    assert max_lengths(src, DecodeConfig(max_len_a=0.0, max_len_b=1), 7).tolist() == [1] * 3
+
+
+def reference_beam_search(model, src, limit, beam, alpha, n_best):
+    """Beam search written plainly, one hypothesis at a time with full forward passes:
+    each step extends every unfinished hypothesis by every token an output may hold
+    (never PAD or BOS; only EOS at the limit), keeps each finished one as it is, and
+    keeps the ``beam`` best of all of them by log-probability / ((5 + |Y|) / 6) ** alpha
+    (Wu et al. 2016, eq. 14; |Y| counts EOS), until every kept one is finished."""
+
+    def normalised(hyp):
+        tokens, logp, _ = hyp
+        return logp / ((5 + len(tokens)) / 6) ** alpha
+
+    beams = [((), 0.0, False)]
+    for t in range(limit):
+        candidates = [h for h in beams if h[2]]
+        for tokens, logp, _ in (h for h in beams if not h[2]):
+            step = torch.log_softmax(model(src, torch.tensor([[BOS, *tokens]])), -1)[0, -1]
+            for token in range(step.numel()):
+                if token not in (PAD, BOS) and (t + 1 < limit or token == EOS):
+                    candidates.append(((*tokens, token), logp + float(step[token]), token == EOS))
+        beams = sorted(candidates, key=normalised, reverse=True)[:beam]
+        if all(h[2] for h in beams):
+            break
+    return [(list(h[0][:-1]), normalised(h)) for h in beams[:n_best]]
+
+
+@torch.no_grad()
+@pytest.mark.parametrize(("beam", "alpha"), [(2, 0.0), (3, 1.0), (4, 2.5)])
+def test_a_pruning_beam_finds_what_the_plain_beam_search_finds(beam, alpha):
+    """Over a vocabulary of 9 the beam prunes at every step, so which candidates it
+    keeps (ranked by length-normalised score, finished ones among them) decides the
+    outcome: the batched search must keep the same ones as the plain one."""
+    torch.manual_seed(5)
+    model = Transformer(tiny_model().cfg, VOCAB, 9, PAD, share_embeddings=False).eval()
+    model.generator.weight.mul_(3)  # sharper than at initialisation: EOS comes and goes
+    for n, limit in ((5, 6), (3, 4), (8, 7)):
+        src = random_batch([n])
+        want = reference_beam_search(model, src, limit, beam, alpha, beam)
+        found = beam_search(model, src, torch.tensor([limit]), beam, alpha, beam)[0]
+        assert [h.tokens for h in found] == [tokens for tokens, _ in want]
+        assert [h.score for h in found] == pytest.approx([s for _, s in want], abs=1e-4)
 
 
 @torch.no_grad()
