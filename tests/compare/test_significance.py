@@ -32,6 +32,8 @@ BASE = [run(1, 30.0), run(2, 31.0), run(3, 30.5)]
         ([31.0, 30.0, 31.5], 0.01, False, "within seed noise"),  # seed 2 below
         ([31.0, 32.0, 31.5], 0.20, False, "not significant (p 0.200"),
         ([29.0, 30.0, 29.5], 0.001, True, "-1.00 BLEU against base, significant"),
+        ([31.0, 31.0, 31.5], 0.01, False, "within seed noise"),  # seed 2 ties: no side
+        ([31.0, 32.0, 31.5], 0.05, False, "not significant (p 0.050"),  # p < alpha, strictly
     ],
 )
 def test_verdicts(bleus, p, significant, words):
@@ -53,6 +55,7 @@ def test_seeds_are_paired_by_number():
     """Only the seeds both sides have count; a missing seed is left out, not shifted."""
     out = judge("v", [run(2, 32.0), run(3, 31.5)], "base", BASE, "test", SignificanceSpec(), 0.01)
     assert out["seed_deltas"] == pytest.approx([1.0, 1.0]) and out["significant"]
+    assert "significant (p 0.010; all 2 seeds agree)" in out["verdict"]  # two give a verdict
 
 
 def test_holm_adjusts_as_the_step_down_procedure():
