@@ -50,7 +50,10 @@ def test_better_on_every_sentence_is_significant():
     base, good = sentence_stats(worse, refs), sentence_stats(better, refs)
     result = paired_bootstrap({"base": [base], "good": [good]}, "base", samples=300)
     assert result["good"].bleu > result["base"].bleu
-    assert result["good"].p_value < 0.05
+    # better in every resample: the smallest two-sided p, 2·(0 + 1)/(300 + 1), both ways
+    assert result["good"].p_value == pytest.approx(2 / 301)
+    swapped = paired_bootstrap({"good": [good], "base": [base]}, "good", samples=300)
+    assert swapped["base"].p_value == pytest.approx(2 / 301)
     assert result["good"].ci_low > result["base"].ci_high  # disjoint intervals here
 
 
