@@ -6,7 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,9 @@ def owned(run_dir: Path, key: str = "run_dir") -> Iterator[None]:
     """Hold ``run_dir`` for the duration (an advisory ``flock``, which the kernel
     releases when the process dies, so ``kill -9`` leaves no stale lock); a second
     process gets an error naming the directory, the owner's pid and the ``key`` that
-    chooses another directory."""
+    chooses another directory. A directory this call created is removed again if the
+    work fails before writing anything there, so a refused run leaves no trace."""
+    created = not run_dir.exists()
     make_run_dir(run_dir, key)
     try:
         fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
@@ -75,7 +77,14 @@ def owned(run_dir: Path, key: str = "run_dir") -> Iterator[None]:
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        yield
+        try:
+            yield
+        except BaseException:
+            with suppress(OSError):  # another process may have come in meanwhile
+                if created and [p.name for p in run_dir.iterdir()] == [LOCK]:
+                    (run_dir / LOCK).unlink()
+                    run_dir.rmdir()
+            raise
     finally:
         os.close(fd)  # releases the lock
 

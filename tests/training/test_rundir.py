@@ -135,3 +135,23 @@ def test_resume_from_a_damaged_last_checkpoint_names_it_and_changes_nothing(
         train(cfg, device="cpu", resume=True)
     assert words in str(e.value)
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+def test_a_run_refused_before_writing_leaves_no_directory(tiny_recipe, tmp_path):
+    """A pre-check that fails once the run directory is taken (here the TensorBoard
+    directory, a file) used to leave the new directory holding only its lock."""
+    (tmp_path / "tb").write_text("a file")
+    run = tmp_path / "new" / "run"
+    train_cfg = {"log_to": ["jsonl", "tensorboard"], "tensorboard_dir": str(tmp_path / "tb")}
+    recipe = tiny_recipe(train=train_cfg)
+    result = runner.invoke(app, ["train", str(recipe), "--set", f"run_dir={run}"])
+    assert result.exit_code == 2 and "tensorboard_dir" in result.output
+    assert not run.exists()
+
+
+def test_a_refused_run_keeps_a_directory_that_was_there(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(RuntimeError), owned(run):
+        raise RuntimeError("refused")
+    assert run.is_dir()
