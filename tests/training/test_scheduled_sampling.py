@@ -28,6 +28,9 @@ def test_every_schedule_decays_with_its_default_k(schedule):
         ({"schedule": "exponential", "k": 0.99}, {0: 1.0, 100: 0.99**100}),
         ({"schedule": "inverse_sigmoid", "k": 10.0}, {0: 10 / 11, 50: 10 / (10 + 2.718281828**5)}),
         ({"schedule": "constant", "k": 0.7, "warmup_steps": 5}, {0: 1.0, 4: 1.0, 5: 0.7, 1e6: 0.7}),
+        ({"schedule": "constant", "k": 0.0}, {0: 0.0, 9: 0.0}),  # pure sampling is allowed
+        # the schedule starts when the warm-up ends: step 60 is its 50th update
+        ({"schedule": "linear", "c": 0.01, "warmup_steps": 10}, {9: 1.0, 10: 1.0, 60: 0.5}),
     ],
 )
 def test_schedule_values(options, expected):
@@ -45,8 +48,13 @@ def test_schedule_values(options, expected):
         {"schedule": "linear", "k": 2000.0},  # ε = 1 for 20M updates
         {"schedule": "linear", "c": 0.0},
         {"schedule": "linear", "eps_min": 1.0},
+        {"schedule": "exponential", "k": 1.0},  # ε = 1 for ever
+        {"schedule": "constant", "k": 1.5},
         {"passes": 1},
         {"mix": "nearest"},
+        {"mix": "topk", "topk": 0},
+        {"temperature": 0.0},
+        {"warmup_steps": -1},
     ],
 )
 def test_bad_options_are_refused(tiny_recipe, options):
