@@ -11,6 +11,7 @@ from nmt.data.vocab import PAD
 from nmt.errors import NmtError
 from nmt.training.run import prepare, train
 from nmt.training.sampling_schedule import ScheduledSamplingConfig, gold_probability
+from nmt.training.scheduled_sampling import prediction_embeddings
 
 
 @pytest.mark.parametrize("schedule", ["linear", "exponential", "inverse_sigmoid"])
@@ -129,6 +130,41 @@ def test_gradient_reaches_pass_one_only_when_asked(tiny_config, first_pass_grad)
     assert calls[1][1].requires_grad
 
 
+LOGITS = torch.tensor([2.0, 0.5, -1.0, 1.0, 0.0])  # (V,)
+
+
+def mixed(mix: str, rows: int = 1, **options) -> tuple[torch.Tensor, torch.Tensor]:
+    """The embeddings ``mix`` builds for ``rows`` copies of LOGITS, and the table."""
+    torch.manual_seed(0)
+    table = torch.randn(5, 8)  # (V,D)
+    cfg = ScheduledSamplingConfig(mix=mix, **options)
+    return prediction_embeddings(LOGITS.expand(rows, 5), table, cfg), table
+
+
+def test_softmax_mix_is_the_expected_embedding_at_its_temperature():
+    out, table = mixed("softmax", temperature=2.0)
+    torch.testing.assert_close(out[0], torch.softmax(LOGITS / 2.0, -1) @ table)
+
+
+def test_topk_mix_renormalises_over_the_k_best():
+    out, table = mixed("topk", topk=2)  # tokens 0 and 3
+    w = torch.softmax(torch.tensor([2.0, 1.0]), -1)
+    torch.testing.assert_close(out[0], w[0] * table[0] + w[1] * table[3])
+
+
+@pytest.mark.parametrize(("mix", "options"), [("sample", {}), ("gumbel", {"temperature": 1e-4})])
+def test_sampling_mixes_draw_embeddings_as_often_as_the_softmax_says(mix, options):
+    """``sample`` feeds one drawn token's embedding; ``gumbel`` at a low temperature
+    nearly so (all but near-ties of the perturbed logits): each output is a row of
+    the table, drawn with frequency softmax(logits)."""
+    out, table = mixed(mix, rows=20000, **options)
+    gap = (out.unsqueeze(1) - table).abs().amax(-1)  # (rows,V)
+    one_row = (gap.amin(-1) < 1e-3).float().mean()
+    assert one_row == 1.0 if mix == "sample" else one_row > 0.995
+    freq = torch.bincount(gap.argmin(-1), minlength=5).float() / 20000
+    torch.testing.assert_close(freq, torch.softmax(LOGITS, -1), atol=0.015, rtol=0)
+
+
 @pytest.mark.parametrize("mix", ["argmax", "sample", "topk", "softmax", "gumbel"])
 def test_each_mix_and_three_passes(tiny_config, mix):
     trainer, batch = make(tiny_config, schedule="constant", k=0.5, mix=mix, passes=3)
@@ -158,6 +194,7 @@ def test_works_with_every_attention_variant(tiny_config, model):
     )
     summary = train(cfg, device="cpu")
     assert summary["steps"] == 3
+    assert 1 < summary["cost_vs_teacher_forcing"] < 5  # the extra pass is part of a step
 
 
 def test_gumbel_temperature_follows_updates_through_passes_and_accumulation(tiny_config):
