@@ -58,8 +58,12 @@ def grow_diag_final_and(forward: Alignment, reverse: Alignment) -> Alignment:
     """Symmetrise two directional alignments (Koehn et al. 2003; Moses' default):
     start from their intersection, grow into neighbouring (also diagonal) links of
     their union that align a word not yet aligned, then add links of either
-    direction whose two words are both still unaligned."""
+    direction whose two words are both still unaligned. As in Moses' pseudo-code,
+    each sweep visits the links in grid order (source word, then target word),
+    those it adds on the way included: which links grow first decides which words
+    are still unaligned."""
     links, union = forward & reverse, forward | reverse
+    grid = sorted(union)  # every link there is or will be, in sweep order
 
     def unaligned(i: int, j: int) -> tuple[bool, bool]:
         return all(a != i for a, _ in links), all(b != j for _, b in links)
@@ -67,7 +71,7 @@ def grow_diag_final_and(forward: Alignment, reverse: Alignment) -> Alignment:
     grew = True
     while grew:
         grew = False
-        for i, j in sorted(links):
+        for i, j in (link for link in grid if link in links):
             for di, dj in NEIGHBOURS:
                 link = (i + di, j + dj)
                 if link in union and link not in links and any(unaligned(*link)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 
 import pytest
@@ -23,6 +24,51 @@ def test_grow_diag_final_and():
     # words are unaligned, forward first: (2,2) goes in, (2,3) then does not.
     assert grow_diag_final_and({(0, 0), (2, 2)}, {(0, 0), (2, 3)}) == {(0, 0), (2, 2)}
     assert grow_diag_final_and(set(), set()) == set()
+
+
+def moses_grow_diag_final_and(forward, reverse, src_len, tgt_len):
+    """The pseudo-code of Koehn et al.'s grow-diag-final-and as Moses documents it:
+    sweep the grid in order, growing from every link of the current alignment into
+    neighbouring union links (diagonals too) with a still unaligned word, until a
+    sweep adds none; then FINAL-AND(forward), FINAL-AND(reverse)."""
+    links, union = forward & reverse, forward | reverse
+    around = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+
+    def src_free(i):
+        return all(a != i for a, _ in links)
+
+    def tgt_free(j):
+        return all(b != j for _, b in links)
+
+    added = True
+    while added:
+        added = False
+        for i in range(src_len):
+            for j in range(tgt_len):
+                if (i, j) not in links:
+                    continue
+                for di, dj in around:
+                    n = (i + di, j + dj)
+                    if n in union and n not in links and (src_free(n[0]) or tgt_free(n[1])):
+                        links.add(n)
+                        added = True
+    for direction in (forward, reverse):
+        for i in range(src_len):
+            for j in range(tgt_len):
+                if (i, j) in direction and src_free(i) and tgt_free(j):
+                    links.add((i, j))
+    return links
+
+
+def test_grow_diag_final_and_agrees_with_the_moses_pseudo_code():
+    rng = random.Random(0)
+    for _ in range(500):
+        S, T = rng.randint(1, 7), rng.randint(1, 7)
+        grid = [(i, j) for i in range(S) for j in range(T)]
+        forward = {p for p in grid if rng.random() < 0.25}
+        reverse = {p for p in grid if rng.random() < 0.25}
+        want = moses_grow_diag_final_and(forward, reverse, S, T)
+        assert grow_diag_final_and(forward, reverse) == want, (forward, reverse)
 
 
 @pytest.mark.slow
