@@ -44,9 +44,10 @@ def test_aer_on_hand_made_alignments():
     assert aer(predicted, gold) == pytest.approx(1 - 6 / 9)
 
 
-def test_malformed_pharaoh_names_the_place():
-    with pytest.raises(NmtError, match=r"test\.align:3: '1:2'"):
-        parse_pharaoh("0-0 1:2", "test.align:3")
+@pytest.mark.parametrize("pair", ["1:2", "1-x", "x-1", "-1", "1-", "1-2-3", "1--2"])
+def test_malformed_pharaoh_names_the_place(pair):
+    with pytest.raises(NmtError, match=rf"test\.align:3: '{pair}' is not an i-j alignment pair"):
+        parse_pharaoh(f"0-0 {pair}", "test.align:3")
 
 
 @pytest.mark.parametrize("pair", ["0-99999999999999999999999", "1" * 5000 + "-0"])
