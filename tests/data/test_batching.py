@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.data.batching import ParallelData, bucket, cut
+from nmt.data.batching import ParallelData, bucket, cut, keep_pairs
 from nmt.data.vocab import BOS, EOS, PAD
 
 
@@ -131,3 +131,19 @@ def test_buckets_follow_the_longer_side_then_the_target(data):
         return sum(len(b) * max(lengths[i][1] for i in b) for b in batches)
 
     assert padded_targets(bucket(data.lengths, 2000)) < padded_targets(by_source)
+
+
+def test_training_keeps_pairs_with_both_sides_and_none_over_max_len():
+    """Dropped as empty: a side with no piece; as over-long: a side over max_len (a
+    side of exactly max_len stays)."""
+    src = [[4], [], [4, 5], [4, 5, 6], [4]]
+    tgt = [[5], [6], [7, 8], [7], []]
+    assert keep_pairs(src, tgt, max_len=2) == ([0, 2], 2, 1)
+
+
+def test_padding_fraction_counts_the_padded_slots_of_both_sides():
+    """Lengths count BOS/EOS (+1): pairs (2, 1) and (4, 3) pieces are (3, 2) and (5, 4)
+    slots; one batch of both pads to 2·(5 + 4) = 18 slots, 14 of them real."""
+    data = ParallelData.from_lists([[4, 5], [4, 5, 6, 7]], [[4], [4, 5, 6]])
+    assert data.padding_fraction([np.array([0, 1])]) == pytest.approx(1 - 14 / 18)
+    assert data.padding_fraction([np.array([0]), np.array([1])]) == 0.0
