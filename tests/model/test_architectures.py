@@ -221,6 +221,30 @@ def test_qanet_layer_dropout_is_random_in_training_only():
         assert any(torch.equal(block(x, bias, keep), x) for _ in range(200))
 
 
+def test_qanet_kept_sub_layers_are_scaled_to_keep_the_expectation():
+    """Each training draw of sub-layer j is x (dropped) or x + branch / p_j (kept), kept
+    with probability p_j: the mean is x + branch, what inference computes."""
+    torch.manual_seed(0)
+    block = qanet_block(survival=0.3)[1].train()
+    j, p = 2, block.survival[2]
+    x, branch = torch.randn(1, 4, 16), torch.randn(1, 4, 16)
+    draws = torch.stack([block._residual(x, branch, j) for _ in range(4000)])
+    kept = ~torch.isclose(draws, x).all(-1).all(-1).squeeze(-1)  # (draws,)
+    torch.testing.assert_close(draws[kept], (x + branch / p).expand_as(draws[kept]))
+    assert float(kept.float().mean()) == pytest.approx(p, abs=0.025)
+    torch.testing.assert_close(draws.mean(0), x + branch, atol=0.15, rtol=0)
+
+
+def test_qanet_sub_layers_take_their_own_survival_in_order():
+    """Convolutions, self-attention, feed-forward: sub-layers 0 .. convs + 1."""
+    block = qanet_block(survival=0.5)[0].train()
+    seen = []
+    original = block._residual
+    block._residual = lambda x, branch, j: seen.append(j) or original(x, branch, j)
+    block(torch.randn(1, 8, 16), torch.zeros(1, 1, 1, 8), torch.ones(1, 8, 1, dtype=torch.bool))
+    assert seen == [0, 1, 2, 3, 4]
+
+
 # ----------------------------------------------------------------- two-stream
 
 
