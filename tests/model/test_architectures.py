@@ -302,6 +302,28 @@ def test_two_stream_random_order_hides_the_predicted_token_and_later_ones(monkey
             assert moved == bool(rank[0, p] < qrank[j]), (j, p)
 
 
+def test_two_stream_masks_are_xlnets(monkeypatch):
+    """Two-stream attention (Yang et al. 2019, sec. 2.3) in the order's ranks r (content)
+    and q (queries; query j predicts position j + 1), padding never a key: the content
+    stream at p sees r(p') <= r(p), itself included; the query stream at j sees the
+    content with r(p) < q(j); BiDAF's summaries see what their stream sees, the query
+    stream's the queries with q(j') <= q(j)."""
+    model = tiny_model(model=RANDOM_ORDER)
+    rank = torch.tensor([[0, 4, 1, 3, 2, 5, 6], [0, 2, 3, 1, 4, 5, 6]])
+    real = torch.tensor([[True] * 5 + [False] * 2, [True] * 7])
+    monkeypatch.setattr(two_stream, "random_order", fixed_order(rank))
+    masks = model.decoder.masks(2, 7, 0, real, random=True)
+    qrank = torch.cat([rank[:, 1:], torch.full((2, 1), 7)], 1)
+    for b in range(2):
+        for i in range(7):
+            for k in range(7):
+                key = bool(real[b, k])
+                assert bool(masks.content[b, 0, i, k]) == (key and rank[b, k] <= rank[b, i])
+                assert bool(masks.query[b, 0, i, k]) == (key and rank[b, k] < qrank[b, i])
+                assert bool(masks.fusion_query[b, i, k]) == (key and qrank[b, k] <= qrank[b, i])
+    assert torch.equal(masks.fusion_content, masks.content[:, 0])
+
+
 def test_two_stream_left_to_right_has_no_other_order_in_training():
     torch.manual_seed(0)
     model = tiny_model(model=TWO_STREAM).train()
