@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import torch
 
 from nmt.attention.base import AttentionConfig
@@ -47,3 +48,9 @@ def random_batch(lengths: list[int], generator: torch.Generator | None = None) -
     for i, n in enumerate(lengths):
         out[i, :n] = torch.randint(4, VOCAB, (n,), generator=generator)
     return out
+
+
+def noisy(refs: list[str], keep: float, seed: int) -> list[str]:
+    """A system's output: each reference word kept with probability ``keep``, else "x"."""
+    r = np.random.default_rng(seed)
+    return [" ".join(w if r.random() < keep else "x" for w in ref.split()) for ref in refs]

@@ -12,16 +12,12 @@ from nmt.compare.aggregate import summarise
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
 from nmt.compare.spec import SignificanceSpec
 from nmt.metrics import bleu, corpus_score, sentence_stats
+from tests.helpers import noisy
 
 RNG = np.random.default_rng(0)
 WORDS = [f"w{i}" for i in range(30)]
 REFS = [" ".join(RNG.choice(WORDS, int(n))) for n in RNG.integers(3, 12, 40)]
 SRC_WORDS = RNG.integers(1, 12, 40)  # (N,) source length of each sentence in words
-
-
-def noisy(keep: float, seed: int) -> list[str]:
-    r = np.random.default_rng(seed)
-    return [" ".join(w if r.random() < keep else "x" for w in ref.split()) for ref in REFS]
 
 
 def analysed(seed: int, hyps: list[str]) -> RunAnalysis:
@@ -38,7 +34,7 @@ def test_a_row_holds_the_seed_mean_and_sample_std_and_bleu_by_source_length():
     """Written out with sacreBLEU on each seed's output: BLEU and chrF are the mean over
     seeds with the sample standard deviation (n − 1), and each length bucket's BLEU is
     the mean over seeds of the corpus BLEU of that bucket's sentences."""
-    hyps = {seed: noisy(keep, seed) for seed, keep in ((1, 0.5), (2, 0.7), (3, 0.6))}
+    hyps = {seed: noisy(REFS, keep, seed) for seed, keep in ((1, 0.5), (2, 0.7), (3, 0.6))}
     runs = {"v": [analysed(seed, h) for seed, h in hyps.items()]}
     row = summarise(runs, ("test",), "v", 100, (5,), SignificanceSpec())[0]
     bleus = [bleu(h, REFS) for h in hyps.values()]
@@ -60,6 +56,6 @@ def test_a_row_holds_the_seed_mean_and_sample_std_and_bleu_by_source_length():
 
 def test_one_seed_has_no_spread():
     row = summarise(
-        {"v": [analysed(1, noisy(0.5, 1))]}, ("test",), "v", 100, (5,), SignificanceSpec()
+        {"v": [analysed(1, noisy(REFS, 0.5, 1))]}, ("test",), "v", 100, (5,), SignificanceSpec()
     )[0]
     assert row["bleu_std"] == 0.0 and row["chrf_std"] == 0.0

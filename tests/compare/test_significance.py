@@ -12,6 +12,7 @@ from nmt.compare.analysis import RunAnalysis, SplitAnalysis
 from nmt.compare.significance import adjust_family, holm, judge
 from nmt.compare.spec import SignificanceSpec
 from nmt.metrics import bleu, sentence_stats
+from tests.helpers import noisy
 
 
 def run(seed: int, bleu: float) -> RunAnalysis:
@@ -84,13 +85,9 @@ def test_contrasts_are_judged_as_the_baseline_test_judges():
     words = [f"w{i}" for i in range(40)]
     refs = [" ".join(rng.choice(words, 8)) for _ in range(60)]
 
-    def noisy(keep: float, seed: int) -> list[str]:
-        r = np.random.default_rng(seed)
-        return [" ".join(w if r.random() < keep else "x" for w in ref.split()) for ref in refs]
-
     runs = {
-        "a": [scored("a", s, noisy(0.6, s), refs) for s in (1, 2, 3)],
-        "b": [scored("b", s, noisy(0.8, 10 + s), refs) for s in (1, 2, 3)],
+        "a": [scored("a", s, noisy(refs, 0.6, s), refs) for s in (1, 2, 3)],
+        "b": [scored("b", s, noisy(refs, 0.8, 10 + s), refs) for s in (1, 2, 3)],
         "c": [],
     }
     spec = SignificanceSpec()
