@@ -16,6 +16,15 @@ def build(kind: str, **options):
     return ATTENTION.get(kind)(cfg, D, H, dropout=0.0).eval()
 
 
+def global_twin(attn):
+    """Global attention with ``attn``'s projections and score (its own extras, such as
+    a centre predictor or a baseline, left out): the soft reference of a variant."""
+    glob = build("global")
+    missing, _ = glob.load_state_dict(attn.state_dict(), strict=False)
+    assert not missing, missing
+    return glob
+
+
 def inputs(lengths=(9, 4), T=6):
     B, S = len(lengths), max(lengths)
     query = torch.randn(B, T, D)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.config import ConfigError
-from tests.attention.test_attention import D, build, inputs
+from tests.attention.test_attention import D, build, global_twin, inputs
 
 
 def test_argmax_context_is_the_value_at_the_argmax():
@@ -157,8 +157,7 @@ def test_straight_through_passes_the_softmax_gradient_back():
     the gradient is global attention's with the same projections (Bengio et al. 2013)."""
     torch.manual_seed(0)
     attn = build("hard", estimator="straight_through").train()
-    glob = build("global").train()
-    glob.load_state_dict(attn.state_dict(), strict=False)  # all but the baseline buffers
+    glob = global_twin(attn).train()
     query, memory, src_mask, pos = inputs((9, 4), 5)
     direction = torch.randn(2, 5, D)
     for module in (attn, glob):
@@ -213,8 +212,7 @@ def test_expected_prob_one_gives_soft_contexts_and_no_policy_term():
     """Xu et al.'s variance trick at probability 1: every context is the expected one
     (global attention's, with the same projections), and no sample has a log-prob."""
     attn = build("hard", estimator="reinforce", expected_prob=1.0).train()
-    glob = build("global")
-    glob.load_state_dict(attn.state_dict(), strict=False)  # all but the baseline buffers
+    glob = global_twin(attn)
     query, memory, src_mask, pos = inputs((9, 4), 5)
     out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
     soft = glob(query, glob.project_memory(memory, src_mask), src_mask, pos).context

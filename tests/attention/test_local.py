@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.attention import ATTENTION
-from tests.attention.test_attention import H, build, inputs
+from tests.attention.test_attention import H, build, global_twin, inputs
 
 LOCAL = [
     ("local_m", {}),
@@ -92,8 +92,7 @@ def test_local_p_weights_follow_their_formulas(gaussian, window):
     g renormalised over the window, times the Gaussian; ``bias`` (Yang et al. 2018,
     eq. 4) is g times the Gaussian, renormalised over the window."""
     local = build("local_p", window=window, gaussian=gaussian)
-    glob = build("global")
-    glob.load_state_dict(local.state_dict(), strict=False)  # all but the centre predictor
+    glob = global_twin(local)
     out, g = run(local, (30, 11), 25), run(glob, (30, 11), 25).weights  # (B,H,T,S)
     p = out.centers.unsqueeze(-1)  # (B,H,T,1)
     s = torch.arange(30)
