@@ -88,8 +88,19 @@ def test_encoder_blocks_and_decoders_keep_their_own_initialisation(overrides):
         assert_initialised_alike(block(cfg, i), layer)
 
 
-def test_embeddings_keep_their_own_initialisation():
-    model = tiny_model()
-    table = model.tgt_embed.tokens.weight.detach()
+@pytest.mark.parametrize("init", ["normal", "xavier"])
+def test_embeddings_keep_their_own_initialisation(init):
+    """``normal``: N(0, D^-½) (Vaswani et al.; fairseq), whose tails pass Xavier's
+    bound; ``xavier``: uniform within sqrt(6 / (V + D)) (JoeyNMT). PAD's row is zero."""
+    torch.manual_seed(0)
+    table = tiny_model(model={"embed_init": init}).tgt_embed.tokens.weight.detach()
     assert (table[PAD] == 0).all()
-    assert float(table[PAD + 1 :].std()) == pytest.approx(D**-0.5, rel=0.15)
+    real = torch.cat([table[:PAD], table[PAD + 1 :]])
+    V, D = table.shape
+    bound = math.sqrt(6 / (V + D))
+    if init == "normal":
+        assert float(real.std()) == pytest.approx(D**-0.5, rel=0.15)
+        assert float(real.abs().max()) > bound
+    else:
+        assert float(real.abs().max()) <= bound
+        assert float(real.std()) == pytest.approx(bound / math.sqrt(3), rel=0.15)

@@ -1,10 +1,36 @@
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 from nmt.data.vocab import BOS, EOS, PAD
+from nmt.model.layers import sinusoids
 from tests.helpers import random_batch, tiny_model
+
+
+def test_positions_are_vaswanis_sinusoids():
+    """PE(pos, 2i) = sin(pos / 10000^(2i/D)) and PE(pos, 2i+1) = cos(pos / 10000^(2i/D))
+    (Vaswani et al. 2017, sec. 3.5)."""
+    L, D = 60, 32
+    pe = sinusoids(L, D)  # (L,D)
+    for pos in range(L):
+        for i in range(D // 2):
+            angle = pos / 10000 ** (2 * i / D)
+            assert abs(float(pe[pos, 2 * i]) - math.sin(angle)) < 1e-4, (pos, i)
+            assert abs(float(pe[pos, 2 * i + 1]) - math.cos(angle)) < 1e-4, (pos, i)
+
+
+def test_embedding_scales_tokens_by_sqrt_d_and_adds_each_steps_position():
+    """x_t = sqrt(D)·E[y_t] + PE(t) (Vaswani et al. 2017, sec. 3.4), at the step's own
+    position when decoded one step at a time."""
+    model = tiny_model().eval()
+    raw = model.tgt_embed.tokens(random_batch([6]))  # (1,6,D)
+    D = raw.size(-1)
+    want = raw * math.sqrt(D) + sinusoids(6, D)
+    torch.testing.assert_close(model.tgt_embed(raw), want)
+    torch.testing.assert_close(model.tgt_embed(raw[:, 4:5], offset=4), want[:, 4:5])
 
 
 def test_padding_does_not_change_real_positions():
