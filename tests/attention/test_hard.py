@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from nmt.config import ConfigError
+from nmt.data.vocab import PAD
 from tests.attention.test_attention import D, build, global_twin, inputs
+from tests.helpers import random_batch, tiny_model
 
 
 def test_argmax_context_is_the_value_at_the_argmax():
@@ -253,3 +257,23 @@ def test_estimator_settings_are_accepted_up_to_their_bounds(estimator, options, 
     else:
         with pytest.raises(ConfigError, match=refused):
             build("hard", estimator=estimator, **options)
+
+
+def test_the_model_sums_each_layers_loss_and_averages_its_statistics():
+    """Transformer.extra_loss: the REINFORCE terms of every decoder layer add up; each
+    logged ``attn_*`` figure is the mean of the layers' own."""
+    torch.manual_seed(0)
+    model = tiny_model("hard", estimator="reinforce").train()
+    src, tgt = random_batch([5, 7]), random_batch([4, 6])
+    _, records = model(src, tgt, project=False)
+    mask, reward = tgt != PAD, -torch.rand(tgt.shape)
+    alone = copy.deepcopy(model)  # each call moves the baseline: start both from one
+    loss, stats = model.extra_loss(records, reward, mask)
+    layers = [
+        layer.cross_attn.extra_loss(calls, reward, mask)
+        for layer, calls in zip(alone.decoder, records)
+    ]
+    torch.testing.assert_close(loss, sum(layer_loss for layer_loss, _ in layers))
+    assert len(layers) == 2 and stats.keys() == {f"attn_{k}" for k in layers[0][1]}
+    for k in layers[0][1]:
+        assert stats[f"attn_{k}"] == pytest.approx(sum(s[k] for _, s in layers) / 2)
