@@ -11,6 +11,8 @@ from pathlib import Path
 
 from nmt.errors import NmtError
 
+BLOCK = 1 << 20  # bytes count_lines reads at a time
+
 
 def split_path(directory: str | Path, split: str, lang: str) -> Path:
     """``{dir}/{split}.{lang}``, or its ``.gz`` sibling; an error names both if neither exists."""
@@ -82,7 +84,7 @@ def count_lines(path: str | Path) -> int:
     count, last = 0, b"\n"
     try:
         with opener(path, "rb") as f:
-            while block := f.read(1 << 20):
+            while block := f.read(BLOCK):
                 count, last = count + block.count(b"\n"), block[-1:]
     except (OSError, EOFError, zlib.error) as e:
         raise NmtError(f"{path}: cannot read ({e})") from None

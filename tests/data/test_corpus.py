@@ -1,11 +1,39 @@
 from __future__ import annotations
 
 import gzip
+import io
+import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from nmt.data.corpus import read_lines, read_parallel, split_path
+from nmt.data import corpus
+from nmt.data.corpus import (
+    count_lines,
+    decode_lines,
+    input_chunks,
+    read_input,
+    read_lines,
+    read_parallel,
+    split_path,
+)
 from nmt.errors import NmtError
+
+# Lines as bytes may hold anything but LF, CR included (a CRLF ending loses its CR).
+text = st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)), max_size=12)
+contents = st.builds(
+    lambda lines, final_lf: "\n".join(lines).encode() + (b"\n" if final_lf and lines else b""),
+    st.lists(text, max_size=8),
+    st.booleans(),
+)
+fixture_ok = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def as_stdin(monkeypatch, raw: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw)))
 
 
 def test_plain_gz_and_crlf(tmp_path):
@@ -52,3 +80,53 @@ def test_uneven_files_are_named_with_their_counts(tmp_path):
     (tmp_path / "b").write_text("x\n" * 1200)
     with pytest.raises(NmtError, match=r"a has 1 line but .*b has 1,200$"):
         read_parallel(tmp_path / "a", tmp_path / "b")
+
+
+@fixture_ok
+@given(contents, st.booleans())
+def test_a_file_and_stdin_read_the_same_lines_and_count_them_alike(tmp_path, monkeypatch, raw, gz):
+    """A final line without LF is a line; an empty file has none; the counter that
+    sizes progress bars agrees with the reader, plain or gzipped."""
+    path = tmp_path / ("in.txt.gz" if gz else "in.txt")
+    path.write_bytes(gzip.compress(raw) if gz else raw)
+    want = raw.decode().split("\n")
+    if want[-1] == "":  # the final LF ends the last line; an empty file has none
+        want.pop()
+    lines = read_lines(path)
+    assert lines == [x.removesuffix("\r") for x in want]
+    assert count_lines(path) == len(lines)
+    as_stdin(monkeypatch, raw)
+    assert read_input("-") == lines == decode_lines(raw, "<stdin>")
+
+
+def test_lines_are_counted_across_read_blocks(tmp_path, monkeypatch):
+    """count_lines reads blocks: a block that ends a line, and one that does not."""
+    monkeypatch.setattr(corpus, "BLOCK", 8)
+    for raw, n in [(b"1234567\n" * 3, 3), (b"1234567\n" * 3 + b"x", 4), (b"12345678", 1)]:
+        (tmp_path / "f").write_bytes(raw)
+        assert count_lines(tmp_path / "f") == n == len(read_lines(tmp_path / "f"))
+
+
+def test_a_bad_byte_on_stdin_names_its_line(monkeypatch):
+    as_stdin(monkeypatch, b"fine\n\nbad \xff\n")
+    with pytest.raises(NmtError, match=r"^<stdin>:3: not UTF-8 text \(byte 0xff at column 5\)$"):
+        read_input(None)
+
+
+@fixture_ok
+@given(st.lists(text, max_size=12), st.integers(1, 5), st.booleans())
+def test_input_comes_in_chunks_of_the_size_asked_in_order(
+    tmp_path, monkeypatch, lines, size, from_stdin
+):
+    raw = "".join(x + "\n" for x in lines).encode()
+    if from_stdin:
+        as_stdin(monkeypatch, raw)
+        source = "-"
+    else:
+        source = tmp_path / "in.txt"
+        source.write_bytes(raw)
+    total, chunks = input_chunks(source, size)
+    chunks = list(chunks)
+    want = [x.removesuffix("\r") for x in lines]
+    assert total == len(want) and [x for c in chunks for x in c] == want
+    assert all(len(c) == size for c in chunks[:-1]) and all(0 < len(c) <= size for c in chunks)
