@@ -137,3 +137,31 @@ def test_the_average_never_replaces_a_runs_own_checkpoint(kept_run, name):
     result = invoke("average", kept_run, "--last", 2, "-o", kept_run / name)
     assert result.exit_code == 2 and "the run's own checkpoint" in result.output
     assert (kept_run / name).read_bytes() == before
+
+
+def test_the_average_carries_the_newest_checkpoints_state(kept_run):
+    """Whatever order they come in, the last path named is the newest: its run state
+    (step, epoch) is what the average carries, and the paths are listed in order."""
+    paths = [kept_run / "step-6.pt", kept_run / "step-4.pt", kept_run / "step-6.pt"]
+    for order in (paths, paths[1:]):
+        averaged = average(order)
+        assert averaged["state"] == checkpoint.load(order[-1])["state"]
+        assert averaged["averaged"] == [str(p) for p in order]
+    assert average(paths[:2])["state"]["step"] == 4
+
+
+def test_the_average_may_be_written_beside_the_runs_checkpoints(kept_run):
+    """What the refusal above advises: RUN/avg.pt is no checkpoint the run owns."""
+    out = kept_run / "avg.pt"
+    result = invoke("average", kept_run, "--last", 2, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert checkpoint.load(out)["averaged"] == [str(p) for p in kept_checkpoints(kept_run)]
+    out.unlink()
+
+
+@pytest.mark.parametrize("inputs", ["a checkpoint", "two runs"])
+def test_last_takes_exactly_one_run_directory(kept_run, tmp_path, inputs):
+    named = [kept_run / "step-4.pt"] if inputs == "a checkpoint" else [kept_run, kept_run]
+    result = invoke("average", *named, "--last", 2, "-o", tmp_path / "o.pt")
+    assert result.exit_code == 2 and "--last: give one run directory" in result.output
+    assert not (tmp_path / "o.pt").exists()
