@@ -111,6 +111,33 @@ def test_gradient_accumulation_matches_one_big_batch(tiny_config):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5, msg=name)
 
 
+@pytest.mark.parametrize("clip", [0.5, 0.0], ids=["clipped", "clip_norm 0: not clipped"])
+def test_an_update_clips_the_gradient_and_takes_the_schedules_rate(tiny_config, clip):
+    """train_step: the gradient of the summed smoothed loss over the update's target
+    tokens, clipped to train.clip_norm, applied at inverse_sqrt(step + 1) (update
+    s + 1 follows s done); it reports the smoothed cross-entropy per target token."""
+    cfg = tiny_config(model={"dropout": 0.0}, train={"clip_norm": clip, "lr": 1.0, "warmup": 4})
+    trainer = prepare(cfg, "cpu")
+    trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=123.0)  # train_step sets it
+    trainer.state.step = 2
+    batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
+    loss, stats = trainer.compute_loss(batch)
+    (loss / batch.tgt_tokens).backward()
+    params = [p for p in trainer.model.parameters() if p.grad is not None]
+    grads = [p.grad.clone() for p in params]
+    norm = float(torch.cat([g.flatten() for g in grads]).norm())
+    assert norm > 0.5  # so the clip binds
+    scale = clip / norm if clip else 1.0
+    before = [p.detach().clone() for p in params]
+    trainer.optimizer.zero_grad()
+    reported, logged = trainer.train_step([batch])
+    lr = inverse_sqrt(3, 1.0, 4)
+    assert logged["lr"] == lr == 0.75
+    assert reported == pytest.approx(stats["token_loss"] / batch.tgt_tokens, rel=1e-6)
+    for p, p0, g in zip(params, before, grads):
+        torch.testing.assert_close(p.detach(), p0 - lr * scale * g, atol=1e-6, rtol=1e-4)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cc") is None, reason="torch.compile needs a C compiler")
 def test_compiled_training_matches_eager(tiny_config):
