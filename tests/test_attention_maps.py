@@ -12,6 +12,7 @@ from nmt.attention_maps import (
     grid_figure,
     heatmap_figure,
     ticks,
+    word_alignment,
 )
 from nmt.plotting import pyplot, save_figure
 
@@ -65,3 +66,26 @@ def test_a_short_sentence_labels_every_piece():
     assert [t.get_text() for t in ax.get_xticklabels()] == [f"s{i}" for i in range(7)]
     assert [t.get_text() for t in ax.get_yticklabels()] == [f"t{i}" for i in range(5)]
     pyplot().close(fig)
+
+
+def test_word_alignment_reads_the_mean_map_without_eos_or_the_supervised_heads():
+    """Averaged over layers and heads, </s> left out on both sides; under guided
+    alignment, the supervised layer's first heads alone (Garg et al. 2019)."""
+    src, tgt = ["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"]
+    w = np.zeros((2, 2, 3, 3))  # (L,H,T,S)
+    w[...] = [0.35, 0.25, 0.4]  # a preferred; </s> has the most, yet is no word
+    w[0, :, 1] = [0.0, 0.6, 0.4]  # y: both heads of layer 0 say b
+    w[1, 1, 0] = [0.0, 0.6, 0.4]  # x: the second head of layer 1 says b
+    amap = AttentionMap(src, tgt, w, None)
+    assert word_alignment(amap) == {(1, 0), (1, 1)}  # x: b .34 > a .26; y: b .43 > a .18
+    assert word_alignment(amap, guided=(1, 2)) == {(1, 0), (0, 1)}
+    assert word_alignment(amap, guided=(1, 1)) == {(0, 0), (0, 1)}
+    assert word_alignment(amap, guided=(0, 1)) == {(0, 0), (1, 1)}
+    w[1, 0, 0], w[1, 1, 0] = [0.6, 0.0, 0.4], [0.25, 0.35, 0.4]  # x: the mean of the two
+    assert word_alignment(amap, guided=(1, 2)) == {(0, 0), (0, 1)}  # heads, not the last
+
+
+@pytest.mark.parametrize("src, tgt", [(["</s>"], ["▁x", "</s>"]), (["▁a", "</s>"], ["</s>"])])
+def test_an_empty_side_has_no_links(src, tgt):
+    w = np.full((1, 1, len(tgt), len(src)), 1 / len(src))
+    assert word_alignment(AttentionMap(src, tgt, w, None)) == set()
