@@ -34,8 +34,29 @@ def test_each_epoch_segments_the_same_text_anew_and_reproducibly(toy_dir):
 
 
 def test_a_pair_sampled_over_max_len_keeps_its_deterministic_pieces(toy_dir):
+    """Where either side's sample exceeds max_len, the pair keeps both deterministic
+    sides; every other pair, one exactly at max_len too, keeps its sample (the draw
+    does not depend on max_len)."""
     vocab, data, _, _ = setup(toy_dir)
-    longest = int(max(data.lengths.max(0))) - 1  # pieces, without EOS/BOS
-    cfg = SubwordSampling(alpha=1.0, nbest_size=-1)  # many short pieces: longer sequences
-    out = resampled(data, vocab, vocab, cfg, seed=1, epoch=0, max_len=longest)
-    assert int(out.lengths.max()) - 1 <= longest and len(out) == len(data)
+    cfg = SubwordSampling(alpha=0.2, nbest_size=-1)
+    free = sides(resampled(data, vocab, vocab, cfg, seed=1, epoch=0, max_len=10**6))
+    longer = [max(len(s), len(t)) for s, t in zip(*free)]  # each pair's longer side
+    bound = sorted(longer)[len(longer) // 2]
+    out = sides(resampled(data, vocab, vocab, cfg, seed=1, epoch=0, max_len=bound))
+    fixed = sides(data)
+    assert longer.count(bound) > 0 and 0 < sum(n > bound for n in longer) < len(data)
+    for i, n in enumerate(longer):
+        want = fixed if n > bound else free
+        assert (out[0][i], out[1][i]) == (want[0][i], want[1][i]), i
+
+
+def test_the_seed_and_the_side_choose_the_draw(toy_dir):
+    vocab, data, src, _ = setup(toy_dir)
+    cfg = SubwordSampling(alpha=0.2, nbest_size=-1)
+    one, two = (
+        sides(resampled(data, vocab, vocab, cfg, seed=s, epoch=0, max_len=100)) for s in (1, 2)
+    )
+    assert one != two
+    same = ParallelData.from_lists(*[vocab.encode(src[:1] * 20)] * 2)
+    a, b = sides(resampled(same, vocab, vocab, cfg, seed=1, epoch=0, max_len=100))
+    assert a != b  # one sentence on both sides: each side draws from a stream of its own
