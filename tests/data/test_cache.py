@@ -179,3 +179,18 @@ def test_a_huge_training_line_is_dropped_and_encoded_only_in_part(corpus, tmp_pa
     _, data, _ = load(cfg, tmp_path)
     assert max(longest) == CHARS_PER_PIECE * (cfg.max_len + 1)
     assert 0 not in data.lines.tolist()  # the huge pair (line 0) is not trained on
+
+
+def test_separate_vocabularies_learn_their_own_side(corpus, tmp_path):
+    """vocab.joint: false trains the source model on the source file and the target
+    model on the target file (here the target is upper case, the source is not)."""
+    tgt = corpus / "train.tgt"
+    tgt.write_text(tgt.read_text().upper())
+    vocabs, _, _ = load(config(corpus, tmp_path, joint=False), tmp_path)
+    assert not vocabs.joint
+
+    def cases(vocab) -> set[bool]:
+        pieces = (vocab.id_to_piece(i) for i in range(4, len(vocab)))
+        return {p.isupper() for p in pieces if p.strip("▁").isalpha()}
+
+    assert cases(vocabs.src) == {False} and cases(vocabs.tgt) == {True}
