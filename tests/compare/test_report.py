@@ -1,0 +1,97 @@
+"""report.md, results.csv and results.json from rows whose figures are known."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+from nmt.compare.report import COLUMNS, print_tables, write_csv, write_json, write_markdown
+from nmt.compare.runs import RunResult
+from nmt.compare.spec import SignificanceSpec
+
+
+def row(variant: str, split: str, bleu: float, **extra) -> dict:
+    baseline = variant == "global"
+    return {
+        "variant": variant, "split": split, "seeds": 3, "is_baseline": baseline,
+        "bleu": bleu, "bleu_std": 0.5, "bleu_ci_low": bleu - 1.0, "bleu_ci_high": bleu + 1.0,
+        "p_value": None if baseline else 0.0004, "significant": not baseline,
+        "p_holm": None if baseline else 0.0123, "chrf": 60.0, "chrf_std": 0.25,
+        "params": 7_578_624, "train_minutes": 5.9, "tokens_per_s": 49_498.3,
+        "sentences_per_s": 392.87, "entropy": 1.009, "peak_distance": 1.837,
+        "center_spread": None, "aer": None, "bleu_signature": "nrefs:1|bleu",
+        "chrf_signature": "nrefs:1|chrf",
+        "length_buckets": {
+            "1-10": {"sentences": 7, "bleu": bleu + 2}, "11+": {"sentences": 0, "bleu": math.nan}
+        },
+        **({} if baseline else {"verdict": f"{variant} on {split}: in words"}),
+        **extra,
+    }  # fmt: skip
+
+
+ROWS = [
+    row("global", "test", 40.0),
+    row("local_m", "test", 41.25, center_spread=2.5),
+    row("one_seed", "test", 20.0, seeds=1),
+    row("global", "test_long", 30.0),
+    row("local_m", "test_long", 35.5),
+]
+CONTRAST = {
+    "variant": "local_m", "reference": "ss", "split": "test_long", "seed_deltas": [0.5, -0.1, 0.2],
+    "p_value": 0.25, "p_holm": 0.5, "significant": False, "verdict": "local_m against ss: words",
+}  # fmt: skip
+
+
+def sections(text: str) -> dict[str, str]:
+    """report.md split at its "## split" headings."""
+    parts = text.split("\n## ")
+    return {p.split("\n", 1)[0]: p for p in parts[1:]}
+
+
+def test_each_split_reports_its_own_rows_verdicts_buckets_and_contrasts(tmp_path):
+    failure = RunResult("hard", 2, tmp_path / "r", "failed", "out of memory")
+    write_markdown(
+        tmp_path / "report.md", "study", ("test", "test_long"), ROWS, [failure], "global",
+        1000, {"test": ["b.png"], "_all": ["dev_curves.png"]}, SignificanceSpec(),
+        contrasts=[CONTRAST],
+    )  # fmt: skip
+    text = (tmp_path / "report.md").read_text()
+    assert "against **global**" in text and "1000 bootstrap" in text
+    test, long = (sections(text)[s] for s in ("test", "test_long"))
+    assert "| local_m | 3 | 41.25 ± 0.50 | 40.2–42.2 | <0.001 * | 0.012 | 60.00 ± 0.25 |" in test
+    assert "| 7,578,624 | 5.9 | 49,498 | 392.9 | 1.01 | 1.84 | 2.50 | – |" in test
+    assert "| global | 3 | 40.00 ± 0.50 | 39.0–41.0 | baseline |  |" in test
+    assert "| one_seed | 1 | 20.00 | 19.0–21.0 | <0.001 * | 0.012 | 60.00 |" in test  # no ±
+    assert "41.25" not in long and "35.50 ± 0.50" in long
+    assert "- local_m on test: in words" in test and "on test:" not in long
+    assert "| local_m | 43.25 | – |" in test and "| 1-10 (7) | 11+ (0) |" in test
+    assert "| local_m | ss | +0.20 | +0.50, -0.10, +0.20 | 0.250 | 0.500 | no |" in long
+    assert "- local_m against ss: words" in long and "Contrasts" not in test
+    assert "![BLEU by source length on test](b.png)" in test and "b.png" not in long
+    assert "| hard (seed 2) | failed: out of memory |" in test and "hard (seed 2)" in long
+    assert (
+        text.rstrip().endswith("- chrF: `nrefs:1|chrf`") and "![dev_curves](dev_curves.png)" in text
+    )
+    starts = ("| variant | seeds", "| global | 3", "| local_m | 3", "| hard (seed 2)")
+    main = [x for x in test.splitlines() if x.startswith(starts)]
+    assert len(main) == 4 and {x.count("|") for x in main} == {len(COLUMNS) + 1}
+
+
+def test_csv_and_json_hold_every_row_with_nan_as_empty(tmp_path):
+    write_csv(tmp_path / "results.csv", ROWS)
+    with (tmp_path / "results.csv").open() as f:
+        got = list(csv.DictReader(f))
+    assert [(r["variant"], r["split"]) for r in got] == [(r["variant"], r["split"]) for r in ROWS]
+    assert got[0]["p_value"] == "" and float(got[1]["bleu"]) == 41.25
+    write_json(tmp_path / "results.json", {"rows": ROWS})
+    back = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert back[0]["length_buckets"]["11+"]["bleu"] is None and back[1]["center_spread"] == 2.5
+
+
+def test_the_terminal_shows_each_splits_rows_and_verdicts(capsys):
+    print_tables(ROWS, ("test_long",), [], contrasts=[CONTRAST])
+    out = capsys.readouterr().out
+    assert "35.50 ± 0.50" in out and "41.25" not in out and "one_seed" not in out
+    assert "local_m on test_long: in words" in out and "local_m against ss: words" in out
+    assert "on test:" not in out
