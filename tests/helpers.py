@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import torch
+from hypothesis import strategies as st
 
 from nmt.attention.base import AttentionConfig
 from nmt.config import from_dict
@@ -14,6 +15,13 @@ from nmt.model import Transformer
 from nmt.model.config import ModelConfig
 
 VOCAB = 40
+
+
+def line_text(max_size: int) -> st.SearchStrategy[str]:
+    """One line of any text but the line feed itself: CR, U+2028, NEL, control
+    characters, emoji... (no lone surrogates, which UTF-8 cannot hold)."""
+    chars = st.characters(blacklist_characters="\n", blacklist_categories=("Cs",))
+    return st.text(chars, max_size=max_size)
 
 
 def attention_config(kind: str, **options) -> AttentionConfig:

@@ -15,7 +15,7 @@ from nmt.data.corpus import decode_lines, read_lines
 from nmt.data.vocab import CHARS_PER_PIECE, Vocab
 from nmt.decoding import DecodeConfig, encode_source, translate_lines
 from nmt.translate import format_output
-from tests.helpers import tiny_model
+from tests.helpers import line_text, tiny_model
 from tests.test_cli import invoke
 
 
@@ -32,8 +32,7 @@ def system(toy_dir):
     return model.eval(), vocab
 
 
-# Anything but the line feed itself: CR, U+2028, NEL, control characters, emoji...
-line = st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)), max_size=80)
+line = line_text(max_size=80)
 
 
 @settings(
