@@ -26,10 +26,12 @@ from tests.helpers import VOCAB, random_batch, tiny_model
 from tests.model.test_architectures import ARCHITECTURES
 
 
+@pytest.mark.parametrize("cuts", [range(12), [0, 4, 6, 7, 11]], ids=["steps", "chunks"])
 @pytest.mark.parametrize("kind", ATTENTION.names())
 @pytest.mark.parametrize("name", ["standard", *ARCHITECTURES])
-def test_incremental_equals_full(kind, name):
-    """For every attention variant, alone and under every other architecture option."""
+def test_incremental_equals_full(kind, name, cuts):
+    """For every attention variant, alone and under every other architecture option;
+    one position a step (as search decodes) or several at once after cached ones."""
     overrides, options = ARCHITECTURES.get(name, ({}, {}))
     window = {"window": 2} if kind.startswith("local") else {}
     torch.manual_seed(0)
@@ -40,7 +42,7 @@ def test_incremental_equals_full(kind, name):
         memory, src_mask = model.encode(src)
         full = model.decode(tgt, model.start(memory, src_mask))
         state = model.start(memory, src_mask, incremental=True)
-        steps = [model.decode(tgt[:, t : t + 1], state) for t in range(tgt.size(1))]
+        steps = [model.decode(tgt[:, a:b], state) for a, b in itertools.pairwise(cuts)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
 
 

@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention.bias import causal_lower_right
 
 from nmt.attention import ATTENTION, Attended, Memory
 from nmt.attention.fusion import BiDAFFusion
@@ -90,9 +91,14 @@ class SelfAttention(nn.Module):
     ) -> Tensor:
         q, k, v = self.project(x)  # 3 x (B,H,L,Dh)
         if cache is not None:
-            k, v = extend_cache(cache, k, v)
-            # Queries are the newest positions: they may see every cached key.
-            causal = causal and x.size(1) > 1
+            k, v = extend_cache(cache, k, v)  # (B,H,t,Dh): t - L cached keys, then L new
+            new, total = x.size(1), k.size(2)
+            if causal and new < total:
+                # The queries are the newest L positions: each sees every cached key and
+                # the new ones up to itself. One query (a search step) needs no mask;
+                # more need the causal mask aligned to the lower right, not is_causal's
+                # top left.
+                bias, causal = (None if new == 1 else causal_lower_right(new, total)), False
         return self.attend(q, k, v, bias, causal)
 
 
