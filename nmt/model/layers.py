@@ -91,10 +91,10 @@ class SelfAttention(nn.Module):
     ) -> Tensor:
         q, k, v = self.project(x)  # 3 x (B,H,L,Dh)
         if cache is not None:
-            k, v = extend_cache(cache, k, v)  # (B,H,t,Dh): t - L cached keys, then L new
+            k, v = extend_cache(cache, k, v)  # (B,H,total,Dh): cached keys, then the new
             new, total = x.size(1), k.size(2)
             if causal and new < total:
-                # The queries are the newest L positions: each sees every cached key and
+                # The new queries are the last positions: each sees every cached key and
                 # the new ones up to itself. One query (a search step) needs no mask;
                 # more need the causal mask aligned to the lower right, not is_causal's
                 # top left.

@@ -96,10 +96,10 @@ def test_embeddings_keep_their_own_initialisation(init):
     table = tiny_model(model={"embed_init": init}).tgt_embed.tokens.weight.detach()
     assert (table[PAD] == 0).all()
     real = torch.cat([table[:PAD], table[PAD + 1 :]])
-    V, D = table.shape
-    bound = math.sqrt(6 / (V + D))
+    vocab, dim = table.shape
+    bound = math.sqrt(6 / (vocab + dim))
     if init == "normal":
-        assert float(real.std()) == pytest.approx(D**-0.5, rel=0.15)
+        assert float(real.std()) == pytest.approx(dim**-0.5, rel=0.15)
         assert float(real.abs().max()) > bound
     else:
         assert float(real.abs().max()) <= bound
