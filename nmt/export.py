@@ -119,6 +119,20 @@ def ctranslate2_spec(model: Transformer, vocabs: Any) -> Any:
     return spec
 
 
+def length_limit(loaded: Loaded) -> dict[str, Any]:
+    """nmt's output limit, for CTranslate2's ``max_decoding_length``, which is one
+    number per call and knows nothing of the source length: nmt allows
+    ``min(int(a·(n + 1) + b), cap)`` tokens for n source pieces (plus ``</s>``),
+    the forced ``</s>`` included, which CTranslate2 does not count."""
+    d = loaded.cfg.decode
+    return {
+        "a": d.max_len_a,
+        "b": d.max_len_b,
+        "cap": loaded.cfg.model.max_positions - 1,
+        "formula": "min(int(a * (n + 1) + b), cap) - 1 for n source pieces",
+    }
+
+
 def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "float32") -> Path:
     """Write ``out_dir``: the CTranslate2 model (``model.bin``, vocabularies,
     ``config.json``), the SentencePiece models ``source.spm`` and ``target.spm``, and
@@ -155,11 +169,13 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
             "source_vocabulary": "source.spm",
             "target_vocabulary": "target.spm",
             "decode": loaded.cfg.to_dict()["decode"],
+            "max_decoding_length": length_limit(loaded),
             # nmt's search never emits PAD or BOS; CTranslate2's must be told to
             "suppress_sequences": [[loaded.vocabs.tgt.id_to_piece(i)] for i in (PAD, BOS)],
             "usage": "tokens = SentencePiece(source.spm).encode(line, out_type=str); "
             "ctranslate2.Translator(DIR).translate_batch([tokens], beam_size=..., "
-            "suppress_sequences=SUPPRESS_SEQUENCES); "
+            "suppress_sequences=SUPPRESS_SEQUENCES, max_decoding_length="
+            "min(int(a * (len(tokens) + 1) + b), cap) - 1); "
             "SentencePiece(target.spm).decode(hypothesis)",
         }
         write_text(tmp / "nmt-export.json", json.dumps(manifest, indent=2) + "\n")

@@ -1,6 +1,6 @@
 """Progress bars with a rate and an ETA, and messages, on stderr; ``--quiet`` (or
-``NMT_QUIET=1``, which it sets so that subprocesses inherit it) silences all but
-warnings and errors."""
+``NMT_QUIET=1``, or true/yes/on, which it sets so that subprocesses inherit it)
+silences all but warnings and errors."""
 
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from nmt.env import flag
+
 QUIET = "NMT_QUIET"
-console = Console(stderr=True, highlight=False, quiet=os.environ.get(QUIET) == "1")
+console = Console(stderr=True, highlight=False, quiet=flag(QUIET))
 
 
 def set_quiet() -> None:

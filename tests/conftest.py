@@ -1,16 +1,21 @@
-"""Shared fixtures: a tiny toy corpus, tiny recipes, and the Multi30k location."""
+"""Shared fixtures: a tiny toy corpus, tiny recipes, the Multi30k location, and a
+guard that keeps every test from leaking process state into the next."""
 
 from __future__ import annotations
 
 import os
+import random
+import signal
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
 from nmt.config import from_dict
 from nmt.data.toy import write_corpus
+from nmt.env import flag
 from nmt.recipe import RunConfig
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -22,9 +27,55 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
 
+# The signals whose handlers a test could leave changed (the training loop's
+# StopSignals installs the first two).
+GUARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _environment() -> dict[str, str]:
+    """The environment, less the variable pytest itself changes between phases."""
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+
+
 @pytest.fixture(autouse=True)
-def _seed() -> None:
+def _isolated() -> object:
+    """Each test starts from the same process state whatever ran before it, in
+    whatever order (pytest-randomly shuffles them) and however the suite was started.
+
+    Global RNG states (Python, NumPy, torch) are put back after the test and torch's
+    is seeded before it. Signal handlers, environment variables, the working
+    directory and torch's thread count are checked after the test: a test that
+    changed one fails, naming it, and the value is put back so that the next test
+    is not affected."""
+    rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    handlers = {sig: signal.getsignal(sig) for sig in GUARDED_SIGNALS}
+    env, cwd, threads = _environment(), os.getcwd(), torch.get_num_threads()
     torch.manual_seed(0)
+    yield
+    random.setstate(rng[0])
+    np.random.set_state(rng[1])
+    torch.set_rng_state(rng[2])
+    leaked = []
+    for sig, handler in handlers.items():
+        if signal.getsignal(sig) != handler:
+            leaked.append(f"the {signal.Signals(sig).name} handler")
+            signal.signal(sig, handler)
+    now = _environment()
+    if changed := sorted(k for k in env.keys() | now.keys() if env.get(k) != now.get(k)):
+        leaked.append(f"the environment variables {', '.join(changed)}")
+        for key in changed:
+            if key in env:
+                os.environ[key] = env[key]
+            else:
+                del os.environ[key]
+    if os.getcwd() != cwd:
+        leaked.append(f"the working directory ({os.getcwd()})")
+        os.chdir(cwd)
+    if torch.get_num_threads() != threads:
+        leaked.append(f"torch's thread count ({torch.get_num_threads()}, was {threads})")
+        torch.set_num_threads(threads)
+    if leaked:
+        pytest.fail("the test leaked " + "; ".join(leaked) + " (restored)", pytrace=False)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -104,7 +155,7 @@ def multi30k() -> Path:
     """../shared/data/multi30k; skips without it, fails in CI (NMT_REQUIRE_DATA=1)."""
     if not (SHARED_MULTI30K / "train.de.gz").is_file():
         message = f"Multi30k not found at {SHARED_MULTI30K}"
-        if os.environ.get("NMT_REQUIRE_DATA") == "1":
+        if flag("NMT_REQUIRE_DATA"):
             pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
         pytest.skip(message)
     return SHARED_MULTI30K
@@ -117,7 +168,7 @@ def require_extra(module: str, extra: str):
         return __import__(module)
     except ImportError:
         message = f"{module} not installed (pip install 'nmt[{extra}]')"
-        if os.environ.get("NMT_REQUIRE_DATA") == "1":
+        if flag("NMT_REQUIRE_DATA"):
             pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
         pytest.skip(message)
 
@@ -156,3 +207,13 @@ def tiny_run(toy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     train(cfg, device="cpu")
     return run
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say which order the tests ran in (pytest-randomly's seed), also under -q, so
+    that a failure that depends on the order can be replayed."""
+    seed = getattr(terminalreporter.config.option, "randomly_seed", None)
+    if isinstance(seed, int):
+        terminalreporter.write_line(
+            f"test order: pytest-randomly seed {seed} (replay: pytest --randomly-seed={seed})"
+        )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
+from nmt import checkpoint
 from nmt.data.corpus import read_lines
-from nmt.decoding import DecodeConfig, translate_lines
+from nmt.decoding import translate_lines
 from nmt.errors import NmtError
 from nmt.export import export_ctranslate2, inexpressible
 from nmt.model.load import Loaded, load_model
@@ -25,28 +27,55 @@ def exported(tiny_run, tmp_path_factory):
     return out
 
 
-def test_greedy_outputs_equal_nmt_translate_beam_1(exported, tiny_run, toy_dir):
+def ctranslate2_outputs(exported, lines: list[str]) -> list[str]:
+    """Greedy CTranslate2 translations, called as the manifest says."""
     import ctranslate2
     import sentencepiece as spm
 
-    lines = read_lines(toy_dir / "test.src")[:30]
-    loaded = load_model(tiny_run, torch.device("cpu"))
-    cfg = DecodeConfig(beam=1)
-    ours = translate_lines(
-        loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, lines, cfg, torch.device("cpu")
-    )
     translator = ctranslate2.Translator(str(exported), device="cpu")
     source = spm.SentencePieceProcessor(model_file=str(exported / "source.spm"))
     target = spm.SentencePieceProcessor(model_file=str(exported / "target.spm"))
-    suppress = json.loads((exported / "nmt-export.json").read_text())["suppress_sequences"]
-    for line, hyps in zip(lines, ours):
+    manifest = json.loads((exported / "nmt-export.json").read_text())
+    limit = manifest["max_decoding_length"]
+    outputs = []
+    for line in lines:
         pieces = source.encode(line, out_type=str)
-        # nmt's limit a*S+b (S with </s>) counts the forced </s>; CTranslate2's does not.
-        limit = int(cfg.max_len_a * (len(pieces) + 1) + cfg.max_len_b) - 1
+        n = min(int(limit["a"] * (len(pieces) + 1) + limit["b"]), limit["cap"]) - 1
         out = translator.translate_batch(
-            [pieces], beam_size=1, max_decoding_length=limit, suppress_sequences=suppress
+            [pieces],
+            beam_size=1,
+            max_decoding_length=n,
+            suppress_sequences=manifest["suppress_sequences"],
         )
-        assert target.decode(out[0].hypotheses[0]) == hyps[0].text
+        outputs.append(target.decode(out[0].hypotheses[0]))
+    return outputs
+
+
+def nmt_outputs(checkpoint, lines: list[str]) -> list[str]:
+    loaded = load_model(checkpoint, torch.device("cpu"))
+    cfg = dataclasses.replace(loaded.cfg.decode, beam=1)
+    hyps = translate_lines(
+        loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, lines, cfg, torch.device("cpu")
+    )
+    return [h[0].text for h in hyps]
+
+
+def test_greedy_outputs_equal_nmt_translate_beam_1(exported, tiny_run, toy_dir):
+    lines = read_lines(toy_dir / "test.src")[:30]
+    assert ctranslate2_outputs(exported, lines) == nmt_outputs(tiny_run, lines)
+
+
+def test_the_manifest_carries_nmts_length_limit(tiny_run, toy_dir, tmp_path):
+    """A recipe whose limit cuts every output (a = 0.2, b = 2): called with the
+    manifest's limit, CTranslate2 stops where nmt does."""
+    payload = checkpoint.load(tiny_run / "best.pt")
+    payload["config"]["decode"].update(max_len_a=0.2, max_len_b=2)
+    checkpoint.save(tmp_path / "short.pt", payload)
+    assert invoke("export", tmp_path / "short.pt", "-o", tmp_path / "ct2").exit_code == 0
+    lines = read_lines(toy_dir / "test.src")[:30]
+    ours = nmt_outputs(tmp_path / "short.pt", lines)
+    assert ctranslate2_outputs(tmp_path / "ct2", lines) == ours
+    assert max(len(h.split()) for h in ours) < max(len(s.split()) for s in lines)
 
 
 def test_the_export_is_self_contained_and_atomic(exported, tiny_run):

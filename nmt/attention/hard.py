@@ -10,6 +10,9 @@ estimator (``estimator``):
   choice made for target position t can only change the likelihood of tokens
   t, t+1, ...; its advantage is therefore the reward to go,
   A_t = Σ_{t' ≥ t} (r_t' − b), with b a moving-average baseline per token.
+  A baseline must not depend on the sample it centres, or the estimate is
+  biased: the first update, which has no average yet, gives each sentence the
+  mean reward of the batch's other sentences (a leave-one-out baseline).
   The reward r_t is minus token t's training loss, the label-smoothed
   cross-entropy, so that this term and the pathwise gradient of the same loss
   are together the gradient of one objective, the expected training loss.
@@ -75,6 +78,14 @@ class HardConfig(AttentionConfig):
             why = f"only estimator gumbel uses it (estimator is {est!r})"
             inert.update(tau=why, tau_min=why, anneal=why)
         return inert
+
+
+def leave_one_out(reward: Tensor, mask: Tensor) -> Tensor:
+    """Per sentence (B,) the mean per-token reward of the batch's other sentences
+    (0 for a batch of one); reward and mask (B,T)."""
+    sums, counts = (reward * mask).sum(1), mask.sum(1)  # (B,)
+    others = (counts.sum() - counts).clamp(min=1)  # (B,)
+    return (sums.sum() - sums) / others
 
 
 @ATTENTION.register("hard", config=HardConfig)
@@ -165,9 +176,12 @@ class HardAttention(CrossAttention):
         entropy = torch.stack([r.entropy for r in chosen]).sum(0)  # (B,H,T)
         m = tgt_mask.to(reward.dtype)  # (B,T)
         per_token = (reward * m).sum() / m.sum().clamp(min=1)
-        if self.baseline == 0:  # first update: start the average at the first reward
-            self.baseline.fill_(float(per_token))
-        centred = (reward - self.baseline) * m  # (B,T)
+        if self.baseline == 0:  # the first update (a reward, −loss, is never 0)
+            baseline = leave_one_out(reward, m).unsqueeze(1)  # (B,1)
+            self.baseline.fill_(float(per_token))  # where the average starts
+        else:
+            baseline = self.baseline
+        centred = (reward - baseline) * m  # (B,T)
         to_go = centred.flip(-1).cumsum(-1).flip(-1)  # (B,T) A_t = Σ_{t'≥t}
         with torch.no_grad():
             decay = self.cfg.baseline_decay

@@ -38,8 +38,13 @@ class SparsemaxConfig(AttentionConfig):
 
 def sparsemax(scores: Tensor, mask: Tensor) -> Tensor:
     """Sparsemax over the last dim where ``mask`` is True (broadcastable); masked
-    positions, and every position of a fully masked row, get 0."""
-    z = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (..., S)
+    positions, and every position of a fully masked row, get 0.
+
+    Computed in float32 at least: τ comes from a cumulative sum of sorted scores,
+    and in bf16 (autocast's matmul output) its rounding leaves rows summing to
+    anywhere in 0.95..1.05."""
+    dtype = torch.promote_types(scores.dtype, torch.float32)
+    z = scores.to(dtype).masked_fill(~mask, torch.finfo(dtype).min)  # (..., S)
     ranked, _ = z.sort(dim=-1, descending=True)  # z_(1) >= z_(2) >= ...
     k = torch.arange(1, z.size(-1) + 1, device=z.device, dtype=z.dtype)  # (S,)
     total = ranked.cumsum(-1)  # (..., S) Σ_{j ≤ k} z_(j)
@@ -64,5 +69,5 @@ class SparsemaxAttention(CrossAttention):
     ) -> Attended:
         q = self.split(self.q_proj(query))  # (B,H,T,Dh)
         weights = sparsemax(self.score(q, memory.key), src_mask.unsqueeze(1))  # (B,H,T,S)
-        ctx = self.dropout(weights) @ memory.value  # (B,H,T,Dh)
+        ctx = self.dropout(weights).to(memory.value.dtype) @ memory.value  # (B,H,T,Dh)
         return Attended(self.out_proj(self.merge(ctx)), weights if need_weights else None)

@@ -16,6 +16,10 @@ from nmt.data.batching import ParallelData, Tokens
 from nmt.data.config import SubwordSampling
 from nmt.data.vocab import Vocab
 
+# SentencePiece's seed is an unsigned 32-bit int whose largest value, 2**32 - 1,
+# means "seed from the random device": derived seeds stay below it.
+SEEDS = 2**32 - 1
+
 
 def resampled(
     data: ParallelData,
@@ -32,7 +36,7 @@ def resampled(
     sides = []
     for k, (tokens, vocab) in enumerate(((data.src, src), (data.tgt, tgt))):
         text = vocab.sp.decode([tokens[i].tolist() for i in range(len(tokens))])
-        spm.set_random_generator_seed((seed * 100_003 + epoch) * 2 + k)
+        spm.set_random_generator_seed(((seed * 100_003 + epoch) * 2 + k) % SEEDS)
         sides.append(
             vocab.sp.encode(
                 text,

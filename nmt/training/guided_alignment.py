@@ -16,8 +16,9 @@ Every attention kind takes it:
   reported as ``align_outside`` (the share of the gold mass outside the window);
 - ``hard`` is supervised on α, the distribution its positions are sampled from
   (what it returns as weights), not on the one-hot sample;
-- the standard, two-stream and fused decoders are supervised on the layer's
-  last cross-attention call (the stream that predicts).
+- the standard decoder is supervised on its layer's one cross-attention call; the
+  two-stream decoder on the query stream's (the stream that predicts, which each
+  layer records first; the content stream keeps no weights).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def alignment_loss(
     """``records``: per decoder layer the cross-attention calls (weights kept);
     gold (B,T,S) rows summing to 1 where a target position has a link. Returns the
     weighted loss (summed over the batch) and its statistics."""
-    weights = records[cfg.layer][-1].weights  # (B,H,T,S)
+    weights = records[cfg.layer][0].weights  # (B,H,T,S) the predicting stream's
     assert weights is not None, "guided alignment needs the attention weights"
     a = weights[:, : cfg.heads].float()  # (B,h,T,S)
     g = gold.unsqueeze(1).to(a.dtype)  # (B,1,T,S)

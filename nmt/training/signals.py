@@ -3,6 +3,11 @@
 A signal is noted and the loop stops after the current step, once ``last.pt`` is
 saved; inside validation, which can decode for minutes on a large dev set, it cuts
 the validation short at once instead.
+
+A process that starts with SIGINT ignored (a job started with ``&`` from a
+non-interactive shell, or ``nohup``) keeps ignoring it, as shells expect of
+background jobs: Ctrl-C in the terminal is not meant for it. SIGTERM always
+stops it cleanly.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ class _CutShort(Exception):
 
 class StopSignals:
     """Catches SIGINT and SIGTERM for the length of a ``with`` block, then puts the
-    previous handlers back."""
+    previous handlers back; a SIGINT that was ignored stays ignored."""
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -37,7 +42,9 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         self._previous = {
-            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+            sig: signal.signal(sig, self._on_signal)
+            for sig in (signal.SIGINT, signal.SIGTERM)
+            if sig == signal.SIGTERM or signal.getsignal(sig) is not signal.SIG_IGN
         }
         return self
 

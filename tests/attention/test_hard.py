@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+from nmt.attention import Attended
 from nmt.config import ConfigError
 from nmt.data.vocab import PAD
 from tests.attention.test_attention import D, build, global_twin, inputs
@@ -277,3 +278,33 @@ def test_the_model_sums_each_layers_loss_and_averages_its_statistics():
     assert len(layers) == 2 and stats.keys() == {f"attn_{k}" for k in layers[0][1]}
     for k in layers[0][1]:
         assert stats[f"attn_{k}"] == pytest.approx(sum(s[k] for _, s in layers) / 2)
+
+
+def test_the_first_updates_baseline_does_not_depend_on_the_sentences_own_reward():
+    """Before any average exists, sentence b's baseline is the mean per-token reward
+    of the other sentences: raising b's own reward at token t raises its reward to
+    go by exactly that much (a baseline moving with it would take part back), and
+    the other sentences' advantages move by the shift of their leave-one-out mean."""
+    torch.manual_seed(0)
+    attn = build("hard", estimator="reinforce", entropy_weight=0.0).train()
+    query, memory, src_mask, pos = inputs((9, 4), 5)
+    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    log_prob = out.log_prob.detach().requires_grad_()
+    m = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
+    reward = -torch.rand(2, 5) * m
+
+    def to_go(reward):  # −∂loss/∂log α summed over heads: (B,T) advantages
+        fresh = copy.deepcopy(attn)
+        chosen = Attended(out.context, log_prob=log_prob, entropy=out.entropy)
+        loss, stats = fresh.extra_loss([chosen], reward, m)
+        (grad,) = torch.autograd.grad(loss, log_prob)
+        return -grad[:, 0], stats
+
+    base, stats = to_go(reward)
+    raised = reward.clone()
+    raised[0, 2] += 1.0
+    moved, _ = to_go(raised)
+    torch.testing.assert_close(moved[0] - base[0], torch.tensor([1.0, 1, 1, 0, 0]))
+    # sentence 1's baseline, sentence 0's mean, rose by 1/5 on each of its 3 tokens
+    torch.testing.assert_close(moved[1] - base[1], torch.tensor([-3.0, -2, -1, 0, 0]) / 5)
+    assert stats["baseline"] == pytest.approx(float((reward * m).sum() / 8))  # the average's start

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.attention.sparsemax import sparsemax
+from nmt.attention.sparsemax import SparsemaxAttention, sparsemax
+from tests.helpers import attention_config
 
 
 def random_case(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,3 +62,17 @@ def test_gradient_is_the_projection_jacobian():
         s = (p[row] > 0).double()
         want = (s[0] * (torch.arange(9) == 0).double() - s[0] * s / s.sum()) * mask[row]
         torch.testing.assert_close(jac_row[row], want)
+
+
+def test_weights_sum_to_one_under_bf16_autocast():
+    """bf16 autocast (the default precision on CUDA) hands the layer bf16 scores;
+    the projection still runs in float32, so every row sums to 1."""
+    torch.manual_seed(0)
+    layer = SparsemaxAttention(attention_config("sparsemax"), 64, 4, 0.0)
+    query, memory = 4 * torch.randn(8, 20, 64), 4 * torch.randn(8, 30, 64)
+    mask = torch.ones(8, 1, 30, dtype=torch.bool)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        keys = layer.project_memory(memory, mask)
+        attended = layer(query, keys, mask, torch.arange(20), need_weights=True)
+    assert attended.weights.dtype == torch.float32
+    torch.testing.assert_close(attended.weights.sum(-1), torch.ones(8, 4, 20), atol=1e-5, rtol=0)

@@ -139,3 +139,26 @@ def test_a_missing_or_misfit_alignment_file_is_named(tiny_config, tmp_path):
 def test_layer_and_heads_must_exist(tiny_config, alignment, message):
     with pytest.raises(ConfigError, match=message):
         tiny_config(train={"alignment": alignment})
+
+
+def test_the_stream_that_predicts_is_supervised():
+    """A two-stream layer records its query stream (the one that predicts, its
+    weights kept) first and its content stream (weights not kept) second."""
+    weights = torch.full((1, 2, 3, 4), 0.25)
+    query, content = Attended(torch.zeros(1, 3, 8), weights), Attended(torch.zeros(1, 3, 8))
+    gold = torch.eye(3, 4).unsqueeze(0)
+    cfg = GuidedAlignment(layer=0, heads=2)
+    loss, _ = alignment_loss([[query, content]], gold, cfg)
+    assert loss.item() == pytest.approx(cfg.weight * 3 * np.log(4))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["left_to_right", "random"])
+def test_guidance_trains_a_two_stream_decoder(tiny_config, order):
+    cfg = tiny_config(
+        model={"decoder_layers": 2, "decoder": {"kind": "two_stream", "order": order}},
+        train={"alignment": {}, "max_steps": 2, "log_every": 1},
+    )
+    train(cfg, device="cpu")
+    records = [json.loads(line) for line in open(f"{cfg.run_dir}/metrics.jsonl")]
+    assert [r["align_loss"] > 0 for r in records if "align_loss" in r] == [True, True]

@@ -4,6 +4,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from nmt.training.signals import StopSignals
 
 
@@ -25,9 +27,37 @@ def test_a_signal_cuts_interruptible_work_short_and_stops_later_work():
 
 
 def test_work_runs_whole_without_a_signal_and_a_signal_between_is_only_noted():
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
     with StopSignals() as signals:
         assert signals.interruptible(lambda: 7) == 7
         os.kill(os.getpid(), signal.SIGINT)  # a training step: no exception, noted
         time.sleep(0.01)
         assert signals.received == signal.SIGINT and signals.exit_code == 130
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the one found
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("found", [signal.SIG_DFL, signal.default_int_handler, signal.SIG_IGN])
+def test_the_handlers_found_are_put_back(found):
+    previous = signal.signal(signal.SIGTERM, found), signal.signal(signal.SIGINT, found)
+    with StopSignals():
+        assert signal.getsignal(signal.SIGTERM) not in (found, signal.SIG_DFL)
+    assert signal.getsignal(signal.SIGTERM) is found and signal.getsignal(signal.SIGINT) is found
+    signal.signal(signal.SIGTERM, previous[0])
+    signal.signal(signal.SIGINT, previous[1])
+
+
+def test_a_background_job_keeps_ignoring_sigint_and_sigterm_still_stops_it():
+    """A job started with ``&`` from a script (or under nohup) starts with SIGINT
+    ignored: the terminal's Ctrl-C is not meant for it, so it stays ignored."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with StopSignals() as signals:
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+        assert signals.received is None
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        assert signals.received == signal.SIGTERM and signals.exit_code == 143
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    signal.signal(signal.SIGINT, previous)
