@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import glob
 import json
 import os
 import pickle
@@ -24,16 +25,35 @@ VERSION = 1
 
 @contextmanager
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
-    """A temp file beside ``path`` to write in the block; when the block ends, it is
-    fsynced and renamed over ``path``.
+    """A file to write ``path`` through, for the block.
 
-    A crash at any moment leaves either the old file or the new one, never a
-    half-written one; a failure removes the temp file and names ``path``.
+    A regular file or a new path is written to a temp file beside it, which is
+    fsynced and renamed over ``path`` when the block ends: a crash at any moment
+    leaves either the old file or the new one, never a half-written one, and a
+    failure removes the temp file and names ``path``. A symlink is followed (its
+    target is replaced, the link kept); a device or FIFO (``/dev/null``, a
+    terminal, a pipe) is written in place, never replaced by a regular file.
     """
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        target = path.resolve() if path.is_symlink() else path
+    except (OSError, RuntimeError) as e:  # a symlink loop
+        raise NmtError(f"{path}: cannot write ({getattr(e, 'strerror', None) or e})") from None
+    if target.is_dir():
+        raise NmtError(f"{path}: is a directory")
+    if target.exists() and not target.is_file():
+        try:
+            with open(target, "wb") as f:
+                yield f
+        except OSError as e:
+            raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_dead_temps(target)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
+        )
     except OSError as e:
         raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
     try:
@@ -44,8 +64,8 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        os.replace(tmp, target)
+        dir_fd = os.open(target.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
@@ -56,6 +76,26 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def remove_dead_temps(path: Path) -> None:
+    """Delete the temp files for ``path`` that a killed writer (kill -9, a power
+    cut) left beside it: those named with the id of a process that is gone."""
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2 :].split(".", 1)[0]
+        if pid.isdigit() and not alive(int(pid)):
+            tmp.unlink(missing_ok=True)
 
 
 def atomic_write(path: str | Path, write: Any) -> None:

@@ -39,14 +39,16 @@ def _one_line(e: BaseException) -> str:
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn :class:`NmtError` (and running out of memory) into one line on stderr and
-    exit code 2, no traceback."""
+    exit code 2, no traceback; SIGINT and SIGTERM unwind the command (so that its
+    atomic writers remove their temp files) and exit 130 and 143."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from nmt.training.signals import Interrupted
+        from nmt.training.signals import Interrupted, Terminated, terminable
 
         try:
-            return fn(*args, **kwargs)
+            with terminable():
+                return fn(*args, **kwargs)
         except NmtError as e:
             typer.echo(f"error: {_one_line(e)}", err=True)
             raise typer.Exit(2) from None
@@ -56,6 +58,12 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Interrupted as e:
             typer.echo(str(e), err=True)
             raise typer.Exit(e.code) from None
+        except KeyboardInterrupt:  # partial outputs were removed on the way out
+            typer.echo("interrupted (SIGINT); nothing half-written was left", err=True)
+            raise typer.Exit(130) from None
+        except Terminated:
+            typer.echo("terminated (SIGTERM); nothing half-written was left", err=True)
+            raise typer.Exit(143) from None
 
     return wrapper
 
@@ -99,7 +107,9 @@ def train(
     set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from RUN_DIR/last.pt."),
     device: str = typer.Option("auto", help=DEVICE_HELP + " bf16 autocast on CUDA."),
-    nproc: int = typer.Option(1, help="Processes for data-parallel training (runs torchrun)."),
+    nproc: int = typer.Option(
+        1, min=1, max=64, help="Processes for data-parallel training (runs torchrun)."
+    ),
 ) -> None:
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
     from nmt.evaluate import evaluate

@@ -179,10 +179,8 @@ def translate_file(
 @contextmanager
 def open_output(output: Path | None) -> Iterator[Callable[[str], None]]:
     """A ``write(text)`` into ``output`` for the block. Stdout (None or ``-``) gets
-    each text as it comes; a FIFO or a device (``/dev/null``, a terminal) is written
-    directly, never replaced by a regular file; a regular file or a new path (a
-    symlink's target likewise) is replaced atomically when the block ends, and is
-    left as it was if the block fails."""
+    each text as it comes; a file goes through :func:`atomic_file` (replaced when
+    the block ends, left as it was if it fails; a device or FIFO written in place)."""
     if output is None or str(output) == "-":
 
         def write(text: str) -> None:
@@ -191,17 +189,7 @@ def open_output(output: Path | None) -> Iterator[Callable[[str], None]]:
 
         yield write
         return
-    target = output.resolve() if output.is_symlink() else output
-    if target.is_dir():
-        raise NmtError(f"{output}: is a directory")
-    if target.exists() and not target.is_file():
-        try:
-            with open(target, "w", encoding="utf-8") as f:
-                yield f.write
-        except OSError as e:
-            raise NmtError(f"{output}: cannot write ({e.strerror or e})") from None
-        return
-    with atomic_file(target) as f:
+    with atomic_file(output) as f:
         yield lambda text: f.write(text.encode("utf-8"))
 
 

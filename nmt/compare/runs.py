@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import signal
+import threading
 import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,11 +27,12 @@ from nmt.progress import console, progress_bar, warn
 from nmt.recipe import upgrade
 from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.rundir import flatten
-from nmt.training.signals import Interrupted
+from nmt.training.signals import Interrupted, Terminated, terminable
 
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
 RESOLVED = "recipe.yaml"  # the recipe it was trained with, every default filled in
 POLL_SECONDS = 2.0  # how often the study's bar reads the runs' logs under --jobs
+ORPHAN_POLL_SECONDS = 1.0  # how often a worker checks that its study process lives
 
 
 @dataclass(frozen=True)
@@ -130,43 +134,118 @@ def bring_up_all(
     """Bring up every run, ``jobs`` at a time; results in plan order. With more than
     one job each run trains in its own process (a fresh interpreter, so that each has
     its own thread pool) on 1/jobs of the CPU threads, or beside the others on the
-    GPU; its output goes to RUN/compare.log."""
+    GPU; its output goes to RUN/compare.log.
+
+    SIGINT or SIGTERM to this process (a scheduler or systemd signals the main
+    process only) reaches every worker: each saves its ``last.pt`` and stops, no run
+    starts after it, and the study raises :class:`Interrupted` once every worker
+    has gone, so that running it again resumes."""
     if jobs == 1:
         return [bring_up(run, splits, device) for run in planned]
     threads = max(1, torch.get_num_threads() // jobs)
     console.print(f"{len(planned)} runs, {jobs} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")
+    stopping = context.Event()
     run_dirs = [r.run_dir for r in planned]
     start, (first, _) = time.perf_counter(), study_progress(run_dirs)
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool, progress_bar() as bar:
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_start_worker, initargs=(stopping, os.getpid())
+    )
+    with pool, progress_bar() as bar:
         task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
         futures = [pool.submit(_bring_up_in_worker, r, splits, device, threads) for r in planned]
         waiting = set(futures)
-        while waiting:
-            finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-            for future in finished:
-                result = future.result()
-                bar.console.print(f"{result.variant} seed {result.seed}: {result.status}")
-            done, total = study_progress(run_dirs)
-            rate = (done - first) / max(time.perf_counter() - start, 1e-9)
-            bar.update(task, completed=done, total=total, rate=rate)
+        try:
+            while waiting:
+                finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    result = future.result()
+                    bar.console.print(f"{result.variant} seed {result.seed}: {result.status}")
+                done, total = study_progress(run_dirs)
+                rate = (done - first) / max(time.perf_counter() - start, 1e-9)
+                bar.update(task, completed=done, total=total, rate=rate)
+        except (KeyboardInterrupt, Terminated) as e:
+            code = 130 if isinstance(e, KeyboardInterrupt) else 143
+            stop_workers(stopping, futures)
+            raise Interrupted(
+                code,
+                f"{'interrupted' if code == 130 else 'terminated'}: every running run saved "
+                "its last.pt; run the same nmt compare again to resume the study",
+            ) from None
     return [future.result() for future in futures]
+
+
+def stop_workers(stopping: Any, futures: list[Future]) -> None:
+    """Start no more runs, pass SIGTERM to every worker (each saves ``last.pt``),
+    and wait until they have all finished."""
+    stopping.set()
+    for future in futures:
+        future.cancel()
+    with terminable():  # a second signal while they save changes nothing
+        for child in multiprocessing.active_children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGTERM)
+        while True:
+            try:
+                wait(futures)
+                return
+            except Terminated:
+                continue
+
+
+class _Worker:
+    """This process's state as a study's worker (set by :func:`_start_worker`)."""
+
+    stopping: Any = None  # the study's "stop" event
+    parent = 0  # the study process's pid
+    busy = False  # bringing up a run (else waiting for one)
+
+
+def _start_worker(stopping: Any, parent: int) -> None:
+    """A worker's set-up. SIGTERM unwinds a run it is bringing up (training turns
+    it into a saved ``last.pt``) and is only noted while it waits for a run (the
+    study then gives it none). A worker whose study process died without passing
+    the signal on (kill -9) stops itself, so that no orphan trains on."""
+    _Worker.stopping, _Worker.parent = stopping, parent
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_SECONDS)
+        stopping.set()
+        if not _Worker.busy:
+            os._exit(143)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    if _Worker.busy:
+        raise Terminated
 
 
 def _bring_up_in_worker(
     run: PlannedRun, splits: tuple[str, ...], device: str, threads: int
 ) -> RunResult:
+    if _Worker.stopping.is_set():
+        return RunResult(run.variant, run.seed, run.run_dir, "failed", "not started (stopped)")
+    _Worker.busy = True
     torch.set_num_threads(threads)
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    with (
-        open(run.run_dir / "compare.log", "a", encoding="utf-8") as log,
-        contextlib.redirect_stdout(log),
-        contextlib.redirect_stderr(log),
-    ):
-        try:
+    try:
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        with (
+            open(run.run_dir / "compare.log", "a", encoding="utf-8") as log,
+            contextlib.redirect_stdout(log),
+            contextlib.redirect_stderr(log),
+        ):
             return bring_up(run, splits, device)
-        except (Interrupted, KeyboardInterrupt):  # last.pt is saved: the next call resumes
-            return RunResult(run.variant, run.seed, run.run_dir, "failed", "interrupted")
+    except (Interrupted, KeyboardInterrupt, Terminated):  # last.pt is saved: the next resumes
+        return RunResult(run.variant, run.seed, run.run_dir, "failed", "interrupted")
+    finally:
+        _Worker.busy = False
+        if os.getppid() != _Worker.parent:
+            os._exit(143)  # an orphan: nobody is left to take the result or give more work
 
 
 def failed(run: RunResult, error: Exception) -> RunResult:

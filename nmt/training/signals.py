@@ -12,8 +12,9 @@ stops it cleanly.
 
 from __future__ import annotations
 
+import contextlib
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -25,6 +26,27 @@ class Interrupted(Exception):
     def __init__(self, code: int, message: str) -> None:
         self.code = code
         super().__init__(message)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived under :func:`terminable`. Like KeyboardInterrupt for SIGINT, it
+    is no ``Exception``: code that catches every error lets it pass, and ``finally``
+    blocks and atomic writers clean up on the way out."""
+
+
+@contextlib.contextmanager
+def terminable() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` for the length of the block; the previous
+    handler is put back after it."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
 
 
 class _CutShort(Exception):
