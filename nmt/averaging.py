@@ -16,6 +16,7 @@ import torch
 
 from nmt import checkpoint
 from nmt.errors import NmtError
+from nmt.model.load import model_from_payload
 from nmt.training.rundir import is_run
 
 KEPT = re.compile(r"step-(\d+)\.pt")
@@ -58,11 +59,8 @@ def average(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise NmtError("average: no checkpoints given")
     payloads = [checkpoint.load(p) for p in paths]
-    for path, payload in zip(paths, payloads):
-        checkpoint.check_entries(payload, path, {"config": dict, "vocab": dict, "model": dict})
-        if not all(isinstance(v, torch.Tensor) for v in payload["model"].values()):
-            raise NmtError(f"{path}: not a usable checkpoint: a damaged 'model' entry")
-        checkpoint.check_finite(payload["model"], path)
+    for path, payload in zip(paths, payloads):  # each a whole model: entries, shapes, dtypes
+        model_from_payload(payload, path, torch.device("cpu"))
     newest = payloads[-1]
     for path, payload in zip(paths, payloads):
         if payload["config"].get("model") != newest["config"].get("model"):
@@ -79,6 +77,7 @@ def average(paths: list[Path]) -> dict[str, Any]:
             k
             for k, v in payload["model"].items()
             if getattr(newest["model"].get(k), "shape", None) != v.shape
+            or newest["model"][k].dtype != v.dtype
         } | (newest["model"].keys() - payload["model"].keys())
         if differs:
             raise NmtError(

@@ -10,6 +10,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -236,6 +237,31 @@ def not_a_checkpoint(path: Path) -> str | None:
     return "a text file" if head else "an empty file"
 
 
+def check_archive(path: Path) -> None:
+    """Fail, naming ``path``, unless every member of the zip archive that
+    ``torch.save`` wrote matches the CRC-32 written beside it. torch.load reads
+    the members without checking them, so flipped bytes in a file of unchanged
+    size would load as other weights."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise NmtError(
+            f"{path}: not a readable checkpoint (truncated or corrupt: {type(e).__name__})"
+        ) from None
+    if bad is not None:
+        raise NmtError(f"{path}: damaged: {bad} does not match its checksum (CRC-32)")
+
+
+def check_dtypes(weights: dict[str, Any], expected: dict[str, Any], path: str | Path) -> None:
+    """Fail, naming ``path``, if a tensor of ``weights`` has another dtype than the
+    model's own (``expected``): copied into the model it would be cast silently."""
+    for name, value in weights.items():
+        want = expected.get(name)
+        if isinstance(value, torch.Tensor) and want is not None and value.dtype != want.dtype:
+            raise NmtError(f"{path}: damaged: {name} is {value.dtype}, the model's is {want.dtype}")
+
+
 def load(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint without executing code; every failure is one clear line."""
     path = Path(path)
@@ -247,6 +273,7 @@ def load(path: str | Path) -> dict[str, Any]:
         raise NmtError(f"{path}: no such checkpoint")
     if (kind := not_a_checkpoint(path)) is not None:
         raise NmtError(f"{path}: not a readable checkpoint ({kind})")
+    check_archive(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

@@ -6,8 +6,9 @@ Each package keeps its own sections (``nmt.data.config``, ``nmt.model.config``,
 ``from_dict`` is strict: an unknown key, a wrong type or an impossible value
 raises :class:`ConfigError` naming the dotted key (with a close-match suggestion
 for misspelt keys). Cross-field checks live in each class's ``__post_init__``.
-A section whose other values make a key useless says so in ``inert_keys()``;
-giving such a key a value other than its default is an error, so that no
+A section whose other values make a key useless says so in ``inert_keys()`` (a
+dotted key names one of a sub-section); giving such a key a value other than its
+default is an error, so that no
 setting is silently ignored. A section whose options depend on a registry
 entry (the attention variant) names the registry in its field's metadata
 (:func:`by_kind`).
@@ -81,9 +82,22 @@ def from_dict(cls: type, data: Any, path: str = "") -> Any:
         raise e.under(path) from None
     inert = getattr(built, "inert_keys", dict)()
     for key, why in inert.items():
-        if key in data and getattr(built, key) != _default(known[key]):
+        if _given(built, data, key):
             raise ConfigError(_join(path, key), f"has no effect: {why}; remove it")
     return built
+
+
+def _given(built: Any, data: dict[str, Any], key: str) -> bool:
+    """Whether the recipe gave ``key`` (dotted: a key of a sub-section) a value
+    other than its default."""
+    head, _, rest = key.partition(".")
+    if head not in data:
+        return False
+    if rest:
+        sub = data[head]
+        return isinstance(sub, dict) and _given(getattr(built, head), sub, rest)
+    field = next(f for f in fields(built) if f.name == head)
+    return getattr(built, head) != _default(field)
 
 
 def by_kind(registry: Registry, default: str, key: str = "kind") -> dict[str, Any]:

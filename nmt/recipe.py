@@ -35,6 +35,13 @@ class RunConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def __post_init__(self) -> None:
+        n, kept = self.decode.average_last, self.train.keep_checkpoints
+        check(
+            n <= kept,
+            "decode.average_last",
+            f"{n} needs train.keep_checkpoints of at least {n} (it is {kept}): the run "
+            "would find too few checkpoints to average only after training",
+        )
         if (a := self.train.alignment) is not None:
             n, heads = self.model.decoder_layers, self.model.heads
             check(-n <= a.layer < n, "train.alignment.layer", f"must be in {-n}..{n - 1}")

@@ -263,3 +263,10 @@ def test_score_scores_a_metric_named_twice_once(tmp_path):
     result = invoke("score", tmp_path / "h", "--ref", tmp_path / "r", "--metrics", "bleu,chrf,bleu")
     assert result.exit_code == 0 and result.output.count("BLEU = ") == 1, result.output
     assert result.output.count("chrF2 = ") == 1
+
+
+@pytest.mark.parametrize("nproc", ["0", "-1", "100000"])
+def test_a_process_count_out_of_range_is_refused_before_training(tiny_recipe, tmp_path, nproc):
+    result = invoke("train", tiny_recipe(), "--nproc", nproc, "--device", "cpu")
+    assert result.exit_code == 2 and "Invalid value for '--nproc'" in result.output
+    assert not (tmp_path / "run").exists()

@@ -66,10 +66,13 @@ class VocabConfig:
             )
 
     def inert_keys(self) -> dict[str, str]:
-        if self.model is None and self.src_model is None:
-            return {}
-        why = "a given SentencePiece model fixes the vocabulary"
-        return {"size": why, "type": why, "sample": why}
+        inert = {}
+        if self.type == "bpe":
+            inert["sampling.nbest_size"] = "BPE-dropout samples no n-best list (type is bpe)"
+        if self.model is not None or self.src_model is not None:
+            why = "a given SentencePiece model fixes the vocabulary"
+            inert.update(size=why, type=why, sample=why)
+        return inert
 
 
 @dataclass(frozen=True)

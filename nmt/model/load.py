@@ -57,6 +57,7 @@ def model_from_payload(ckpt: dict[str, Any], path: str | Path, device: torch.dev
         model = Transformer(cfg.model, len(vocabs.src), len(vocabs.tgt), PAD, vocabs.joint)
         if (differs := mismatch(model, ckpt["model"])) is not None:
             raise NmtError(f"{path}: the weights do not fit the checkpoint's recipe: {differs}")
+        checkpoint.check_dtypes(ckpt["model"], model.state_dict(), path)
         model.load_state_dict(ckpt["model"])
     except (KeyError, TypeError, RuntimeError, ConfigError) as e:
         raise NmtError(f"{path}: checkpoint does not match this nmt version ({brief(e)})") from None

@@ -80,6 +80,7 @@ def prepare(
     if ckpt is not None:
         if dist.main and (n := checkpoint.remove_stale_temps(run_dir)):
             log(f"removed {n} temp file(s) left by an interrupted write")
+        checkpoint.check_dtypes(ckpt["model"], model.state_dict(), last)
         try:
             trainer.restore(ckpt)
         except (ConfigError, KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:

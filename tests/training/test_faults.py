@@ -46,6 +46,34 @@ def test_signal_saves_last_and_says_how_to_resume(toy_dir, tmp_path, sig, code):
     assert checkpoint.load(run / "last.pt")["state"]["step"] >= 1
 
 
+@pytest.mark.slow
+def test_a_background_run_ignores_sigint_and_stops_on_sigterm(toy_dir, tmp_path):
+    """Started with SIGINT ignored (``nmt train ... &`` in a script, or nohup), the
+    run keeps ignoring it, as shells expect of background jobs; SIGTERM still saves
+    last.pt and stops it."""
+    run = tmp_path / "run"
+    recipe = write_subprocess_recipe(
+        toy_dir, run, max_steps=100_000, valid_every=100_000, log_every=1
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "train", str(recipe), "--device", "cpu"],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    deadline = time.time() + 120
+    while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(2)
+    assert proc.poll() is None  # still training
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err.decode()[-2000:]
+    assert checkpoint.load(run / "last.pt")["state"]["step"] >= 1
+
+
 class Exploding(Trainer):
     """Returns a NaN loss on the steps listed in ``bad``."""
 
