@@ -84,12 +84,18 @@ def grow_diag_final_and(forward: Alignment, reverse: Alignment) -> Alignment:
     return links
 
 
+def ascii_digits(text: str) -> bool:
+    """Whether ``text`` is a non-empty run of 0-9 (``str.isdigit`` also takes "²" and
+    other scripts' digits, which ``int`` refuses or reads as numbers)."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_pharaoh(line: str, where: str) -> Alignment:
     """``"0-0 1-2"`` -> {(0, 0), (1, 2)}; a malformed pair is an error naming ``where``."""
     out = set()
     for pair in line.split():
         i, sep, j = pair.partition("-")
-        if not (sep and i.isdigit() and j.isdigit()):
+        if not (sep and ascii_digits(i) and ascii_digits(j)):
             raise NmtError(f"{where}: {shown(pair)} is not an i-j alignment pair")
         if max(len(i), len(j)) > 9:  # a word index past any sentence (and past int64)
             raise NmtError(f"{where}: {shown(pair)}: a word index of more than 9 digits")

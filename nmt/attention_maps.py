@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.alignment import Alignment, attention_alignment
+from nmt.alignment import Alignment, ascii_digits, attention_alignment
 from nmt.checkpoint import atomic_write
 from nmt.data.batching import pad
 from nmt.data.vocab import BOS, EOS, Vocab
@@ -127,7 +127,7 @@ def select(amap: AttentionMap, layer: int, head: str) -> tuple[np.ndarray, np.nd
     c = amap.centers[layer] if amap.centers is not None else None  # (Hc,T)
     if head == "mean":
         return w.mean(0), (c.mean(0) if c is not None else None)
-    if not head.isdigit() or int(head) >= heads:
+    if not ascii_digits(head) or int(head) >= heads:
         raise NmtError(f"--head {head}: expected 'mean', 'all' or a head index below {heads}")
     h = int(head)
     return w[h], (c[min(h, c.shape[0] - 1)] if c is not None else None)

@@ -95,7 +95,7 @@ def remove_dead_temps(path: Path) -> None:
     cut) left beside it: those named with the id of a process that is gone."""
     for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         pid = tmp.name[len(path.name) + 2 :].split(".", 1)[0]
-        if pid.isdigit() and not alive(int(pid)):
+        if pid.isascii() and pid.isdigit() and not alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
 

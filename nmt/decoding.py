@@ -66,7 +66,11 @@ class Sampling:
 
 def sample_tokens(logp: Tensor, cfg: Sampling, generator: torch.Generator) -> Tensor:
     """One token per row of log-probabilities (n,V) -> (n,)."""
-    logits = logp / cfg.temperature
+    # Shifted so that the best is 0 before dividing, and divided by no less than the
+    # dtype's smallest normal number (5e-324 is 0 in float32): at the smallest
+    # temperatures the rest go to -inf and the best keeps probability 1, not NaN.
+    temperature = max(cfg.temperature, torch.finfo(logp.dtype).tiny)
+    logits = (logp - logp.max(-1, keepdim=True).values) / temperature
     if cfg.top_k:
         kth = logits.topk(min(cfg.top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (n,1)
         logits = logits.masked_fill(logits < kth, float("-inf"))

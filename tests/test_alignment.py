@@ -44,7 +44,9 @@ def test_aer_on_hand_made_alignments():
     assert aer(predicted, gold) == pytest.approx(1 - 6 / 9)
 
 
-@pytest.mark.parametrize("pair", ["1:2", "1-x", "x-1", "-1", "1-", "1-2-3", "1--2"])
+@pytest.mark.parametrize(
+    "pair", ["1:2", "1-x", "x-1", "-1", "1-", "1-2-3", "1--2", "1-²", "١-2", "1-٣"]
+)
 def test_malformed_pharaoh_names_the_place(pair):
     with pytest.raises(NmtError, match=rf"test\.align:3: '{pair}' is not an i-j alignment pair"):
         parse_pharaoh(f"0-0 {pair}", "test.align:3")

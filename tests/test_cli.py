@@ -57,8 +57,9 @@ def test_train_translate_score_end_to_end(tiny_recipe, toy_dir, tmp_path):
     result = invoke("attention", run, "--src", src[0], "--head", "0", "-o", png)
     assert result.exit_code == 0, result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    result = invoke("attention", run, "--src", src[0], "--head", "7", "-o", png)
-    assert result.exit_code == 2 and "--head 7" in result.output
+    for head in ("7", "²"):  # "²".isdigit(), but int("²") fails
+        result = invoke("attention", run, "--src", src[0], "--head", head, "-o", png)
+        assert result.exit_code == 2 and f"--head {head}" in result.output, result.output
 
     result = invoke(
         "score",

@@ -251,6 +251,15 @@ def test_sampled_tokens_follow_the_temperature_and_the_cuts():
         assert set(drawn.unique().tolist()) == set(kept)
 
 
+@pytest.mark.parametrize("temperature", [1e-40, 5e-324])
+def test_the_smallest_temperatures_draw_the_most_probable_token(temperature):
+    """Any temperature the recipe accepts: divided unshifted, log-probs overflowed to
+    -inf everywhere and multinomial failed on NaN."""
+    logp = torch.log_softmax(torch.randn(50, 30), -1)
+    drawn = sample_tokens(logp, Sampling(temperature=temperature), torch.Generator())
+    assert torch.equal(drawn, logp.argmax(-1))
+
+
 def test_sampling_with_top_k_1_is_greedy_search():
     torch.manual_seed(4)
     model = tiny_model().eval()

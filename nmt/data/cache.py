@@ -17,7 +17,9 @@ A changed file or setting makes a new entry, never a stale one; every variant
 and seed of a study, every DDP rank and every ``--resume`` with the same data
 and vocabulary maps the same pages. An entry is built in a temporary directory
 and renamed into place, under a file lock, so two processes never build it
-twice nor read it half-written; a damaged entry is rebuilt.
+twice nor read it half-written. Each file's CRC-32 is kept in ``meta.json`` and
+checked whenever the entry is mapped: a damaged entry (even one of unchanged
+size) is rebuilt with a warning.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import json
 import os
 import shutil
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +46,7 @@ from nmt.data.vocab import Vocab, cut
 from nmt.errors import NmtError
 from nmt.progress import progress_bar
 
-FORMAT = 2  # bump when the layout of an entry changes (2: lines, each kept pair's line)
+FORMAT = 3  # bump when the layout of an entry changes (2: lines; 3: CRC-32 of each file)
 CHUNK = 20_000  # pairs encoded per SentencePiece batch call
 
 
@@ -65,7 +68,7 @@ def digest(value: Any) -> str:
 
 
 @contextlib.contextmanager
-def building(entry: Path) -> Iterator[Path | None]:
+def building(entry: Path, log: Callable[[str], None]) -> Iterator[Path | None]:
     """Hold the entry's lock; yield a fresh directory to build it in, or None when
     it is already there. What is built is renamed into place when the block ends
     without an error, else removed."""
@@ -75,18 +78,33 @@ def building(entry: Path) -> Iterator[Path | None]:
         why = e.strerror or e
         raise NmtError(f"data.cache_dir: {entry.parent}: cannot write ({why})") from None
     with held(entry.with_name(entry.name + ".lock")):  # another process building it: wait
-        if (entry / "meta.json").is_file():
+        if entry.is_dir() and (entry / "meta.json").is_file():
             yield None
             return
-        shutil.rmtree(entry, ignore_errors=True)  # a damaged or unfinished entry
+        # Holding the lock, nobody else builds this entry: what is there is a damaged
+        # entry (or a file in its place) and temp directories of killed builders.
+        if entry.exists() or entry.is_symlink():
+            log(f"warning: damaged data cache entry {entry} (no meta.json); preparing it again")
+        for stale in [entry, *entry.parent.glob(f".{entry.name}.*.tmp")]:
+            remove(stale)
         tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
         try:
+            tmp.mkdir()
             yield tmp
             os.rename(tmp, entry)
+        except OSError as e:  # a full disk, most often
+            why = e.strerror or e
+            raise NmtError(f"data.cache_dir: {entry.parent}: cannot write ({why})") from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove(path: Path) -> None:
+    """Remove a file, a link or a directory tree, if there is one."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def vocab_entry(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], None]) -> Path:
@@ -95,7 +113,7 @@ def vocab_entry(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], 
     v = cfg.vocab
     settings = {k: getattr(v, k) for k in ("size", "joint", "type", "sample")}
     entry = cache_root(cfg) / f"vocab-{digest([FORMAT, settings, *map(file_stamp, files)])}"
-    with building(entry) as tmp:
+    with building(entry, log) as tmp:
         if tmp is not None:
             check_corpus(files)
             if v.joint:
@@ -137,10 +155,17 @@ def encode_split(
     sides = [("src", src, dtypes[0]), ("tgt", tgt, dtypes[1])]
     names = [f"{side}.{part}" for side, *_ in sides for part in ("ids", "offsets")] + ["lines"]
     outputs = {name: open(out / name, "wb") for name in names}
+    crc = dict.fromkeys(names, 0)
+
+    def write(name: str, array: np.ndarray) -> None:
+        data = array.tobytes()
+        outputs[name].write(data)
+        crc[name] = zlib.crc32(data, crc[name])
+
     threads = os.cpu_count() or 1
     try:
         for side, *_ in sides:
-            outputs[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
+            write(f"{side}.offsets", np.zeros(1, np.int64))
         bar = progress_bar()
         with bar:
             total, start = count_lines(files[0]), time.perf_counter()
@@ -155,7 +180,7 @@ def encode_split(
                 ]
                 short, empty, long = keep_pairs(*encoded, max_len)
                 lines = counts["lines"] + np.asarray(short, dtype=np.int64)
-                outputs["lines"].write(lines.tobytes())
+                write("lines", lines)
                 counts["lines"] += len(chunk)
                 counts["empty"] += empty
                 counts["long"] += long
@@ -164,10 +189,10 @@ def encode_split(
                     kept = [seqs[i] for i in short]
                     lengths = np.fromiter(map(len, kept), np.int64, len(kept))
                     ends = counts[f"{side}_ids"] + np.cumsum(lengths)
-                    outputs[f"{side}.offsets"].write(ends.tobytes())
+                    write(f"{side}.offsets", ends)
                     n_ids = int(lengths.sum())
                     ids = np.fromiter(itertools.chain.from_iterable(kept), dtype, n_ids)
-                    outputs[f"{side}.ids"].write(ids.tobytes())
+                    write(f"{side}.ids", ids)
                     counts[f"{side}_ids"] += n_ids
                 rate = counts["lines"] / max(time.perf_counter() - start, 1e-9)
                 bar.update(task, completed=counts["lines"], rate=rate)
@@ -177,7 +202,8 @@ def encode_split(
     finally:
         for f in outputs.values():
             f.close()
-    return {**counts, "src_dtype": np.dtype(dtypes[0]).name, "tgt_dtype": np.dtype(dtypes[1]).name}
+    dtype_names = {"src_dtype": np.dtype(dtypes[0]).name, "tgt_dtype": np.dtype(dtypes[1]).name}
+    return {**counts, **dtype_names, "crc32": crc}
 
 
 def data_entry(
@@ -188,7 +214,7 @@ def data_entry(
     vocab = [hashlib.sha256(v.model).hexdigest() for v in (src, tgt)]
     key = digest([FORMAT, vocab, cfg.max_len, *map(file_stamp, files)])
     entry = cache_root(cfg) / f"data-{key}"
-    with building(entry) as tmp:
+    with building(entry, log) as tmp:
         if tmp is not None:
             log(f"preparing {files[0]} and {files[1]} in {entry}")
             meta = {"files": [str(f) for f in files], "max_len": cfg.max_len}
@@ -229,6 +255,12 @@ def mapped(entry: Path) -> tuple[ParallelData, dict[str, Any]]:
         raise DamagedEntry(f"{entry}: lines does not match meta.json")
     data = ParallelData(*sides)
     data.lines = np.memmap(lines_file, np.int64, "r", shape=(meta["pairs"],))
+    arrays = {"lines": data.lines}
+    for side, tokens in zip(("src", "tgt"), sides):
+        arrays.update({f"{side}.ids": tokens.ids, f"{side}.offsets": tokens.offsets})
+    for name, array in arrays.items():
+        if zlib.crc32(np.ascontiguousarray(array).data) != meta["crc32"][name]:
+            raise DamagedEntry(f"{entry}/{name} does not match its checksum")
     size = sum(f.stat().st_size for f in entry.iterdir())
     return data, {**meta, "entry": str(entry), "bytes": size}
 
@@ -243,5 +275,5 @@ def prepared(
         return mapped(entry)
     except (DamagedEntry, KeyError, TypeError, ValueError) as e:
         log(f"warning: damaged data cache entry ({e}); preparing it again")
-        (entry / "meta.json").unlink(missing_ok=True)
+        remove(entry)
         return mapped(data_entry(cfg, files, src, tgt, log))

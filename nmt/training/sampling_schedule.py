@@ -53,7 +53,8 @@ class ScheduledSamplingConfig(TrainerConfig):
         check(0 <= self.eps_min <= 1, "eps_min", "must be in [0, 1]")
         check(self.warmup_steps >= 0, "warmup_steps", "must be non-negative")
         check(self.topk >= 1, "topk", "must be at least 1")
-        check(self.temperature > 0, "temperature", "must be positive")
+        # Below 1e-3, logits / temperature overflow float32 (inf − inf = NaN in the mix).
+        check(1e-3 <= self.temperature <= 100, "temperature", "must be in 0.001..100")
         check(self.passes >= 2, "passes", "must be at least 2")
 
     def inert_keys(self) -> dict[str, str]:

@@ -11,6 +11,9 @@ overlays every variant and seed.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,8 @@ from nmt.attention_maps import AttentionMap, attention_entropy, attention_maps, 
 from nmt.decoding import encode_source
 from nmt.errors import NmtError
 from nmt.model import Transformer
+from nmt.plotting import pyplot
+from nmt.progress import warn
 
 GROUPS = {"valid_": "valid", "attn_": "attention", "ss_": "scheduled_sampling"}
 NOT_SCALARS = ("step",)
@@ -54,36 +59,84 @@ def log_dir(run_dir: Path, chosen: str | None) -> Path:
 class TensorBoardLog:
     """A ``SummaryWriter`` on ``log_dir``. ``purge_step``: a resumed run's first step;
     events the interrupted run logged from there on are dropped, so curves do not
-    double back."""
+    double back.
+
+    TensorBoard is a view of the run, not the run: when its directory cannot be
+    written (a full disk, often outside the run directory), one warning names it,
+    logging stops and training goes on (``metrics.jsonl`` still has every figure).
+    The writer's background thread would print a traceback for the failed write;
+    it stays silent while this log is open, since the warning says it."""
 
     def __init__(self, log_dir: Path, purge_step: int | None = None) -> None:
         SummaryWriter = summary_writer()
+        self.log_dir = log_dir
         try:
             self.writer = SummaryWriter(str(log_dir), purge_step=purge_step)
         except OSError as e:
             raise NmtError(
                 f"{log_dir}: cannot write TensorBoard logs ({e.strerror or e})"
             ) from None
+        self._hook = threading.excepthook
+        threading.excepthook = self._quiet_writer_thread
+
+    def _quiet_writer_thread(self, args: Any) -> None:
+        if not (args.thread is not None and type(args.thread).__name__ == "_AsyncWriterThread"):
+            self._hook(args)
+
+    def _write(self, write: Callable[[Any], None]) -> None:
+        if self.writer is None:
+            return
+        try:
+            write(self.writer)
+            self.writer.flush()  # surface a failed write now, not at close
+        except OSError as e:
+            warn(
+                f"{self.log_dir}: cannot write TensorBoard logs ({e.strerror or e}); "
+                "TensorBoard logging stops, training goes on (metrics.jsonl has every figure)"
+            )
+            self._drop()
+
+    def _drop(self) -> None:
+        writer, self.writer = self.writer, None
+        with contextlib.suppress(OSError):
+            writer.close()
 
     def record(self, record: dict[str, Any]) -> None:
         """One ``metrics.jsonl`` record: each number as a scalar at ``record["step"]``."""
         step = int(record["step"])
-        for key, value in record.items():
-            if key not in NOT_SCALARS and isinstance(value, (int, float)):
-                self.writer.add_scalar(tag(key), value, step)
+        scalars = {
+            tag(k): v
+            for k, v in record.items()
+            if k not in NOT_SCALARS and isinstance(v, (int, float))
+        }
+
+        def write(writer: Any) -> None:
+            for name, value in scalars.items():
+                writer.add_scalar(name, value, step)
+
+        self._write(write)
 
     def attention(self, amap: AttentionMap, step: int) -> None:
         """The fixed dev sentence's cross-attention as a heatmap (last layer, mean over
         heads, as ``compare`` draws it), and its mean entropy (nats) over layers, heads
         and target positions."""
         entropy = attention_entropy(amap.weights)  # weights (L,H,T,S)
-        self.writer.add_scalar("attention/dev_entropy", entropy, step)
         title = f"last layer, mean over heads, step {step}"
         fig = heatmap_figure(amap, -1, "mean", title)
-        self.writer.add_figure("attention/dev_sentence", fig, step)  # closes the figure
+
+        def write(writer: Any) -> None:
+            writer.add_scalar("attention/dev_entropy", entropy, step)
+            writer.add_figure("attention/dev_sentence", fig, step)  # closes the figure
+
+        self._write(write)
+        pyplot().close(fig)  # add_figure closes it, unless logging has stopped
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self._write(lambda writer: None)
+            if self.writer is not None:
+                self._drop()
+        threading.excepthook = self._hook
 
 
 def dev_attention(model: Transformer, vocabs: Any, src: str, ref: str) -> AttentionMap:

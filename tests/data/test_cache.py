@@ -4,6 +4,9 @@ in-memory pairs, a new entry for any change, damaged entries rebuilt."""
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -106,8 +109,20 @@ def test_each_kept_pair_knows_its_line(corpus, tmp_path):
         assert vocabs.tgt.decode([data.tgt[k].tolist()])[0] == tgt[line]
 
 
-@pytest.mark.parametrize("damage", ["truncate", "meta", "lines"])
+def flip(path: Path, value: int) -> None:
+    """Overwrite the middle of ``path`` with ``value`` as one int64, same size."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2 // 8 * 8
+    data[middle : middle + 8] = np.int64(value).tobytes()
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage", ["truncate", "meta", "lines", "ids out of range", "offsets scrambled", "a file"]
+)
 def test_a_damaged_entry_is_prepared_again(corpus, tmp_path, damage):
+    """Damage of unchanged size too: ids beyond the vocabulary gave an IndexError mid-
+    training and scrambled offsets a misleading "out of memory"."""
     cfg = config(corpus, tmp_path)
     _, data, _ = load(cfg, tmp_path)
     want = np.array(data.tgt.ids)  # a copy: the mapped file is about to be damaged
@@ -115,6 +130,13 @@ def test_a_damaged_entry_is_prepared_again(corpus, tmp_path, damage):
     if damage in ("truncate", "lines"):
         path = entry / ("tgt.ids" if damage == "truncate" else "lines")
         path.write_bytes(path.read_bytes()[:-6])
+    elif damage == "ids out of range":
+        flip(entry / "tgt.ids", -1)
+    elif damage == "offsets scrambled":
+        flip(entry / "src.offsets", 10**12)
+    elif damage == "a file":
+        shutil.rmtree(entry)
+        entry.write_text("not a directory")
     else:
         (entry / "meta.json").write_text("{not json")
     _, again, said = load(cfg, tmp_path)
@@ -194,3 +216,28 @@ def test_separate_vocabularies_learn_their_own_side(corpus, tmp_path):
         return {p.isupper() for p in pieces if p.strip("▁").isalpha()}
 
     assert cases(vocabs.src) == {False} and cases(vocabs.tgt) == {True}
+
+
+def test_temp_directories_of_killed_builders_are_removed(corpus, tmp_path):
+    """kill -9 during ``nmt data prepare`` leaves a temp directory; the next build of
+    that entry (holding its lock, so nobody else builds it) removes every such one."""
+    cfg = config(corpus, tmp_path)
+    load(cfg, tmp_path)
+    (entry,) = [p for p in entries_in(tmp_path) if p.name.startswith("data-")]
+    stale = entry.with_name(f".{entry.name}.99999999.tmp")
+    stale.mkdir()
+    (stale / "src.ids").write_bytes(b"partial")
+    shutil.rmtree(entry)
+    load(cfg, tmp_path)
+    assert not stale.exists() and (entry / "meta.json").is_file()
+
+
+def test_a_full_disk_while_preparing_is_one_line_naming_the_cache(corpus, tmp_path, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(cache, "encode_split", full)
+    cfg = config(corpus, tmp_path)
+    with pytest.raises(NmtError, match=r"data\.cache_dir: .*cache: cannot write \(No space left"):
+        load(cfg, tmp_path)
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.endswith(".tmp")]

@@ -127,3 +127,29 @@ def test_a_log_dir_that_is_a_file_is_refused_before_the_run_builds(
     ):
         train(cfg, device="cpu")
     assert blocker.read_text() == "mine\n"
+
+
+def test_a_full_disk_under_the_log_dir_stops_logging_and_the_run_finishes(
+    tiny_config, monkeypatch, capfd
+):
+    """The events are written by the writer's own thread; there a full disk printed
+    a traceback, another at close, and the run ended with exit 1 and no summary."""
+    require_extra("tensorboard", "tensorboard")
+    from tensorboard.summary.writer import record_writer
+
+    written = []
+    original = record_writer.RecordWriter.write
+
+    def write(self, data):
+        written.append(1)
+        if len(written) > 3:  # the file's header and a few records fit, then the disk fills
+            raise OSError(28, "No space left on device")
+        return original(self, data)
+
+    monkeypatch.setattr(record_writer.RecordWriter, "write", write)
+    cfg = tiny_config(train={"log_to": ["jsonl", "tensorboard"], "max_steps": 6})
+    summary = train(cfg, device="cpu")
+    err = capfd.readouterr().err
+    assert summary["steps"] == 6 and (Path(cfg.run_dir) / "summary.json").is_file()
+    assert err.count("cannot write TensorBoard logs (No space left on device)") == 1, err
+    assert "Traceback" not in err and "Exception in thread" not in err
