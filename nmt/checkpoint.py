@@ -91,12 +91,16 @@ def alive(pid: int) -> bool:
 
 
 def remove_dead_temps(path: Path) -> None:
-    """Delete the temp files for ``path`` that a killed writer (kill -9, a power
-    cut) left beside it: those named with the id of a process that is gone."""
-    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+    """Delete the temp files (or directories) for ``path`` that a killed writer
+    (kill -9, a power cut) left beside it: ``.NAME.PID.*tmp``, named with the id of
+    a process that is gone."""
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*tmp"):
         pid = tmp.name[len(path.name) + 2 :].split(".", 1)[0]
         if pid.isascii() and pid.isdigit() and not alive(int(pid)):
-            tmp.unlink(missing_ok=True)
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
 
 
 def atomic_write(path: str | Path, write: Any) -> None:

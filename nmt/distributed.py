@@ -9,8 +9,6 @@ and checkpoints. Multi-node runs use torchrun's own rendezvous options.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 
 import torch
@@ -75,15 +73,21 @@ def from_env(device_type: str) -> Distributed:
 
 
 def launch(nproc: int, argv: list[str]) -> int:
-    """Re-run ``nmt argv`` under torchrun with ``nproc`` local processes."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        "-m",
-        "nmt",
-        *argv,
-    ]
-    return subprocess.call(cmd)
+    """Run ``nmt argv`` in ``nproc`` local processes through torchrun's own launcher
+    (PyTorch's elastic agent, run in this process); the exit code. SIGINT or SIGTERM
+    sent to this process alone (a scheduler signals the process it started) reaches
+    the agent, which passes it to every rank: each saves ``last.pt`` and stops, and
+    the exit code is the shell's 128 + N, with no traceback."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    args = parse_args(["--standalone", f"--nproc_per_node={nproc}", "-m", "nmt", *argv])
+    try:
+        run(args)
+    except SignalException as e:
+        return 128 + int(e.sigval)
+    except ChildFailedError as e:  # each rank said why on stderr
+        code = e.get_first_failure()[1].exitcode
+        return code if code > 0 else 128 - code
+    return 0

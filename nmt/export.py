@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from nmt.checkpoint import write_text
+from nmt.checkpoint import remove_dead_temps, write_text
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import NmtError
 from nmt.model import Transformer
@@ -154,8 +154,8 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
     spec = ctranslate2_spec(loaded.model, loaded.vocabs)
     spec.validate()
     spec.optimize(quantization=None if quantization == "float32" else quantization)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_dead_temps(out_dir)  # what a killed export left
+    tmp = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
     try:
         tmp.mkdir(parents=True)
         spec.save(str(tmp))

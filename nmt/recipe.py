@@ -35,6 +35,13 @@ class RunConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def __post_init__(self) -> None:
+        positions, max_len = self.model.max_positions, self.data.max_len
+        check(
+            positions > max_len,
+            "model.max_positions",
+            f"{positions} is too few for data.max_len {max_len}: a training sentence takes "
+            f"up to {max_len} pieces and </s> (or <s>); set at least {max_len + 1}",
+        )
         n, kept = self.decode.average_last, self.train.keep_checkpoints
         check(
             n <= kept,

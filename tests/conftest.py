@@ -32,9 +32,14 @@ SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 GUARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
+# Variables that others set in the process, not the tests: pytest names the current
+# test in one; torch.compile keeps a process-wide cache in another on first use.
+NOT_THE_TESTS = ("PYTEST_CURRENT_TEST", "_TORCHINDUCTOR_")
+
+
 def _environment() -> dict[str, str]:
-    """The environment, less the variable pytest itself changes between phases."""
-    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    """The environment, less the variables that others set (``NOT_THE_TESTS``)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(NOT_THE_TESTS)}
 
 
 @pytest.fixture(autouse=True)

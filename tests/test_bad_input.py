@@ -83,6 +83,10 @@ RECIPE_CASES = {
         {"decode": {"average_last": 5}, "train": {"keep_checkpoints": 2}},
         "decode.average_last: 5 needs train.keep_checkpoints of at least 5 (it is 2)",
     ),
+    "positions fewer than a training sentence": (
+        {"model": {"max_positions": 16}, "data": {"max_len": 100}},
+        "model.max_positions: 16 is too few for data.max_len 100",
+    ),
     "an n-best list for BPE-dropout": (
         {"data": {"vocab": {"type": "bpe", "sampling": {"alpha": 0.1, "nbest_size": 8}}}},
         "data.vocab.sampling.nbest_size: has no effect: BPE-dropout samples no n-best list",

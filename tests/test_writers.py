@@ -15,7 +15,7 @@ import pytest
 
 from nmt import checkpoint
 from nmt.errors import NmtError
-from tests.conftest import subprocess_env
+from tests.conftest import require_extra, subprocess_env
 from tests.test_cli import invoke
 
 
@@ -115,3 +115,12 @@ def test_a_signal_during_translate_leaves_no_output_and_no_temp_file(tiny_run, t
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == code and b"Traceback" not in err, err.decode()[-2000:]
     assert list(out.parent.iterdir()) == []
+
+
+def test_an_export_removes_what_a_killed_export_left(tiny_run, tmp_path):
+    require_extra("ctranslate2", "ctranslate2")
+    left = tmp_path / f".ct2.{dead_pid()}.tmp"
+    left.mkdir()
+    (left / "model.bin").write_bytes(b"half")
+    assert invoke("export", tiny_run, "-o", tmp_path / "ct2").exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]

@@ -3,8 +3,11 @@ global batches."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,27 @@ def test_two_gloo_ranks_match_one_process(toy_dir, tmp_path):
     # only rank 0 wrote: one training-log record per logged step
     logged = [yaml.safe_load(x)["step"] for x in (tmp_path / "ddp" / "metrics.jsonl").open()]
     assert len(logged) == len(set(logged)) + 1  # training log + validation at the last step
+
+
+@pytest.mark.slow
+def test_sigterm_to_nmt_train_nproc_reaches_every_rank(toy_dir, tmp_path):
+    """A scheduler signals the process it started, not torchrun's ranks: the signal
+    is passed on, rank 0 saves last.pt, and no rank is left running."""
+    run = tmp_path / "ddp"
+    ddp = write_subprocess_recipe(toy_dir, run, max_steps=100_000, valid_every=100_000, log_every=1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "train", str(ddp), "--device", "cpu", "--nproc", "2"],
+        env={**subprocess_env(), "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    deadline = time.time() + 120
+    while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err.decode()[-3000:]
+    assert checkpoint.load(run / "last.pt")["state"]["step"] >= 1
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # nothing of the session is left
