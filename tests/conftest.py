@@ -194,6 +194,13 @@ def write_subprocess_recipe(
     return path
 
 
+def as_in_a_terminal() -> None:
+    """``preexec_fn`` for a child that a test sends SIGINT: Ctrl-C's default action,
+    whatever this process inherited (started in the background from a script, the
+    suite runs with SIGINT ignored, and so would the child)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def subprocess_env() -> dict[str, str]:
     """The environment for ``python -m nmt`` subprocesses: this checkout importable."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

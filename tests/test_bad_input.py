@@ -83,6 +83,10 @@ RECIPE_CASES = {
         {"decode": {"average_last": 5}, "train": {"keep_checkpoints": 2}},
         "decode.average_last: 5 needs train.keep_checkpoints of at least 5 (it is 2)",
     ),
+    "a split that is a path": (
+        {"data": {"test": ["test", "../../elsewhere/x"]}},
+        "data.test[1]: '../../elsewhere/x': a name of files in data.dir, not a path",
+    ),
     "positions fewer than a training sentence": (
         {"model": {"max_positions": 16}, "data": {"max_len": 100}},
         "model.max_positions: 16 is too few for data.max_len 100",
@@ -493,6 +497,13 @@ def test_a_damaged_results_json_is_rebuilt(tiny_run, tmp_path):
     out = " ".join(result.output.split())
     assert result.exit_code == 0 and "results.json was damaged; rebuilding it" in out, out
     assert "bleu" in json.loads((run / "results.json").read_text())["test"]
+
+
+@pytest.mark.parametrize("split", ["../outside/test", "/tmp/test", ".hidden", ""])
+def test_a_split_that_is_a_path_is_refused_and_nothing_written_outside(tiny_run, tmp_path, split):
+    """``RUN/{split}.hyp`` would have been written outside the run directory."""
+    fails_cleanly(["evaluate", tiny_run, "--split", split], "a name of files in data.dir")
+    assert not list(tiny_run.parent.glob("**/outside"))
 
 
 def test_a_split_named_twice_is_evaluated_once(tiny_run, tmp_path):

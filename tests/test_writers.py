@@ -15,7 +15,7 @@ import pytest
 
 from nmt import checkpoint
 from nmt.errors import NmtError
-from tests.conftest import require_extra, subprocess_env
+from tests.conftest import as_in_a_terminal, require_extra, subprocess_env
 from tests.test_cli import invoke
 
 
@@ -106,6 +106,7 @@ def test_a_signal_during_translate_leaves_no_output_and_no_temp_file(tiny_run, t
         ],
         env={**subprocess_env(), "NMT_QUIET": "1"},
         stderr=subprocess.PIPE,
+        preexec_fn=as_in_a_terminal,
     )
     deadline = time.time() + 60
     while not list(out.parent.iterdir()) and time.time() < deadline and proc.poll() is None:

@@ -120,13 +120,43 @@ def vocab_entry(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], 
                 sides = {"": itertools.chain(*map(iter_lines, files))}
             else:
                 sides = {".src": iter_lines(files[0]), ".tgt": iter_lines(files[1])}
+            crc = {}
             for suffix, lines in sides.items():
                 what = "a joint" if v.joint else f"the {suffix[1:]}"
                 log(f"training {what} SentencePiece {v.type} model ({v.size} pieces)")
                 model = Vocab.train(lines, v.size, v.type, v.sample).model
                 (tmp / f"spm{suffix}.model").write_bytes(model)
-            (tmp / "meta.json").write_text(json.dumps({"settings": settings}))
+                crc[f"spm{suffix}.model"] = zlib.crc32(model)
+            (tmp / "meta.json").write_text(json.dumps({"settings": settings, "crc32": crc}))
     return entry
+
+
+def vocab_models(
+    cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], None]
+) -> dict[Path, bytes]:
+    """The SentencePiece model files of :func:`vocab_entry` and their bytes, each
+    checked against its CRC-32: a damaged model (flipped bytes can still parse, as
+    other pieces) is trained again, with a warning."""
+    entry = vocab_entry(cfg, files, log)
+    try:
+        return read_models(entry)
+    except (DamagedEntry, KeyError, TypeError, AttributeError) as e:
+        log(f"warning: damaged data cache entry ({e}); preparing it again")
+        remove(entry)
+        return read_models(vocab_entry(cfg, files, log))
+
+
+def read_models(entry: Path) -> dict[Path, bytes]:
+    models = {}
+    for name, crc in read_meta(entry)["crc32"].items():
+        path = entry / name
+        try:
+            models[path] = path.read_bytes()
+        except OSError as e:
+            raise DamagedEntry(f"{path}: {e.strerror or e}") from None
+        if zlib.crc32(models[path]) != crc:
+            raise DamagedEntry(f"{path} does not match its checksum")
+    return models
 
 
 def id_dtype(size: int) -> np.dtype:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nmt.config import check
+from nmt.data.corpus import plain_name
 
 
 @dataclass(frozen=True)
@@ -93,3 +94,11 @@ class DataConfig:
     def __post_init__(self) -> None:
         check(self.src_lang != self.tgt_lang, "tgt_lang", "must differ from data.src_lang")
         check(self.max_len >= 2, "max_len", "must be at least 2")
+        names = {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "train": self.train}
+        names.update({"dev": self.dev}, **{f"test[{i}]": t for i, t in enumerate(self.test)})
+        for key, name in names.items():
+            check(
+                plain_name(name) and name.isprintable(),
+                key,
+                f"{name!r}: a name of files in data.dir, not a path",
+            )

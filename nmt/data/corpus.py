@@ -14,8 +14,22 @@ from nmt.errors import NmtError
 BLOCK = 1 << 20  # bytes count_lines reads at a time
 
 
+def plain_name(name: str) -> bool:
+    """Whether ``name`` can name a split or a language: a file name part, neither a
+    path nor hidden. Outputs are written as ``RUN/{split}.hyp``, so ``../x`` would
+    write outside the run directory."""
+    return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
+
+
 def split_path(directory: str | Path, split: str, lang: str) -> Path:
-    """``{dir}/{split}.{lang}``, or its ``.gz`` sibling; an error names both if neither exists."""
+    """``{dir}/{split}.{lang}``, or its ``.gz`` sibling; an error names both if neither
+    exists, and a split or language that is a path is an error too."""
+    for what, name in (("split", split), ("language", lang)):
+        if not plain_name(name) or not name.isprintable():
+            raise NmtError(
+                f"{what} {name!r}: a name of files in data.dir (e.g. test for test.{lang}), "
+                "not a path"
+            )
     plain = Path(directory) / f"{split}.{lang}"
     for path in (plain, plain.with_name(plain.name + ".gz")):
         if path.exists():

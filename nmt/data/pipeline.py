@@ -58,11 +58,8 @@ def recipe_vocabs(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str]
         return Vocabs(joint, joint)
     if v.src_model is not None:
         return Vocabs(Vocab.load(v.src_model), Vocab.load(v.tgt_model))
-    entry = cache.vocab_entry(cfg, files, log)
-    if v.joint:
-        joint = Vocab.load(entry / "spm.model")
-        return Vocabs(joint, joint)
-    return Vocabs(Vocab.load(entry / "spm.src.model"), Vocab.load(entry / "spm.tgt.model"))
+    models = [Vocab(data, str(path)) for path, data in cache.vocab_models(cfg, files, log).items()]
+    return Vocabs(models[0], models[-1])  # one joint model, or the source's and the target's
 
 
 def store_vocabs(vocabs: Vocabs, run_dir: Path) -> None:

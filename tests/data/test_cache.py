@@ -241,3 +241,16 @@ def test_a_full_disk_while_preparing_is_one_line_naming_the_cache(corpus, tmp_pa
     with pytest.raises(NmtError, match=r"data\.cache_dir: .*cache: cannot write \(No space left"):
         load(cfg, tmp_path)
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_damaged_vocabulary_model_is_trained_again(corpus, tmp_path):
+    """Flipped bytes in a SentencePiece model can still parse, as other pieces."""
+    cfg = config(corpus, tmp_path)
+    vocabs, _, _ = load(cfg, tmp_path)
+    (entry,) = [p for p in entries_in(tmp_path) if p.name.startswith("vocab-")]
+    model = bytearray((entry / "spm.model").read_bytes())
+    model[len(model) // 2] ^= 0x01
+    (entry / "spm.model").write_bytes(bytes(model))
+    again, _, said = load(cfg, tmp_path)
+    assert any("damaged data cache entry" in s for s in said)
+    assert again.src.model == vocabs.src.model and again.joint

@@ -20,7 +20,7 @@ from nmt.training.build import build
 from nmt.training.run import train
 from nmt.training.signals import Interrupted
 from nmt.training.trainer import Trainer
-from tests.conftest import subprocess_env, write_subprocess_recipe
+from tests.conftest import as_in_a_terminal, subprocess_env, write_subprocess_recipe
 
 
 @pytest.mark.slow
@@ -35,6 +35,7 @@ def test_signal_saves_last_and_says_how_to_resume(toy_dir, tmp_path, sig, code):
         env=subprocess_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=as_in_a_terminal,
     )
     deadline = time.time() + 120
     while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
