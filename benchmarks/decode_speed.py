@@ -18,8 +18,9 @@ from torch import Tensor
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
 from nmt.metrics import bleu
-from nmt.model import DecoderState, Transformer
+from nmt.model.decoder import DecoderState
 from nmt.model.load import load_model
+from nmt.model.seq2seq import Transformer
 
 
 @dataclasses.dataclass

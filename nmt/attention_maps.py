@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from nmt.alignment import Alignment, ascii_digits, attention_alignment
-from nmt.checkpoint import atomic_write
 from nmt.data.batching import pad
 from nmt.data.vocab import BOS, EOS, Vocab
 from nmt.errors import NmtError
-from nmt.model import Transformer
+from nmt.files import atomic_write
+from nmt.model.seq2seq import Transformer
 from nmt.plotting import pyplot, save_figure
 
 

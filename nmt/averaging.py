@@ -17,7 +17,7 @@ import torch
 from nmt import checkpoint
 from nmt.errors import NmtError
 from nmt.model.load import model_from_payload
-from nmt.training.rundir import is_run
+from nmt.rundir import is_run
 
 KEPT = re.compile(r"step-(\d+)\.pt")
 

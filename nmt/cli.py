@@ -22,7 +22,9 @@ app = typer.Typer(
     "  (every command: nmt COMMAND --help; shell completion: nmt --install-completion)",
 )
 data_app = typer.Typer(
-    no_args_is_help=True, help="Corpora: the toy corpus, downloads, preparing a recipe's data."
+    no_args_is_help=True,
+    help="Corpora: the toy corpus, downloads, preparing a recipe's data.",
+    epilog="Example: nmt data toy data/toy && nmt data prepare recipes/toy.yaml",
 )
 app.add_typer(data_app, name="data")
 
@@ -95,6 +97,10 @@ def _main(
 DEVICE_HELP = "auto (CUDA if available), cpu, cuda or cuda:N (the N-th visible GPU)."
 CHECKPOINT_HELP = "A checkpoint, or a run directory (its best.pt)."
 SET_HELP = "Override a recipe value, e.g. --set model.attention.kind=local_m (repeatable)."
+PLUGIN_HELP = (
+    "Import a module (or .py file) that registers attention kinds, trainers, blocks "
+    "first (repeatable; docs/extending.md)."
+)
 
 
 @app.command(
@@ -110,19 +116,21 @@ def train(
     nproc: int = typer.Option(
         1, min=1, max=64, help="Processes for data-parallel training (runs torchrun)."
     ),
+    plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
 ) -> None:
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
     from nmt.evaluate import evaluate
     from nmt.recipe import load_recipe
     from nmt.training.run import train as run_training
 
-    cfg = load_recipe(recipe, set_)  # fail on a bad recipe before starting processes
+    cfg = load_recipe(recipe, set_, tuple(plugin))  # a bad recipe fails before any process
     if nproc > 1 and device.startswith("cuda:"):
         raise NmtError(f"--device {device}: --nproc gives each process its own GPU; use cuda")
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
         from nmt.distributed import launch
 
         argv = ["train", str(recipe), *[f"--set={x}" for x in set_], f"--device={device}"]
+        argv += [f"--plugin={x}" for x in plugin]
         raise typer.Exit(launch(nproc, [*argv, *(["--resume"] if resume else [])]))
     summary = run_training(cfg, device=device, resume=resume)
     if summary is None:  # a data-parallel rank other than 0
@@ -182,9 +190,13 @@ def translate(
     top_k: Optional[int] = typer.Option(None, "--top-k", help="--sample: keep k tokens (0: all)."),
     top_p: Optional[float] = typer.Option(None, "--top-p", help="--sample: nucleus mass (1: all)."),
     seed: Optional[int] = typer.Option(None, help="--sample: random seed (1)."),
+    plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
 ) -> None:
     """Translate one sentence per line; always exactly one output line per input line."""
+    from nmt.plugins import import_plugins
     from nmt.translate import sampling_options, translate_file
+
+    import_plugins(plugin)
 
     translate_file(
         checkpoints,
@@ -251,6 +263,7 @@ def compare(
     jobs: int = typer.Option(
         1, min=1, max=64, help="Runs at once: CPU threads split between them, or sharing the GPU."
     ),
+    plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
 ) -> None:
     """Train every variant x seed of a spec (or compare --runs) and report the answer.
 
@@ -262,12 +275,15 @@ def compare(
     if (spec is None) == (not runs):
         raise NmtError("give either a SPEC file or --runs DIR (repeated), not both")
     if spec is not None:
-        run_study(spec, device=device, overrides=set_, jobs=jobs)
+        run_study(spec, device=device, overrides=set_, jobs=jobs, plugins=tuple(plugin))
         return
     if set_:
         raise NmtError("--set overrides a spec's keys; --runs takes none")
     if out is None:
         raise NmtError("--runs needs --out DIR for the report")
+    from nmt.plugins import import_plugins
+
+    import_plugins(plugin)
     compare_runs(runs, out, split, baseline, device=device)
 
 

@@ -10,12 +10,12 @@ from typing import Any
 import torch
 
 from nmt.averaging import average_last
-from nmt.checkpoint import held, is_number, read_json, write_text
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
 from nmt.device import resolve_device
 from nmt.errors import NmtError
+from nmt.files import held, is_number, read_json, write_text
 from nmt.metrics import corpus_score
 from nmt.model.load import Loaded, load_model, model_from_payload
 from nmt.progress import console, sentence_progress, warn

@@ -19,11 +19,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from nmt.checkpoint import remove_dead_temps, write_text
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import NmtError
-from nmt.model import Transformer
+from nmt.files import remove_dead_temps, write_text
 from nmt.model.load import Loaded, load_model
+from nmt.model.seq2seq import Transformer
 
 QUANTIZATIONS = ("float32", "int8", "int16", "float16", "bfloat16", "int8_float16")
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which every norm here keeps

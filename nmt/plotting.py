@@ -7,8 +7,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import atomic_write
 from nmt.errors import NmtError
+from nmt.files import atomic_write
 
 FORMATS = ("png", "pdf", "svg")  # chosen by the file's suffix
 

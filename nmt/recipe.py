@@ -18,9 +18,10 @@ import yaml
 
 from nmt.config import apply_overrides, check, from_dict, read_yaml
 from nmt.data.config import DataConfig
-from nmt.decoding import DecodeConfig
+from nmt.decode_config import DecodeConfig
 from nmt.errors import ConfigError, NmtError
 from nmt.model.config import ModelConfig
+from nmt.plugins import with_plugins
 from nmt.training.config import TrainConfig
 
 
@@ -33,6 +34,9 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(max_epochs=10))
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    # modules (or .py files) imported before the rest is read: a user's attention
+    # kinds, trainers, blocks (nmt.plugins); stored with the run so that it loads again
+    plugins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         positions, max_len = self.model.max_positions, self.data.max_len
@@ -71,8 +75,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
-    """Load a recipe file, apply ``--set`` overrides, validate into a RunConfig."""
+def load_recipe(
+    path: str | Path, overrides: list[str] | None = None, plugins: tuple[str, ...] = ()
+) -> RunConfig:
+    """Load a recipe file, apply ``--set`` overrides, import its plug-ins and those
+    given (``--plugin``), validate into a RunConfig."""
     data = apply_overrides(read_yaml(path), overrides or [])
     if "variants" in data and "run_dir" not in data:
         raise NmtError(f"{path}: a comparison spec, not a recipe; run it with: nmt compare {path}")
@@ -82,14 +89,18 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConf
             "beside kind: scheduled_sampling (docs/training.md)"
         )
     try:
-        return from_dict(RunConfig, data)
-    except ConfigError as e:
+        return from_dict(RunConfig, with_plugins(data, plugins))
+    except (ConfigError, NmtError) as e:
         raise NmtError(f"{path}: {e}") from None
 
 
-def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    """Rebuild a RunConfig stored in a checkpoint or a run directory."""
-    return from_dict(RunConfig, upgrade(data))
+def config_from_dict(data: dict[str, Any], source: str = "the run") -> RunConfig:
+    """Rebuild a RunConfig stored in a checkpoint or a run directory (``source``,
+    for messages), importing the plug-ins it was trained with."""
+    data = upgrade(data)
+    if isinstance(data, dict):
+        data = with_plugins(data, why=f" ({source} was trained with it)")
+    return from_dict(RunConfig, data)
 
 
 # Options every earlier checkpoint stored for each encoder block and decoder kind,

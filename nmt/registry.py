@@ -1,13 +1,16 @@
 """A small name -> class registry for plug-ins (attention variants, trainers, blocks).
 
-An entry may carry its own config dataclass (fairseq's ``dataclass=`` pattern):
-``@ATTENTION.register("local_p", config=LocalPConfig)``. A recipe section whose
-field names the registry (:func:`nmt.config.registered`) is then read into the
-config of the entry its ``kind`` key names.
+Every entry is added the same way, built-in or a user's plug-in, with
+:meth:`Registry.register`: a name, the entry's config dataclass (fairseq's
+``dataclass=`` pattern) and what it builds. A recipe section whose field names
+the registry (:func:`nmt.config.by_kind`) is read into the config of the entry
+its ``kind`` key names.
 
-A registry names the modules that hold its built-in entries; they are imported
-at the first lookup, so that a config module can name its registry without
-importing the (heavier) modules that fill it, and without an import cycle.
+What an entry builds may be given as ``"module:attribute"`` and is imported at
+its first :meth:`Registry.get`: the built-ins are added so, beside their configs
+in torch-free modules (``nmt/*/config.py``), so that reading and checking a
+recipe loads no model code and no torch. A name no entry has yet first loads
+the installed plug-ins (:mod:`nmt.plugins`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import difflib
 import importlib
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from nmt.errors import NmtError, shown
 
@@ -26,19 +29,18 @@ class Registry(Generic[T]):
     """Maps names to classes (and their configs); ``get`` on an unknown name lists
     the valid ones."""
 
-    def __init__(self, what: str, modules: tuple[str, ...] = ()) -> None:
+    def __init__(self, what: str) -> None:
         self.what = what
-        self._modules = modules  # imported at the first lookup (they register the built-ins)
-        self._items: dict[str, T] = {}
+        self._items: dict[str, T | str] = {}  # a class, or "module:attr" not yet imported
         self._configs: dict[str, type] = {}
 
-    def _load(self) -> None:
-        modules, self._modules = self._modules, ()
-        for module in modules:
-            importlib.import_module(module)
+    def register(
+        self, name: str, config: type | None = None, target: str | None = None
+    ) -> Callable[[T], T]:
+        """Add ``name``: with ``target`` ("module:attribute", imported when first
+        needed) at once, else as a decorator of the class itself."""
 
-    def register(self, name: str, config: type | None = None) -> Callable[[T], T]:
-        def add(item: T) -> T:
+        def add(item: T | str) -> Any:
             if name in self._items:
                 raise ValueError(f"{self.what} {name!r} registered twice")
             self._items[name] = item
@@ -46,17 +48,32 @@ class Registry(Generic[T]):
                 self._configs[name] = config
             return item
 
+        if target is not None:
+            add(target)
         return add
 
-    def get(self, name: str) -> T:
-        self._load()
+    def _known(self, name: str) -> bool:
+        """Whether ``name`` is registered, once installed plug-ins (entry points of the
+        group ``nmt.plugins``) have had their chance to register it."""
         if name not in self._items:
+            from nmt.plugins import load_installed
+
+            load_installed()
+        return name in self._items
+
+    def get(self, name: str) -> T:
+        if not self._known(name):
             raise NmtError(self.unknown(name))
-        return self._items[name]
+        item = self._items[name]
+        if isinstance(item, str):
+            module, _, attribute = item.partition(":")
+            item = self._items[name] = getattr(importlib.import_module(module), attribute)
+        return item
 
     def config(self, name: str) -> type:
-        """The config dataclass registered with ``name``."""
-        self.get(name)
+        """The config dataclass registered with ``name`` (nothing is imported)."""
+        if not self._known(name):
+            raise NmtError(self.unknown(name))
         return self._configs[name]
 
     def unknown(self, name: object) -> str:
@@ -67,9 +84,7 @@ class Registry(Generic[T]):
         return f"unknown {self.what} {shown(name)}{hint}; valid: {', '.join(self.names())}"
 
     def names(self) -> list[str]:
-        self._load()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
-        self._load()
         return name in self._items

@@ -12,14 +12,14 @@ import torch
 
 from nmt.alignment import Alignment, format_pharaoh
 from nmt.attention_maps import each_attention_map, save_npz, supervised_heads, word_alignment
-from nmt.checkpoint import atomic_file
 from nmt.data.corpus import input_chunks
 from nmt.decoding import Sampling, Translation, encode_source, translate_lines
 from nmt.device import resolve_device
 from nmt.errors import ConfigError, NmtError
-from nmt.model import Transformer
+from nmt.files import atomic_file
 from nmt.model.ensemble import Ensemble
 from nmt.model.load import Loaded, load_model
+from nmt.model.seq2seq import Transformer
 from nmt.progress import console, sentence_progress, warn
 
 # Lines translated at a time: memory stays bounded on a corpus of millions (back-

@@ -8,11 +8,11 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from nmt.attention.base import AttentionConfig
+from nmt.attention.config import AttentionConfig
 from nmt.config import from_dict
 from nmt.data.vocab import PAD
-from nmt.model import Transformer
 from nmt.model.config import ModelConfig
+from nmt.model.seq2seq import Transformer
 
 VOCAB = 40
 

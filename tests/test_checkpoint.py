@@ -7,7 +7,7 @@ import pickle
 import pytest
 import torch
 
-from nmt import checkpoint
+from nmt import checkpoint, files
 from nmt.errors import NmtError
 
 
@@ -28,7 +28,7 @@ def test_failed_write_keeps_the_old_file(tmp_path):
         raise OSError(28, "No space left on device")
 
     with pytest.raises(NmtError, match="No space left"):
-        checkpoint.atomic_write(path, explode)
+        files.atomic_write(path, explode)
     assert checkpoint.load(path)["x"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
 

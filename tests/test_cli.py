@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
+import typer
 from typer.testing import CliRunner
 
 from nmt.cli import app
@@ -102,13 +103,27 @@ def test_translate_refuses_a_non_checkpoint(tmp_path):
     assert result.exit_code == 2 and "x.pt" in result.output
 
 
-def test_toy_command_and_help_examples(tmp_path):
+def test_toy_command(tmp_path):
     result = invoke("data", "toy", tmp_path / "toy", "--size", 40)
     assert result.exit_code == 0 and (tmp_path / "toy" / "test_long.align").is_file()
-    commands = (["train"], ["translate"], ["score"], ["evaluate"], ["attention"], ["compare"])
-    commands += (["average"], ["export"])
-    for command in [*commands, ["data", "toy"], ["data", "prepare"], ["data", "fetch"], []]:
-        assert "Example: nmt" in invoke(*command, "--help").output
+
+
+def every_command(group: typer.core.TyperGroup, path: tuple[str, ...] = ()) -> list[tuple]:
+    """Every command and group of the app, walked from the top (``()`` is ``nmt``)."""
+    found = [path]
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):  # a group: nmt data
+            found += every_command(command, (*path, name))
+        else:
+            found.append((*path, name))
+    return found
+
+
+def test_every_command_shows_an_example_in_its_help():
+    commands = every_command(typer.main.get_command(app))
+    assert len(commands) > 12 and ("data", "fetch") in commands
+    for command in commands:
+        assert "Example: nmt" in invoke(*command, "--help").output, command
     assert "--install-completion" in invoke("--help").output
 
 

@@ -21,7 +21,7 @@ from nmt.decoding import (
     translate_ids,
 )
 from nmt.errors import NmtError
-from nmt.model import Transformer
+from nmt.model.seq2seq import Transformer
 from tests.helpers import VOCAB, random_batch, tiny_model
 from tests.model.test_architectures import ARCHITECTURES
 

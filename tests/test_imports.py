@@ -143,3 +143,27 @@ def test_a_registry_loads_its_built_in_entries_at_the_first_lookup():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.stdout.strip() == "ScheduledSamplingConfig", done.stderr
+
+
+@pytest.mark.parametrize("recipe", ["recipes/toy.yaml", "recipes/multi30k-de-en.yaml"])
+def test_reading_and_checking_a_recipe_loads_no_torch(recipe):
+    """Every config class lives in a torch-free module and the registries import a
+    variant's code only when a model is built: a recipe naming every kind of plug-in
+    point (attention, trainer, encoder block, decoder) loads no torch."""
+    root = Path(__file__).resolve().parents[1]
+    overrides = [
+        "model.attention.kind=local_p",
+        "train.trainer.kind=scheduled_sampling",
+        "model.encoder.block=qanet",
+        "model.decoder.kind=two_stream",
+    ]
+    probe = (
+        "import json, sys\n"
+        "import nmt.recipe\n"
+        f"cfg = nmt.recipe.load_recipe({recipe!r}, {overrides!r})\n"
+        "assert type(cfg.model.attention).__name__ == 'LocalPConfig'\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

@@ -1,6 +1,9 @@
-"""Cross-attention variants behind one registry (see DESIGN.md)."""
+"""Cross-attention variants behind one registry (see docs/design.md).
 
-from nmt.attention import global_attention, hard, local, sparsemax  # noqa: F401  (registration)
-from nmt.attention.base import ATTENTION, SCORES, Attended, CrossAttention, Memory
+The registry and every variant's config live in :mod:`nmt.attention.config`,
+which loads no torch; the contract is :mod:`nmt.attention.base`, and a variant's
+code is imported when a model first builds it."""
 
-__all__ = ["ATTENTION", "SCORES", "Attended", "CrossAttention", "Memory"]
+from nmt.attention.config import ATTENTION, AttentionConfig
+
+__all__ = ["ATTENTION", "AttentionConfig"]

@@ -1,6 +1,6 @@
 """The cross-attention contract shared by every variant, and its score functions.
 
-Contract (shape legend in DESIGN.md): ``query (B,T,D)``, memory keys/values
+Contract (shape legend in docs/design.md): ``query (B,T,D)``, memory keys/values
 projected once per sentence (:meth:`CrossAttention.project_memory`),
 ``src_mask (B,1,S)`` (True = real token), ``positions (T,)`` the absolute
 target positions of the queries -> ``context (B,T,D)`` and, on request,
@@ -11,34 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
+from nmt.attention.config import AttentionConfig
 from nmt.registry import Registry
 
-ATTENTION: Registry[type[CrossAttention]] = Registry("attention kind")
 SCORES: Registry[type[Score]] = Registry("attention score")
-
-ScoreName = Literal["dot", "general", "concat", "trilinear"]
-
-
-@dataclass(frozen=True)
-class AttentionConfig:
-    """Base of every cross-attention variant's options (``model.attention``); each
-    variant registers a subclass with its own typed options."""
-
-    kind: str = "global"
-    # bidaf: fuse [h; c; h∘c; h∘c̃] after the cross-attention (nmt.attention.fusion)
-    fusion: Literal["none", "bidaf"] = "none"
-
-    def from_data(self, lengths: np.ndarray) -> tuple[AttentionConfig, str | None]:
-        """The config with values measured on the training data filled in, given its
-        (source, target) lengths in pieces (N,2), and a line saying what was measured (None:
-        nothing). The trainer calls it once, before building the model."""
-        return self, None
 
 
 class Memory(NamedTuple):

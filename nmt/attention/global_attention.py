@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import Tensor
 
 from nmt.attention.base import (
-    ATTENTION,
     Attended,
-    AttentionConfig,
     CrossAttention,
     Memory,
-    ScoreName,
     key_bias,
     masked_softmax,
 )
 from nmt.attention.sdpa import scaled_dot_product
 
 
-@dataclass(frozen=True)
-class GlobalConfig(AttentionConfig):
-    kind: str = "global"
-    score: ScoreName = "dot"
-
-
-@ATTENTION.register("global", config=GlobalConfig)
 class GlobalAttention(CrossAttention):
     """Luong et al. 2015 "global" attention (sec. 3.1, eq. 7-8) — with ``score: dot``
     exactly Vaswani et al. 2017's encoder-decoder attention (eq. 1).

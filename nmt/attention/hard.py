@@ -30,54 +30,17 @@ Inference is deterministic: the argmax position.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.attention.base import (
-    ATTENTION,
     Attended,
-    AttentionConfig,
     CrossAttention,
     Memory,
-    ScoreName,
     masked_softmax,
 )
-from nmt.config import check
-
-
-@dataclass(frozen=True)
-class HardConfig(AttentionConfig):
-    kind: str = "hard"
-    score: ScoreName = "dot"
-    estimator: Literal["reinforce", "straight_through", "gumbel"] = "gumbel"
-    entropy_weight: float = 0.01  # λ_e, REINFORCE only
-    baseline_decay: float = 0.9  # moving-average baseline b ← decay·b + (1 − decay)·R
-    expected_prob: float = 0.0  # REINFORCE: probability of the soft context instead
-    tau: float = 1.0  # Gumbel-softmax start temperature
-    tau_min: float = 0.5
-    anneal: float = 1e-4
-
-    def __post_init__(self) -> None:
-        check(self.entropy_weight >= 0, "entropy_weight", "must be non-negative")
-        check(0 <= self.baseline_decay < 1, "baseline_decay", "must be in [0, 1)")
-        check(0 <= self.expected_prob <= 1, "expected_prob", "must be in [0, 1]")
-        check(0 < self.tau_min <= self.tau, "tau_min", "must be positive and at most tau")
-        check(self.anneal >= 0, "anneal", "must be non-negative")
-
-    def inert_keys(self) -> dict[str, str]:
-        est = self.estimator
-        inert = {}
-        if est != "reinforce":
-            why = f"only estimator reinforce uses it (estimator is {est!r})"
-            inert.update(entropy_weight=why, baseline_decay=why, expected_prob=why)
-        if est != "gumbel":
-            why = f"only estimator gumbel uses it (estimator is {est!r})"
-            inert.update(tau=why, tau_min=why, anneal=why)
-        return inert
+from nmt.attention.config import HardConfig
 
 
 def leave_one_out(reward: Tensor, mask: Tensor) -> Tensor:
@@ -88,7 +51,6 @@ def leave_one_out(reward: Tensor, mask: Tensor) -> Tensor:
     return (sums.sum() - sums) / others
 
 
-@ATTENTION.register("hard", config=HardConfig)
 class HardAttention(CrossAttention):
     """See the module docstring. Weights returned for inspection are α (the
     distribution the samples come from)."""

@@ -19,72 +19,25 @@ Two exact computations of the same result:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention.base import (
-    ATTENTION,
     Attended,
-    AttentionConfig,
     CrossAttention,
     Memory,
-    ScoreName,
     masked_softmax,
 )
+from nmt.attention.config import LocalConfig, LocalMConfig, LocalPConfig
 from nmt.attention.gaussian import gaussian_window
-from nmt.config import check
 
 # ``auto`` uses the windowed path when its block slots × band length are at most
 # T·S / BAND_GAIN; above that the dense kernel's fewer, larger matmuls win
 # (benchmarks/attention_scaling.py).
 BAND_GAIN = 4
-
-
-@dataclass(frozen=True)
-class LocalConfig(AttentionConfig):
-    window: int = 10  # w: the window spans 2w+1 source positions (Luong et al. used 10)
-    score: ScoreName = "dot"
-    path: Literal["auto", "windowed", "dense"] = "auto"
-
-    def __post_init__(self) -> None:
-        check(self.window >= 0, "window", "must be non-negative")
-
-
-@dataclass(frozen=True)
-class LocalMConfig(LocalConfig):
-    kind: str = "local_m"
-    # identity: p_t = t; length_ratio: p_t = t / ratio, where ratio is the mean
-    # target/source length ratio (null: measured on the training data by the trainer)
-    center: Literal["identity", "length_ratio"] = "identity"
-    ratio: float | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check(self.ratio is None or self.ratio > 0, "ratio", "must be positive")
-
-    def inert_keys(self) -> dict[str, str]:
-        if self.center == "length_ratio":
-            return {}
-        return {"ratio": f"only center length_ratio uses it (center is {self.center!r})"}
-
-    def from_data(self, lengths: np.ndarray) -> tuple[LocalMConfig, str | None]:
-        if self.center != "length_ratio" or self.ratio is not None:
-            return self, None
-        ratio = sum(t / s for s, t in lengths.tolist()) / len(lengths)
-        measured = f"{ratio:.3f} (mean target/source length on the training data)"
-        return replace(self, ratio=ratio), f"model.attention.ratio = {measured}"
-
-
-@dataclass(frozen=True)
-class LocalPConfig(LocalConfig):
-    kind: str = "local_p"
-    gaussian: Literal["multiply", "bias"] = "multiply"
-    per_head: bool = True  # one predicted centre per head, or one shared by all heads
 
 
 def rows(x: Tensor) -> Tensor:
@@ -259,7 +212,6 @@ class LocalAttention(CrossAttention):
         return x.new_full((*x.shape[:-1], slots), fill).scatter(-1, slot, x)
 
 
-@ATTENTION.register("local_m", config=LocalMConfig)
 class LocalMonotonicAttention(LocalAttention):
     """local-m (Luong et al. 2015, sec. 3.2): the aligned position is assumed known,
     p_t = t (or t / r with r the corpus mean target/source length ratio, so that
@@ -281,7 +233,6 @@ class LocalMonotonicAttention(LocalAttention):
         return torch.minimum(p.view(1, 1, -1), last.view(-1, 1, 1))  # (B,1,T)
 
 
-@ATTENTION.register("local_p", config=LocalPConfig)
 class LocalPredictiveAttention(LocalAttention):
     """local-p (Luong et al. 2015, sec. 3.2, eq. 9-10): the centre is predicted,
     p_t = S_b · sigmoid(v_pᵀ tanh(W_p h_t)), with S_b the real length of source b,

@@ -15,25 +15,14 @@ config, a class under the registry, and one import in ``nmt/attention/__init__.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
 from nmt.attention.base import (
-    ATTENTION,
     Attended,
-    AttentionConfig,
     CrossAttention,
     Memory,
-    ScoreName,
 )
-
-
-@dataclass(frozen=True)
-class SparsemaxConfig(AttentionConfig):
-    kind: str = "sparsemax"
-    score: ScoreName = "dot"
 
 
 def sparsemax(scores: Tensor, mask: Tensor) -> Tensor:
@@ -54,7 +43,6 @@ def sparsemax(scores: Tensor, mask: Tensor) -> Tensor:
     return (z - tau).clamp(min=0) * mask
 
 
-@ATTENTION.register("sparsemax", config=SparsemaxConfig)
 class SparsemaxAttention(CrossAttention):
     """a_t = sparsemax_s(score(q_t, k_s)) over real source positions s;
     context c_t = Σ_s a_t(s) v_s (Martins & Astudillo 2016, sec. 4)."""

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from nmt.checkpoint import write_text
 from nmt.compare.analysis import RunAnalysis
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
 from nmt.evaluate import evaluated_model
+from nmt.files import write_text
 from nmt.metrics import corpus_score
 from nmt.progress import console
 from nmt.translate import ensemble, one_line

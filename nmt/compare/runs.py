@@ -18,15 +18,15 @@ from typing import Any
 import torch
 import yaml
 
-from nmt.checkpoint import write_text
 from nmt.compare.spec import PlannedRun
 from nmt.compare.watch import study_progress
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
+from nmt.files import write_text
 from nmt.progress import console, progress_bar, warn
 from nmt.recipe import upgrade
+from nmt.rundir import flatten
 from nmt.training.run import SUMMARY, read_summary, train
-from nmt.training.rundir import flatten
 from nmt.training.signals import Interrupted, Terminated, terminable
 
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution

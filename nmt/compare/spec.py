@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from nmt.config import apply_overrides, check, check_seed, from_dict, read_yaml
 from nmt.errors import ConfigError, NmtError
+from nmt.plugins import with_plugins
 from nmt.recipe import RunConfig
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
@@ -71,6 +72,7 @@ class CompareSpec:
         False  # also score each variant's seeds as one ensemble (nmt.compare.ensembles)
     )
     significance: SignificanceSpec = field(default_factory=SignificanceSpec)
+    plugins: tuple[str, ...] = ()  # imported first, and stored in every run (nmt.plugins)
 
     def __post_init__(self) -> None:
         check(bool(self.variants), "variants", "name at least one variant")
@@ -135,11 +137,12 @@ class PlannedRun:
 
 
 def load_spec(
-    path: str | Path, overrides: list[str] | None = None
+    path: str | Path, overrides: list[str] | None = None, plugins: tuple[str, ...] = ()
 ) -> tuple[CompareSpec, list[PlannedRun]]:
     """Read and check a spec (with ``--set`` overrides of its own keys, e.g.
-    ``seeds=[1,2,3]``) and every run it implies; errors name the spec file and key (a
-    bad override in a variant names the variant)."""
+    ``seeds=[1,2,3]``, and ``plugins`` added to its own) and every run it implies;
+    errors name the spec file and key (a bad override in a variant names the
+    variant)."""
     path = Path(path)
     if path.is_dir():
         raise NmtError(
@@ -153,8 +156,8 @@ def load_spec(
             "or name it as a spec's base (docs/compare.md)"
         )
     try:
-        spec = from_dict(CompareSpec, raw)
-    except ConfigError as e:
+        spec = from_dict(CompareSpec, with_plugins(raw, plugins))
+    except (ConfigError, NmtError) as e:
         raise NmtError(f"{path}: {e}") from None
     base = read_yaml(spec.base)
     out = Path(spec.out_dir)
@@ -164,7 +167,7 @@ def load_spec(
             run_dir = out / "runs" / variant / f"seed{seed}"
             sets = [*spec.set, *overrides, f"train.seed={seed}", f"run_dir={run_dir}"]
             try:
-                recipe = apply_overrides(base, sets)
+                recipe = with_plugins(apply_overrides(base, sets), spec.plugins)
                 if "tensorboard" in from_dict(RunConfig, recipe).train.log_to:
                     tb = out / "tb" / variant / f"seed{seed}"  # one --logdir for every run
                     recipe = apply_overrides(recipe, [f"train.tensorboard_dir={tb}"])

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from nmt.checkpoint import no_best, write_text
+from nmt.checkpoint import no_best
 from nmt.compare.aggregate import check_one_test_set, contrast_rows, summarise
 from nmt.compare.analysis import RunAnalysis, analyse_run, read_gold
 from nmt.compare.ensembles import ensemble_rows
@@ -22,9 +22,10 @@ from nmt.data.pipeline import check_files, load_split
 from nmt.device import resolve_device
 from nmt.errors import ConfigError, NmtError
 from nmt.evaluate import evaluate, read_results
+from nmt.files import write_text
 from nmt.progress import console, warn
 from nmt.recipe import RunConfig, config_from_dict
-from nmt.training.rundir import is_run, owned
+from nmt.rundir import is_run, owned
 
 
 def run_study(
@@ -32,9 +33,10 @@ def run_study(
     device: str = "auto",
     overrides: list[str] | None = None,
     jobs: int = 1,
+    plugins: tuple[str, ...] = (),
 ) -> Path:
     """``nmt compare SPEC``: train or reuse every variant × seed, then report."""
-    spec, planned = load_spec(spec_path, overrides)
+    spec, planned = load_spec(spec_path, overrides, plugins)
     for run in planned:
         check_reusable(run)
     check_not_a_run(Path(spec.out_dir), "out_dir")
@@ -154,7 +156,7 @@ def run_config(run_dir: Path) -> RunConfig:
     naming it."""
     path = run_dir / "recipe.yaml"
     try:
-        return config_from_dict(read_yaml(path))
+        return config_from_dict(read_yaml(path), str(path))
     except ConfigError as e:
         raise NmtError(f"{path}: damaged ({e})") from None
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nmt.checkpoint import read_json
 from nmt.errors import NmtError
+from nmt.files import read_json
 from nmt.training.run import SUMMARY
 
 TAIL_BYTES = 8192  # the last log lines, enough to hold a training record

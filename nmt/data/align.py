@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nmt.alignment import format_pharaoh, grow_diag_final_and, read_alignments
-from nmt.checkpoint import write_text
 from nmt.data.corpus import read_parallel, split_path
 from nmt.errors import NmtError
+from nmt.files import write_text
 
 
 def corpus_splits(directory: Path, src: str, tgt: str) -> list[str]:

@@ -38,12 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from nmt.checkpoint import held
 from nmt.data.batching import ParallelData, Tokens, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import count_lines, iter_lines, iter_parallel
 from nmt.data.vocab import Vocab, cut
 from nmt.errors import NmtError
+from nmt.files import held
 from nmt.progress import progress_bar
 
 FORMAT = 3  # bump when the layout of an entry changes (2: lines; 3: CRC-32 of each file)

@@ -11,8 +11,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from nmt.checkpoint import atomic_write
 from nmt.errors import NmtError
+from nmt.files import atomic_write
 
 # The official Multi30k task-1 raw files (Elliott et al. 2016).
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"

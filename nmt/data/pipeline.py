@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import atomic_write
 from nmt.data import cache
 from nmt.data.batching import ParallelData, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel, split_path
 from nmt.data.vocab import Vocab, cut
 from nmt.errors import NmtError
+from nmt.files import atomic_write
 
 
 @dataclass(frozen=True)

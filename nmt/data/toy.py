@@ -22,8 +22,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nmt.checkpoint import write_text
 from nmt.errors import NmtError
+from nmt.files import write_text
 
 TRAIN_MAX_LEN = 40  # source words; test_long is strictly longer
 LONG_MIN_LEN = 45

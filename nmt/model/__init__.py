@@ -1,7 +1,3 @@
-"""The Transformer encoder-decoder; its encoder blocks and decoder stacks are the
-registries ``ENCODER_BLOCKS`` and ``DECODERS`` (nmt.model.config)."""
-
-from nmt.model.decoder import DecoderState
-from nmt.model.seq2seq import Transformer
-
-__all__ = ["DecoderState", "Transformer"]
+"""The Transformer encoder-decoder (:mod:`nmt.model.seq2seq`); its encoder blocks and
+decoder stacks are the registries ``ENCODER_BLOCKS`` and ``DECODERS`` of
+:mod:`nmt.model.config`, which loads no torch."""

@@ -6,10 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from torch import nn
-
-from nmt.attention import ATTENTION
-from nmt.attention.base import AttentionConfig
+from nmt.attention.config import ATTENTION, AttentionConfig
 from nmt.config import by_kind, check
 from nmt.registry import Registry
 
@@ -17,9 +14,25 @@ from nmt.registry import Registry
 @dataclass(frozen=True)
 class EncoderConfig:
     """Base of every encoder block's options (``model.encoder``); ``transformer``
-    takes none, others register a subclass (``qanet``: nmt.model.qanet)."""
+    takes none, others register a subclass (``qanet``: :class:`QANetConfig`)."""
 
     block: str = "transformer"
+
+
+@dataclass(frozen=True)
+class QANetConfig(EncoderConfig):
+    """``model.encoder`` with ``block: qanet``."""
+
+    convs: int = 2  # convolutions per block (QANet: 4 embedding, 2 model encoder)
+    kernel: int = 7  # convolution width, odd (QANet: 7)
+    # stochastic depth; the deepest sub-layer survives with this probability, shallower
+    # ones linearly more often (QANet: 0.9); 1 = off
+    survival: float = 1.0
+
+    def __post_init__(self) -> None:
+        check(self.convs >= 0, "convs", "must be non-negative")
+        check(self.kernel >= 1 and self.kernel % 2 == 1, "kernel", "must be odd and positive")
+        check(0 < self.survival <= 1, "survival", "must be in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -34,14 +47,25 @@ class DecoderConfig:
         return True
 
 
-# The encoder blocks and decoder stacks, each registered with its config beside its
-# module; the modules are imported at the first lookup (nmt.registry).
-ENCODER_BLOCKS: Registry[type[nn.Module]] = Registry(
-    "encoder block", modules=("nmt.model.layers", "nmt.model.qanet")
-)
-DECODERS: Registry[type[nn.Module]] = Registry(
-    "decoder kind", modules=("nmt.model.decoder", "nmt.model.two_stream")
-)
+@dataclass(frozen=True)
+class TwoStreamConfig(DecoderConfig):
+    """``model.decoder`` with ``kind: two_stream``."""
+
+    # the factorisation order in training; decoding is always left to right
+    order: Literal["left_to_right", "random"] = "left_to_right"
+
+    def trains_left_to_right(self) -> bool:
+        return self.order == "left_to_right"
+
+
+# The encoder blocks and decoder stacks: config, and the module built from it
+# (imported when a model is built).
+ENCODER_BLOCKS = Registry("encoder block")
+ENCODER_BLOCKS.register("transformer", EncoderConfig, "nmt.model.layers:EncoderLayer")
+ENCODER_BLOCKS.register("qanet", QANetConfig, "nmt.model.qanet:QANetBlock")
+DECODERS = Registry("decoder kind")
+DECODERS.register("standard", DecoderConfig, "nmt.model.decoder:StandardDecoder")
+DECODERS.register("two_stream", TwoStreamConfig, "nmt.model.two_stream:TwoStreamDecoder")
 
 
 # Upper bounds on the sizes (far beyond any model this toolkit trains), so that an

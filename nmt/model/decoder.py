@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from nmt.attention import Attended, Memory
-from nmt.model.config import DECODERS, DecoderConfig, ModelConfig
+from nmt.attention.base import Attended, Memory
+from nmt.model.config import ModelConfig
 from nmt.model.layers import DecoderLayer, Embedding
 
 
@@ -77,7 +77,6 @@ class DecoderStack(nn.ModuleList):
         raise NotImplementedError
 
 
-@DECODERS.register("standard", config=DecoderConfig)
 class StandardDecoder(DecoderStack):
     """One causal stream: position t reads target inputs ≤ t (Vaswani et al. 2017)."""
 

@@ -9,10 +9,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention.bias import causal_lower_right
 
-from nmt.attention import ATTENTION, Attended, Memory
+from nmt.attention.base import Attended, Memory
+from nmt.attention.config import ATTENTION
 from nmt.attention.fusion import BiDAFFusion
 from nmt.attention.sdpa import scaled_dot_product
-from nmt.model.config import ENCODER_BLOCKS, EncoderConfig, ModelConfig
+from nmt.model.config import ModelConfig
 
 
 def sinusoids(length: int, dim: int) -> Tensor:
@@ -121,7 +122,6 @@ class FeedForward(nn.Sequential):
         )
 
 
-@ENCODER_BLOCKS.register("transformer", config=EncoderConfig)
 class EncoderLayer(nn.Module):
     """Pre-norm: x + drop(SelfAttn(LN(x))); x + drop(FFN(LN(x)))."""
 

@@ -52,7 +52,7 @@ def model_from_payload(ckpt: dict[str, Any], path: str | Path, device: torch.dev
     ``path``."""
     checkpoint.check_entries(ckpt, path, {"config": dict, "vocab": dict, "model": dict})
     try:
-        cfg = config_from_dict(ckpt["config"])
+        cfg = config_from_dict(ckpt["config"], str(path))
         vocabs = checkpoint_vocabs(ckpt, path)
         model = Transformer(cfg.model, len(vocabs.src), len(vocabs.tgt), PAD, vocabs.joint)
         if (differs := mismatch(model, ckpt["model"])) is not None:

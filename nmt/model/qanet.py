@@ -9,30 +9,11 @@ in the Transformer layers this block replaces).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
-from nmt.config import check
-from nmt.model.config import ENCODER_BLOCKS, EncoderConfig, ModelConfig
+from nmt.model.config import ModelConfig
 from nmt.model.layers import FeedForward, SelfAttention
-
-
-@dataclass(frozen=True)
-class QANetConfig(EncoderConfig):
-    """``model.encoder`` with ``block: qanet``."""
-
-    convs: int = 2  # convolutions per block (QANet: 4 embedding, 2 model encoder)
-    kernel: int = 7  # convolution width, odd (QANet: 7)
-    # stochastic depth; the deepest sub-layer survives with this probability, shallower
-    # ones linearly more often (QANet: 0.9); 1 = off
-    survival: float = 1.0
-
-    def __post_init__(self) -> None:
-        check(self.convs >= 0, "convs", "must be non-negative")
-        check(self.kernel >= 1 and self.kernel % 2 == 1, "kernel", "must be odd and positive")
-        check(0 < self.survival <= 1, "survival", "must be in (0, 1]")
 
 
 class SeparableConv(nn.Module):
@@ -49,7 +30,6 @@ class SeparableConv(nn.Module):
         return torch.relu(y).transpose(1, 2)  # (B,S,D)
 
 
-@ENCODER_BLOCKS.register("qanet", config=QANetConfig)
 class QANetBlock(nn.Module):
     """See the module docstring.
 

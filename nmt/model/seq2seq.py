@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nmt.attention import Attended
-from nmt.attention.base import key_bias
+from nmt.attention.base import Attended, key_bias
 from nmt.model.config import DECODERS, ENCODER_BLOCKS, ModelConfig
 from nmt.model.decoder import DecoderState
 from nmt.model.layers import Embedding

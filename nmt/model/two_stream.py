@@ -25,27 +25,15 @@ from that layer's input, are).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
-from nmt.attention import Attended, Memory
+from nmt.attention.base import Attended, Memory
 from nmt.attention.fusion import BiDAFFusion
-from nmt.model.config import DECODERS, DecoderConfig, ModelConfig
+from nmt.model.config import ModelConfig
 from nmt.model.decoder import DecoderStack, DecoderState
 from nmt.model.layers import DecoderLayer, Embedding, extend_cache
-
-
-@dataclass(frozen=True)
-class TwoStreamConfig(DecoderConfig):
-    """``model.decoder`` with ``kind: two_stream``."""
-
-    # the factorisation order in training; decoding is always left to right
-    order: Literal["left_to_right", "random"] = "left_to_right"
-
-    def trains_left_to_right(self) -> bool:
-        return self.order == "left_to_right"
 
 
 def random_order(real: Tensor) -> tuple[Tensor, Tensor]:
@@ -131,7 +119,6 @@ class TwoStreamLayer(DecoderLayer):
         return self.feed_forward(x + self.dropout(attended.context)), attended
 
 
-@DECODERS.register("two_stream", config=TwoStreamConfig)
 class TwoStreamDecoder(DecoderStack):
     """See the module docstring."""
 

@@ -24,10 +24,10 @@ from nmt.data.pipeline import (
 from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
 from nmt.errors import NmtError
-from nmt.model import Transformer
 from nmt.model.config import ModelConfig
+from nmt.model.seq2seq import Transformer
 from nmt.recipe import upgrade
-from nmt.training.rundir import recipe_changes
+from nmt.rundir import recipe_changes
 
 if TYPE_CHECKING:
     from nmt.recipe import RunConfig

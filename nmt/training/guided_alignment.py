@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.attention import Attended
+from nmt.attention.base import Attended
 from nmt.training.config import GuidedAlignment
 
 

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from nmt import checkpoint
-from nmt.checkpoint import is_number
+from nmt import checkpoint, files
 from nmt.data.pipeline import check_files
 from nmt.device import resolve_device
 from nmt.distributed import Distributed, from_env
 from nmt.errors import ConfigError, NmtError, brief
+from nmt.files import is_number
 from nmt.progress import console
+from nmt.rundir import make_run_dir, owned
 from nmt.training.build import build
 from nmt.training.config import TRAINERS
-from nmt.training.rundir import make_run_dir, owned
 from nmt.training.signals import Interrupted
 from nmt.training.tensorboard import log_dir, summary_writer
 from nmt.training.trainer import Trainer
@@ -36,7 +36,7 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     """``RUN/summary.json``, None before training ends; an error naming it when it is
     damaged (unreadable, or without the figures every summary holds)."""
     path = Path(run_dir) / SUMMARY
-    summary = checkpoint.read_json(path)
+    summary = files.read_json(path)
     if summary is None:
         return None
     figures = ("steps", "elapsed_s", "tokens_per_s")
@@ -78,7 +78,7 @@ def prepare(
     model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)
     trainer = TRAINERS.get(cfg.train.trainer.kind)(model, data, cfg, device, dist, log)
     if ckpt is not None:
-        if dist.main and (n := checkpoint.remove_stale_temps(run_dir)):
+        if dist.main and (n := files.remove_stale_temps(run_dir)):
             log(f"removed {n} temp file(s) left by an interrupted write")
         checkpoint.check_dtypes(ckpt["model"], model.state_dict(), last)
         try:
@@ -87,7 +87,7 @@ def prepare(
             what = f"no {e} entry" if isinstance(e, KeyError) else brief(e)
             raise NmtError(f"{last}: damaged, cannot resume from it ({what})") from None
     if dist.main:  # once the run is sure to go on
-        checkpoint.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
+        files.write_text(run_dir / "recipe.yaml", cfg.to_yaml())
     log(trainer.describe())
     return trainer
 
@@ -109,7 +109,7 @@ def train(cfg: RunConfig, device: str = "auto", resume: bool = False) -> dict[st
             if not dist.main:
                 return None
             text = json.dumps(summary, indent=2) + "\n"
-            checkpoint.write_text(Path(cfg.run_dir) / SUMMARY, text)
+            files.write_text(Path(cfg.run_dir) / SUMMARY, text)
             return summary
     finally:
         dist.close()

@@ -24,8 +24,8 @@ from torch import Tensor
 
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
-from nmt.training.config import TRAINERS
-from nmt.training.sampling_schedule import ScheduledSamplingConfig, gold_probability
+from nmt.training.config import ScheduledSamplingConfig
+from nmt.training.sampling_schedule import gold_probability
 from nmt.training.trainer import Trainer
 
 
@@ -46,7 +46,6 @@ def prediction_embeddings(logits: Tensor, table: Tensor, cfg: ScheduledSamplingC
     return F.gumbel_softmax(logits.float(), tau=cfg.temperature, dim=-1).to(table.dtype) @ table
 
 
-@TRAINERS.register("scheduled_sampling", config=ScheduledSamplingConfig)
 class ScheduledSamplingTrainer(Trainer):
     """See the module docstring; options under ``train.trainer``."""
 

@@ -9,7 +9,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.checkpoint import is_number
+from nmt.files import is_number
 from nmt.training.config import TrainConfig
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from nmt.attention_maps import AttentionMap, attention_entropy, attention_maps, heatmap_figure
 from nmt.decoding import encode_source
 from nmt.errors import NmtError
-from nmt.model import Transformer
+from nmt.model.seq2seq import Transformer
 from nmt.plotting import pyplot
 from nmt.progress import warn
 

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from nmt import checkpoint, kernels
-from nmt.attention import Attended
+from nmt import checkpoint, files, kernels
+from nmt.attention.base import Attended
 from nmt.averaging import kept_name, prune
 from nmt.config import from_dict
 from nmt.data.batching import Batch
@@ -32,10 +32,9 @@ from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
 from nmt.errors import NmtError
 from nmt.kernels.loss import projected_smoothed_nll
-from nmt.model import Transformer
+from nmt.model.seq2seq import Transformer
 from nmt.progress import advancer, console, progress_bar
 from nmt.training.build import TrainingData
-from nmt.training.config import TRAINERS, TrainerConfig
 from nmt.training.epochs import EpochPlans
 from nmt.training.guided_alignment import alignment_loss
 from nmt.training.schedule import inverse_sqrt
@@ -77,7 +76,6 @@ def out_of_memory(e: RuntimeError) -> bool:
     return isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in str(e)
 
 
-@TRAINERS.register("teacher_forcing", config=TrainerConfig)
 class Trainer:
     """Teacher forcing: the decoder reads the gold prefix (Williams & Zipser 1989),
     with label-smoothed cross-entropy (Szegedy et al. 2016) and Adam under an
@@ -165,7 +163,7 @@ class Trainer:
         if not path.is_file():
             return
         kept = [r for r in metric_records(path) if r.get("step", 0) <= self.state.step]
-        checkpoint.write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+        files.write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
 
     # ------------------------------------------------------------------- loss
 
@@ -309,7 +307,7 @@ class Trainer:
     def write_metrics(self, record: dict[str, Any]) -> None:
         if not self.dist.main:
             return
-        checkpoint.append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
+        files.append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
         if self.tensorboard is not None:
             self.tensorboard.record(record)
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from nmt.data.vocab import PAD
 from nmt.decoding import translate_lines
 from nmt.metrics import bleu
-from nmt.model import Transformer
+from nmt.model.seq2seq import Transformer
 
 if TYPE_CHECKING:
     from nmt.recipe import RunConfig

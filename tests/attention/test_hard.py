@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from nmt.attention import Attended
+from nmt.attention.base import Attended
 from nmt.config import ConfigError
 from nmt.data.vocab import PAD
 from tests.attention.test_attention import D, build, global_twin, inputs

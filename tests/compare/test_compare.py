@@ -16,7 +16,7 @@ from nmt.compare.report import write_markdown
 from nmt.compare.runs import RunResult, check_reusable
 from nmt.compare.spec import SignificanceSpec, load_spec
 from nmt.errors import NmtError
-from nmt.training.rundir import owned
+from nmt.rundir import owned
 from tests.conftest import tiny_recipe_dict
 
 runner = CliRunner()

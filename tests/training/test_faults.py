@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt import checkpoint
+from nmt import checkpoint, files
 from nmt.errors import NmtError
 from nmt.training.build import build
 from nmt.training.run import train
@@ -170,7 +170,7 @@ def test_disk_full_keeps_the_previous_checkpoint(tiny_config, monkeypatch, error
 
 def test_a_failed_metrics_append_leaves_no_torn_line(tmp_path, monkeypatch):
     path = tmp_path / "metrics.jsonl"
-    checkpoint.append_line(path, json.dumps({"step": 1}))
+    files.append_line(path, json.dumps({"step": 1}))
     real_write = os.write
 
     def half(fd, data):  # the disk fills in the middle of the line
@@ -179,7 +179,7 @@ def test_a_failed_metrics_append_leaves_no_torn_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "write", half)
     with pytest.raises(NmtError, match=r"metrics\.jsonl: cannot write \(No space left"):
-        checkpoint.append_line(path, json.dumps({"step": 2, "loss": 1.5}))
+        files.append_line(path, json.dumps({"step": 2, "loss": 1.5}))
     assert path.read_text() == '{"step": 1}\n'
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmt.alignment import word_ids
-from nmt.attention import Attended
+from nmt.attention.base import Attended
 from nmt.data.corpus import read_lines
 from nmt.data.gold_alignments import GoldAlignments
 from nmt.data.vocab import BOS, Vocab

@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from nmt.attention import ATTENTION
 from nmt.data.vocab import PAD
 from nmt.errors import NmtError
+from nmt.training.config import ScheduledSamplingConfig
 from nmt.training.run import prepare, train
-from nmt.training.sampling_schedule import ScheduledSamplingConfig, gold_probability
+from nmt.training.sampling_schedule import gold_probability
 from nmt.training.scheduled_sampling import prediction_embeddings
 
 

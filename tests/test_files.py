@@ -1,4 +1,4 @@
-"""Every file nmt writes goes through one atomic writer: a symlink is followed, a
+"""Every file nmt writes goes through one atomic writer (nmt.files): a symlink is followed, a
 device or FIFO is written in place (never replaced by a regular file), a signal
 or a kill leaves no temp file for good, and nothing is half-written."""
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from nmt import checkpoint
+from nmt import files
 from nmt.errors import NmtError
 from tests.conftest import as_in_a_terminal, require_extra, subprocess_env
 from tests.test_cli import invoke
@@ -69,7 +69,7 @@ def test_temp_files_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
     other = tmp_path / f".other.txt.{dead_pid()}.abc123.tmp"
     for path in (dead, live, other):
         path.write_text("partial")
-    checkpoint.write_text(tmp_path / "out.txt", "whole\n")
+    files.write_text(tmp_path / "out.txt", "whole\n")
     assert (tmp_path / "out.txt").read_text() == "whole\n"
     assert not dead.exists() and live.exists() and other.exists()
 
@@ -77,12 +77,12 @@ def test_temp_files_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
 def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path):
     path = tmp_path / "out.txt"
     path.write_text("old\n")
-    with pytest.raises(RuntimeError), checkpoint.atomic_file(path) as f:
+    with pytest.raises(RuntimeError), files.atomic_file(path) as f:
         f.write(b"half")
         raise RuntimeError("killed mid-write")
     assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
     with pytest.raises(NmtError, match="is a directory"):
-        checkpoint.write_text(tmp_path, "x")
+        files.write_text(tmp_path, "x")
 
 
 @pytest.mark.slow

@@ -19,8 +19,8 @@ from nmt.cli import app
 from nmt.config import from_dict
 from nmt.errors import NmtError
 from nmt.recipe import RunConfig
+from nmt.rundir import LOCK, owned
 from nmt.training.run import train
-from nmt.training.rundir import LOCK, owned
 from tests.conftest import subprocess_env, tiny_recipe_dict
 
 runner = CliRunner()
@@ -44,7 +44,7 @@ def test_a_second_process_is_refused_naming_the_owner(tiny_recipe, tmp_path):
 def test_a_killed_owner_leaves_no_stale_lock(tmp_path):
     run = tmp_path / "run"
     code = (
-        "import sys, time; from pathlib import Path; from nmt.training.rundir import owned\n"
+        "import sys, time; from pathlib import Path; from nmt.rundir import owned\n"
         f"with owned(Path({str(run)!r})):\n    print('held', flush=True); time.sleep(60)\n"
     )
     proc = subprocess.Popen(

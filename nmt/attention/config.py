@@ -1,0 +1,126 @@
+"""The recipe's ``model.attention`` section: each cross-attention variant's typed
+options, and the registry that names the variants (their code is imported only
+when a model is built; reading a recipe loads no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+from nmt.config import check
+from nmt.registry import Registry
+
+ATTENTION: Registry = Registry("attention kind")
+
+ScoreName = Literal["dot", "general", "concat", "trilinear"]
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Base of every cross-attention variant's options (``model.attention``); each
+    variant registers a subclass with its own typed options."""
+
+    kind: str = "global"
+    # bidaf: fuse [h; c; h∘c; h∘c̃] after the cross-attention (nmt.attention.fusion)
+    fusion: Literal["none", "bidaf"] = "none"
+
+    def from_data(self, lengths: np.ndarray) -> tuple[AttentionConfig, str | None]:
+        """The config with values measured on the training data filled in, given its
+        (source, target) lengths in pieces (N,2), and a line saying what was measured (None:
+        nothing). The trainer calls it once, before building the model."""
+        return self, None
+
+
+@dataclass(frozen=True)
+class GlobalConfig(AttentionConfig):
+    kind: str = "global"
+    score: ScoreName = "dot"
+
+
+@dataclass(frozen=True)
+class LocalConfig(AttentionConfig):
+    window: int = 10  # w: the window spans 2w+1 source positions (Luong et al. used 10)
+    score: ScoreName = "dot"
+    path: Literal["auto", "windowed", "dense"] = "auto"
+
+    def __post_init__(self) -> None:
+        check(self.window >= 0, "window", "must be non-negative")
+
+
+@dataclass(frozen=True)
+class LocalMConfig(LocalConfig):
+    kind: str = "local_m"
+    # identity: p_t = t; length_ratio: p_t = t / ratio, where ratio is the mean
+    # target/source length ratio (null: measured on the training data by the trainer)
+    center: Literal["identity", "length_ratio"] = "identity"
+    ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self.ratio is None or self.ratio > 0, "ratio", "must be positive")
+
+    def inert_keys(self) -> dict[str, str]:
+        if self.center == "length_ratio":
+            return {}
+        return {"ratio": f"only center length_ratio uses it (center is {self.center!r})"}
+
+    def from_data(self, lengths: np.ndarray) -> tuple[LocalMConfig, str | None]:
+        if self.center != "length_ratio" or self.ratio is not None:
+            return self, None
+        ratio = sum(t / s for s, t in lengths.tolist()) / len(lengths)
+        measured = f"{ratio:.3f} (mean target/source length on the training data)"
+        return replace(self, ratio=ratio), f"model.attention.ratio = {measured}"
+
+
+@dataclass(frozen=True)
+class LocalPConfig(LocalConfig):
+    kind: str = "local_p"
+    gaussian: Literal["multiply", "bias"] = "multiply"
+    per_head: bool = True  # one predicted centre per head, or one shared by all heads
+
+
+@dataclass(frozen=True)
+class HardConfig(AttentionConfig):
+    kind: str = "hard"
+    score: ScoreName = "dot"
+    estimator: Literal["reinforce", "straight_through", "gumbel"] = "gumbel"
+    entropy_weight: float = 0.01  # λ_e, REINFORCE only
+    baseline_decay: float = 0.9  # moving-average baseline b ← decay·b + (1 − decay)·R
+    expected_prob: float = 0.0  # REINFORCE: probability of the soft context instead
+    tau: float = 1.0  # Gumbel-softmax start temperature
+    tau_min: float = 0.5
+    anneal: float = 1e-4
+
+    def __post_init__(self) -> None:
+        check(self.entropy_weight >= 0, "entropy_weight", "must be non-negative")
+        check(0 <= self.baseline_decay < 1, "baseline_decay", "must be in [0, 1)")
+        check(0 <= self.expected_prob <= 1, "expected_prob", "must be in [0, 1]")
+        check(0 < self.tau_min <= self.tau, "tau_min", "must be positive and at most tau")
+        check(self.anneal >= 0, "anneal", "must be non-negative")
+
+    def inert_keys(self) -> dict[str, str]:
+        est = self.estimator
+        inert = {}
+        if est != "reinforce":
+            why = f"only estimator reinforce uses it (estimator is {est!r})"
+            inert.update(entropy_weight=why, baseline_decay=why, expected_prob=why)
+        if est != "gumbel":
+            why = f"only estimator gumbel uses it (estimator is {est!r})"
+            inert.update(tau=why, tau_min=why, anneal=why)
+        return inert
+
+
+@dataclass(frozen=True)
+class SparsemaxConfig(AttentionConfig):
+    kind: str = "sparsemax"
+    score: ScoreName = "dot"
+
+
+# The built-in variants: config, and the class imported when a model is built.
+ATTENTION.register("global", GlobalConfig, "nmt.attention.global_attention:GlobalAttention")
+ATTENTION.register("local_m", LocalMConfig, "nmt.attention.local:LocalMonotonicAttention")
+ATTENTION.register("local_p", LocalPConfig, "nmt.attention.local:LocalPredictiveAttention")
+ATTENTION.register("hard", HardConfig, "nmt.attention.hard:HardAttention")
+ATTENTION.register("sparsemax", SparsemaxConfig, "nmt.attention.sparsemax:SparsemaxAttention")

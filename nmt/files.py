@@ -1,0 +1,171 @@
+"""Writing files whole or not at all, and reading the small JSON files of a run.
+
+Every file nmt writes goes through :func:`atomic_file`: a temp file beside the
+target, fsynced and renamed over it, so a crash, a full disk or a signal leaves
+the old file or the new one, never a torn one; symlinks are followed, devices
+and FIFOs written in place, and the temp files of killed writers removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import glob
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from nmt.errors import NmtError
+
+
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A file to write ``path`` through, for the block.
+
+    A regular file or a new path is written to a temp file beside it, which is
+    fsynced and renamed over ``path`` when the block ends: a crash at any moment
+    leaves either the old file or the new one, never a half-written one, and a
+    failure removes the temp file and names ``path``. A symlink is followed (its
+    target is replaced, the link kept); a device or FIFO (``/dev/null``, a
+    terminal, a pipe) is written in place, never replaced by a regular file.
+    """
+    path = Path(path)
+    try:
+        target = path.resolve() if path.is_symlink() else path
+    except (OSError, RuntimeError) as e:  # a symlink loop
+        raise NmtError(f"{path}: cannot write ({getattr(e, 'strerror', None) or e})") from None
+    if target.is_dir():
+        raise NmtError(f"{path}: is a directory")
+    if target.exists() and not target.is_file():
+        try:
+            with open(target, "wb") as f:
+                yield f
+        except OSError as e:
+            raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        remove_dead_temps(target)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
+        )
+    except OSError as e:
+        raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: str | Path, write: Any) -> None:
+    """Call ``write(file)`` on an :func:`atomic_file` for ``path``."""
+    with atomic_file(path) as f:
+        write(f)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def remove_dead_temps(path: Path) -> None:
+    """Delete the temp files (or directories) for ``path`` that a killed writer
+    (kill -9, a power cut) left beside it: ``.NAME.PID.*tmp``, named with the id of
+    a process that is gone."""
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*tmp"):
+        pid = tmp.name[len(path.name) + 2 :].split(".", 1)[0]
+        if pid.isascii() and pid.isdigit() and not alive(int(pid)):
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+
+
+def remove_stale_temps(directory: str | Path) -> int:
+    """Delete temp files that a killed ``atomic_write`` left in ``directory``."""
+    stale = [p for p in Path(directory).glob(".*.tmp") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return len(stale)
+
+
+@contextmanager
+def held(lock: Path) -> Iterator[None]:
+    """Hold an advisory ``flock`` on the file ``lock`` (created if absent) for the
+    block, waiting while another process holds it: for short read-modify-write
+    sections that two processes may reach at once."""
+    try:
+        f = open(lock, "w")
+    except OSError as e:
+        raise NmtError(f"{lock}: cannot create ({e.strerror or e})") from None
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def write_text(path: str | Path, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def append_line(path: str | Path, line: str) -> None:
+    """Append one line whole or not at all: a failed write (a full disk) is cut back
+    to the previous end, so readers never meet a torn last line of ours."""
+    data = (line.rstrip("\n") + "\n").encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    try:
+        end = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as e:
+            os.ftruncate(fd, end)
+            raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def read_json(path: str | Path) -> Any:
+    """A JSON run file (results, summary), None if there is none; a damaged one is
+    an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
+
+
+def is_number(value: Any) -> bool:
+    """Whether a value read from a JSON run file is a number (true and false are not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

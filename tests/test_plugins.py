@@ -1,0 +1,115 @@
+"""A plug-in outside the package (``--plugin``, a recipe's or spec's ``plugins:``)
+registers an attention kind that trains, resumes, translates and compares like a
+built-in; its name is stored with the run, and a missing one is one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmt import checkpoint
+from tests.conftest import subprocess_env, tiny_recipe_dict
+
+PLUGIN = Path(__file__).parent / "plugins" / "uniform_attention.py"
+
+
+def nmt(*args, plugin_dir: Path | None, **kwargs) -> subprocess.CompletedProcess:
+    env = subprocess_env()
+    if plugin_dir is not None:
+        env["PYTHONPATH"] = f"{plugin_dir}:{env['PYTHONPATH']}"
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path) -> Path:
+    """The plug-in in a directory of its own, outside the package."""
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    shutil.copy(PLUGIN, out / "uniform_attention.py")
+    return out
+
+
+@pytest.mark.slow
+def test_a_plugin_trains_resumes_translates_and_compares(plugin_dir, toy_dir, tmp_path):
+    run = tmp_path / "run"
+    recipe = tmp_path / "recipe.yaml"
+    base = tiny_recipe_dict(toy_dir, run, train={"max_steps": 4, "valid_every": 2})
+    recipe.write_text(yaml.safe_dump(base))
+    uniform = ["--plugin", "uniform_attention", "--set", "model.attention.kind=uniform"]
+
+    done = nmt("train", recipe, *uniform, "--device", "cpu", plugin_dir=plugin_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stored = yaml.safe_load((run / "recipe.yaml").read_text())
+    assert stored["plugins"] == ["uniform_attention"]
+    assert stored["model"]["attention"]["kind"] == "uniform"
+
+    more = ["--set", "train.max_steps=6"]
+    done = nmt(
+        "train", recipe, *uniform, *more, "--resume", "--device", "cpu", plugin_dir=plugin_dir
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert checkpoint.load(run / "last.pt")["state"]["step"] == 6
+
+    source = (toy_dir / "test.src").read_text()
+    done = nmt("translate", run, "--device", "cpu", plugin_dir=plugin_dir, input=source)
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 15, done.stderr[-3000:]
+
+    missing = nmt("translate", run, "--device", "cpu", plugin_dir=None, input=source)
+    lines = missing.stderr.strip().splitlines()
+    assert missing.returncode == 2 and len(lines) == 1, missing.stderr
+    assert "plug-in 'uniform_attention'" in lines[0] and "is not installed" in lines[0]
+    assert f"({run} was trained with it)" in lines[0] and missing.stdout == ""
+
+    spec = tmp_path / "spec.yaml"
+    study = {
+        "base": str(recipe),
+        "out_dir": str(tmp_path / "study"),
+        "plugins": ["uniform_attention"],
+        "variants": {"global": [], "uniform": ["model.attention.kind=uniform"]},
+        "set": ["train.max_steps=4", "train.valid_every=2"],
+        "bootstrap": 100,
+    }
+    spec.write_text(yaml.safe_dump(study))
+    done = nmt("compare", spec, "--device", "cpu", plugin_dir=plugin_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "study" / "results.json").read_text())["rows"]
+    assert {r["variant"] for r in rows} == {"global", "uniform"}
+
+
+@pytest.mark.slow
+def test_a_plugin_file_and_a_broken_plugin(plugin_dir, toy_dir, tmp_path):
+    """A ``.py`` path works as a module name does; a plug-in that fails to import is
+    one line naming it and where it failed."""
+    recipe = tmp_path / "recipe.yaml"
+    base = tiny_recipe_dict(toy_dir, tmp_path / "run", train={"max_steps": 2, "valid_every": 2})
+    base["plugins"] = [str(plugin_dir / "uniform_attention.py")]
+    base["model"]["attention"] = {"kind": "uniform"}
+    recipe.write_text(yaml.safe_dump(base))
+    done = nmt("train", recipe, "--device", "cpu", plugin_dir=None)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    broken = plugin_dir / "broken.py"
+    broken.write_text("import torch\nraise RuntimeError('the lab server is down')\n")
+    done = nmt("train", recipe, "--plugin", broken, "--device", "cpu", plugin_dir=None)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "broken.py:2: RuntimeError: the lab server is down" in lines[0]
+
+
+def test_without_the_plugin_the_kind_is_unknown_and_named(tiny_recipe):
+    recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
+    done = nmt("train", recipe, "--device", "cpu", plugin_dir=None)
+    assert done.returncode == 2 and "unknown attention kind 'uniform'" in done.stderr
