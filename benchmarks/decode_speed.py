@@ -43,8 +43,10 @@ class Recompute(torch.nn.Module):
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         return self.model.encode(src)
 
-    def start(self, memory: Tensor, src_mask: Tensor, incremental: bool = False) -> PrefixState:
-        state = self.model.start(memory, src_mask)
+    def decoder_state(
+        self, memory: Tensor, src_mask: Tensor, incremental: bool = False
+    ) -> PrefixState:
+        state = self.model.decoder_state(memory, src_mask)
         return PrefixState(state.memories, state.src_mask)
 
     def decode(self, last: Tensor, state: PrefixState) -> Tensor:

@@ -43,7 +43,7 @@ def attention_maps(
     src = pad(src_ids, suffix=[EOS]).to(device)  # (B,S)
     tgt_in = pad(tgt_ids, prefix=[BOS]).to(device)  # (B,T)
     memory, src_mask = model.encode(src)
-    state = model.start(memory, src_mask)
+    state = model.decoder_state(memory, src_mask)
     model.decode(tgt_in, state, need_weights=True)
     weights = torch.stack([a.weights for a in state.attended], 1).float()  # (B,L,H,T,S)
     has_centers = state.attended[0].centers is not None

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from nmt.data.batching import bucket, pad
-from nmt.data.vocab import BOS, EOS, PAD, Vocab, cut
+from nmt.data.vocab import BOS, EOS, PAD, Vocab, clip_lines
 from nmt.decode_config import DecodeConfig, Sampling
 from nmt.errors import NmtError
 from nmt.model.ensemble import Ensemble
@@ -103,7 +103,7 @@ def greedy(
     search's.
     """
     memory, src_mask = model.encode(src)
-    state = model.start(memory, src_mask, incremental=True)
+    state = model.decoder_state(memory, src_mask, incremental=True)
     B, device = src.size(0), src.device
     tokens = torch.full((B, 1), BOS, dtype=torch.long, device=device)
     total = torch.zeros(B, device=device)
@@ -151,7 +151,7 @@ def beam_search(
     memory, src_mask = model.encode(src)
     B, K, device = src.size(0), beam, src.device
     rows = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,)
-    state = model.start(memory, src_mask, incremental=True).select(rows)
+    state = model.decoder_state(memory, src_mask, incremental=True).select(rows)
     limits = limits[rows]
     tokens = torch.full((B * K, 1), BOS, dtype=torch.long, device=device)
     scores = torch.zeros(B, K, device=device)
@@ -299,7 +299,7 @@ def encode_source(
     """Source ids, each cut to ``limit`` pieces (one position is kept for EOS);
     ``on_truncated(n)`` hears how many lines were cut, if any. A huge line is cut
     to a bounded number of characters first (:func:`nmt.data.vocab.cut`)."""
-    ids = vocab.encode(cut(lines, limit))
+    ids = vocab.encode(clip_lines(lines, limit))
     long = sum(len(s) > limit for s in ids)
     if long and on_truncated is not None:
         on_truncated(long)

@@ -29,12 +29,12 @@ def draw_attention(
     loaded = load_model(checkpoint, resolve_device(device))
     limit = loaded.model.cfg.max_positions - 1
 
-    def cut(option: str) -> Callable[[int], None]:
+    def warn_cut(option: str) -> Callable[[int], None]:
         return lambda n: warn(
             f"{option}: over {limit:,} pieces; the model reads the first {limit:,}"
         )
 
-    (src_ids,) = encode_source(loaded.vocabs.src, [src], limit, cut("--src"))
+    (src_ids,) = encode_source(loaded.vocabs.src, [src], limit, warn_cut("--src"))
     if not src_ids:
         raise NmtError("--src: empty sentence")
     if tgt is None:
@@ -48,7 +48,7 @@ def draw_attention(
         )
         tgt_ids = hyps[0].tokens
     else:
-        (tgt_ids,) = encode_source(loaded.vocabs.tgt, [tgt], limit, cut("--tgt"))
+        (tgt_ids,) = encode_source(loaded.vocabs.tgt, [tgt], limit, warn_cut("--tgt"))
     (amap,) = attention_maps(
         loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, [src_ids], [tgt_ids]
     )

@@ -6,7 +6,11 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -199,6 +203,33 @@ def as_in_a_terminal() -> None:
     whatever this process inherited (started in the background from a script, the
     suite runs with SIGINT ignored, and so would the child)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def as_in_the_background() -> None:
+    """``preexec_fn`` for a child started as ``cmd &`` from a script starts: SIGINT
+    ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def training_until_logged(
+    toy_dir: Path, run: Path, *options: str, env: dict[str, str] | None = None, **popen: Any
+) -> subprocess.Popen:
+    """``nmt train`` of an endless tiny recipe in a subprocess (``options`` added to
+    its command line, ``popen`` to Popen), returned once it has logged a step."""
+    recipe = write_subprocess_recipe(
+        toy_dir, run, max_steps=100_000, valid_every=100_000, log_every=1
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "train", str(recipe), "--device", "cpu", *options],
+        env=env or subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+    deadline = time.time() + 120
+    while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
+        time.sleep(0.2)
+    return proc
 
 
 def subprocess_env() -> dict[str, str]:

@@ -32,8 +32,8 @@ def test_incremental_equals_full_on_cuda(kind):
     model = tiny_model(kind, **window).to(CUDA).eval()
     src, tgt = _inputs()
     memory, src_mask = model.encode(src)
-    full = model.decode(tgt, model.start(memory, src_mask))
-    state = model.start(memory, src_mask, incremental=True)
+    full = model.decode(tgt, model.decoder_state(memory, src_mask))
+    state = model.decoder_state(memory, src_mask, incremental=True)
     steps = [model.decode(tgt[:, t : t + 1], state) for t in range(tgt.size(1))]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-3)
 

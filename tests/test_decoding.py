@@ -40,8 +40,8 @@ def test_incremental_equals_full(kind, name, cuts):
     tgt = torch.cat([torch.full((3, 1), BOS), random_batch([10, 10, 10])], 1)
     with torch.no_grad():
         memory, src_mask = model.encode(src)
-        full = model.decode(tgt, model.start(memory, src_mask))
-        state = model.start(memory, src_mask, incremental=True)
+        full = model.decode(tgt, model.decoder_state(memory, src_mask))
+        state = model.decoder_state(memory, src_mask, incremental=True)
         steps = [model.decode(tgt[:, a:b], state) for a, b in itertools.pairwise(cuts)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
 

@@ -47,7 +47,7 @@ def pad(seqs: Sequence[Sequence[int]], prefix: list[int] = (), suffix: list[int]
     return torch.from_numpy(out)
 
 
-def cut(order: np.ndarray, sizes: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+def split_batches(order: np.ndarray, sizes: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
     """Cut pair indices, in ``order``, into consecutive batches with
     ``n * max(size) <= batch_tokens``, where a pair's size is the longer side's length
     (a pair longer than the budget gets a batch of its own)."""
@@ -64,7 +64,7 @@ def bucket(
     lengths: np.ndarray, batch_tokens: int, generator: torch.Generator | None = None
 ) -> list[np.ndarray]:
     """Group pair indices, given their (source, target) ``lengths`` (N,2), into
-    batches of similar length: ``cut`` of the pairs sorted by the longer side's length
+    batches of similar length: ``split_batches`` of the pairs sorted by the longer side's length
     (what the budget counts), then the target's, then the source's. The target side
     carries about two thirds of a step's work (the decoder and the output layer), so
     its padding costs most (figures in docs/performance.md). With a ``generator``,
@@ -75,7 +75,7 @@ def bucket(
     noise = torch.rand(n, generator=generator).numpy() if generator else np.zeros(n)
     longest = lengths.max(1)
     order = np.lexsort((noise, lengths[:, 0], lengths[:, 1], longest))  # last key first
-    return cut(order, longest, batch_tokens)
+    return split_batches(order, longest, batch_tokens)
 
 
 def keep_pairs(
@@ -141,7 +141,7 @@ class ParallelData:
         g = torch.Generator().manual_seed(seed * 100_003 + epoch)
         if not bucketed:
             order = torch.randperm(len(self), generator=g).numpy()
-            return cut(order, self.lengths.max(1), batch_tokens)
+            return split_batches(order, self.lengths.max(1), batch_tokens)
         batches = bucket(self.lengths, batch_tokens, g)
         return [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
 

@@ -41,7 +41,7 @@ import numpy as np
 from nmt.data.batching import ParallelData, Tokens, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import count_lines, iter_lines, iter_parallel
-from nmt.data.vocab import Vocab, cut
+from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.files import held
 from nmt.progress import progress_bar
@@ -205,7 +205,7 @@ def encode_split(
             pairs = iter_parallel(*files)
             while chunk := list(itertools.islice(pairs, CHUNK)):
                 encoded = [
-                    vocab.sp.encode(cut([p[i] for p in chunk], max_len), num_threads=threads)
+                    vocab.sp.encode(clip_lines([p[i] for p in chunk], max_len), num_threads=threads)
                     for i, (_, vocab, _) in enumerate(sides)
                 ]
                 short, empty, long = keep_pairs(*encoded, max_len)

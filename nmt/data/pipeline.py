@@ -11,7 +11,7 @@ from nmt.data import cache
 from nmt.data.batching import ParallelData, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel, split_path
-from nmt.data.vocab import Vocab, cut
+from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.files import atomic_write
 
@@ -85,7 +85,10 @@ def encode_pairs(
     log: Callable[[str], None],
 ) -> ParallelData:
     """Encode pairs, dropping empty ones and those longer than ``max_len`` pieces."""
-    src_ids, tgt_ids = vocabs.src.encode(cut(src, max_len)), vocabs.tgt.encode(cut(tgt, max_len))
+    src_ids, tgt_ids = (
+        vocabs.src.encode(clip_lines(src, max_len)),
+        vocabs.tgt.encode(clip_lines(tgt, max_len)),
+    )
     short, empty, long = keep_pairs(src_ids, tgt_ids, max_len)
     report_dropped(log, what, empty, long, max_len, len(src_ids))
     return ParallelData.from_lists([src_ids[i] for i in short], [tgt_ids[i] for i in short])

@@ -14,7 +14,7 @@ UNK, PAD, BOS, EOS = 0, 1, 2, 3  # fixed ids in every vocabulary this toolkit tr
 CHARS_PER_PIECE = 1024  # characters kept per wanted piece before encoding (see cut)
 
 
-def cut(lines: list[str], limit: int) -> list[str]:
+def clip_lines(lines: list[str], limit: int) -> list[str]:
     """Each line cut to CHARS_PER_PIECE × (``limit`` + 1) characters before encoding:
     far more than ``limit`` + 1 pieces span in any real text, so a line's first
     pieces, and whether it has more than ``limit``, stay the same, while a line of

@@ -45,11 +45,11 @@ class Ensemble(nn.Module):
         encoded = [m.encode(src) for m in self.members]
         return [memory for memory, _ in encoded], encoded[0][1]
 
-    def start(
+    def decoder_state(
         self, memories: list[Tensor], src_mask: Tensor, incremental: bool = False
     ) -> EnsembleState:
         return EnsembleState(
-            [m.start(x, src_mask, incremental) for m, x in zip(self.members, memories)]
+            [m.decoder_state(x, src_mask, incremental) for m, x in zip(self.members, memories)]
         )
 
     def decode(self, tgt_in: Tensor, state: EnsembleState) -> Tensor:

@@ -62,7 +62,9 @@ class Transformer(nn.Module):
             x = layer(x, bias, keep)
         return self.encoder_norm(x), src_mask
 
-    def start(self, memory: Tensor, src_mask: Tensor, incremental: bool = False) -> DecoderState:
+    def decoder_state(
+        self, memory: Tensor, src_mask: Tensor, incremental: bool = False
+    ) -> DecoderState:
         """Project the memory once per layer; ``incremental`` keeps the decoder's caches."""
         memories = [layer.cross_attn.project_memory(memory, src_mask) for layer in self.decoder]
         caches = self.decoder.new_caches() if incremental else None
@@ -117,7 +119,7 @@ class Transformer(nn.Module):
         (guided alignment)."""
         memory, src_mask = self.encode(src)
         states, records = self.decode_states(
-            tgt_in, self.start(memory, src_mask), need_weights=need_weights
+            tgt_in, self.decoder_state(memory, src_mask), need_weights=need_weights
         )
         return self.generator(states) if project else (states, records)
 

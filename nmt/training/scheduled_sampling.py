@@ -15,6 +15,7 @@ With ``passes: N`` steps 1-2 repeat on the previous pass's predictions.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -25,8 +26,23 @@ from torch import Tensor
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
 from nmt.training.config import ScheduledSamplingConfig
-from nmt.training.sampling_schedule import gold_probability
 from nmt.training.trainer import Trainer
+
+
+def gold_probability(cfg: ScheduledSamplingConfig, step: int) -> float:
+    """ε_i at training step ``step`` (0-based), clipped to [0, 1]."""
+    if step < cfg.warmup_steps:
+        return 1.0
+    i = step - cfg.warmup_steps
+    if cfg.schedule == "linear":
+        eps = max(cfg.eps_min, cfg.k - cfg.c * i)
+    elif cfg.schedule == "exponential":
+        eps = cfg.k**i
+    elif cfg.schedule == "inverse_sigmoid":
+        eps = cfg.k / (cfg.k + math.exp(min(i / cfg.k, 700.0)))
+    else:
+        eps = cfg.k
+    return min(1.0, max(0.0, eps))
 
 
 def prediction_embeddings(logits: Tensor, table: Tensor, cfg: ScheduledSamplingConfig) -> Tensor:
@@ -73,7 +89,7 @@ class ScheduledSamplingTrainer(Trainer):
         memory, src_mask = model.encode(batch.src)
         # Without self-attention caches the state is read-only: every pass shares it,
         # so the encoder keys and values are projected once.
-        state = model.start(memory, src_mask)
+        state = model.decoder_state(memory, src_mask)
         table = model.tgt_embed.tokens.weight  # (V,D)
         gold = F.embedding(batch.tgt_in, table)  # (B,T,D)
         # Position t >= 1 may be replaced by the prediction made at t - 1.

@@ -37,7 +37,7 @@ from nmt.progress import advancer, console, progress_bar
 from nmt.training.build import TrainingData
 from nmt.training.epochs import EpochPlans
 from nmt.training.guided_alignment import alignment_loss
-from nmt.training.schedule import inverse_sqrt
+from nmt.training.lr_schedule import inverse_sqrt
 from nmt.training.signals import Interrupted, StopSignals
 from nmt.training.state import (
     IntervalStats,

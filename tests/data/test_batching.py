@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.data.batching import ParallelData, bucket, cut, keep_pairs
+from nmt.data.batching import ParallelData, bucket, keep_pairs, split_batches
 from nmt.data.vocab import BOS, EOS, PAD
 
 
@@ -125,7 +125,7 @@ def test_buckets_follow_the_longer_side_then_the_target(data):
     order = [i for b in bucket(data.lengths, 2000) for i in b]
     keys = [(max(lengths[i]), lengths[i][1], lengths[i][0]) for i in order]
     assert keys == sorted(keys)
-    by_source = cut(np.lexsort(data.lengths.T[::-1]), data.lengths.max(1), 2000)
+    by_source = split_batches(np.lexsort(data.lengths.T[::-1]), data.lengths.max(1), 2000)
 
     def padded_targets(batches: list[list[int]]) -> int:
         return sum(len(b) * max(lengths[i][1] for i in b) for b in batches)

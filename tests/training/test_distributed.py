@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import torch
 import yaml
 
 from nmt import checkpoint
-from tests.conftest import subprocess_env, write_subprocess_recipe
+from tests.conftest import subprocess_env, training_until_logged, write_subprocess_recipe
 
 STEPS = 4
 
@@ -80,17 +79,8 @@ def test_sigterm_to_nmt_train_nproc_reaches_every_rank(toy_dir, tmp_path):
     """A scheduler signals the process it started, not torchrun's ranks: the signal
     is passed on, rank 0 saves last.pt, and no rank is left running."""
     run = tmp_path / "ddp"
-    ddp = write_subprocess_recipe(toy_dir, run, max_steps=100_000, valid_every=100_000, log_every=1)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nmt", "train", str(ddp), "--device", "cpu", "--nproc", "2"],
-        env={**subprocess_env(), "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.time() + 120
-    while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
-        time.sleep(0.2)
+    env = {**subprocess_env(), "OMP_NUM_THREADS": "1"}
+    proc = training_until_logged(toy_dir, run, "--nproc", "2", env=env, start_new_session=True)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err.decode()[-3000:]

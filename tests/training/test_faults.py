@@ -6,8 +6,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,26 +18,14 @@ from nmt.training.build import build
 from nmt.training.run import train
 from nmt.training.signals import Interrupted
 from nmt.training.trainer import Trainer
-from tests.conftest import as_in_a_terminal, subprocess_env, write_subprocess_recipe
+from tests.conftest import as_in_a_terminal, as_in_the_background, training_until_logged
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_saves_last_and_says_how_to_resume(toy_dir, tmp_path, sig, code):
     run = tmp_path / "run"
-    recipe = write_subprocess_recipe(
-        toy_dir, run, max_steps=100_000, valid_every=100_000, log_every=1
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nmt", "train", str(recipe), "--device", "cpu"],
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=as_in_a_terminal,
-    )
-    deadline = time.time() + 120
-    while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
-        time.sleep(0.2)
+    proc = training_until_logged(toy_dir, run, preexec_fn=as_in_a_terminal)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err.decode()[-2000:]
@@ -53,19 +39,7 @@ def test_a_background_run_ignores_sigint_and_stops_on_sigterm(toy_dir, tmp_path)
     run keeps ignoring it, as shells expect of background jobs; SIGTERM still saves
     last.pt and stops it."""
     run = tmp_path / "run"
-    recipe = write_subprocess_recipe(
-        toy_dir, run, max_steps=100_000, valid_every=100_000, log_every=1
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nmt", "train", str(recipe), "--device", "cpu"],
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-    deadline = time.time() + 120
-    while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
-        time.sleep(0.2)
+    proc = training_until_logged(toy_dir, run, preexec_fn=as_in_the_background)
     proc.send_signal(signal.SIGINT)
     time.sleep(2)
     assert proc.poll() is None  # still training

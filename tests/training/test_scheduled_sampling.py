@@ -11,8 +11,7 @@ from nmt.data.vocab import PAD
 from nmt.errors import NmtError
 from nmt.training.config import ScheduledSamplingConfig
 from nmt.training.run import prepare, train
-from nmt.training.sampling_schedule import gold_probability
-from nmt.training.scheduled_sampling import prediction_embeddings
+from nmt.training.scheduled_sampling import gold_probability, prediction_embeddings
 
 
 @pytest.mark.parametrize("schedule", ["linear", "exponential", "inverse_sigmoid"])

@@ -9,8 +9,8 @@ import torch
 
 from nmt import checkpoint
 from nmt.errors import NmtError
+from nmt.training.lr_schedule import inverse_sqrt
 from nmt.training.run import prepare, train
-from nmt.training.schedule import inverse_sqrt
 
 
 def test_inverse_sqrt_schedule():

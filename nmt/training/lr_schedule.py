@@ -1,4 +1,4 @@
-"""Learning-rate schedule."""
+"""The learning-rate schedule (``train.lr`` and ``train.warmup``)."""
 
 from __future__ import annotations
 
