@@ -44,10 +44,11 @@ def attention_maps(
     tgt_in = pad(tgt_ids, prefix=[BOS]).to(device)  # (B,T)
     memory, src_mask = model.encode(src)
     state = model.decoder_state(memory, src_mask)
-    model.decode(tgt_in, state, need_weights=True)
-    weights = torch.stack([a.weights for a in state.attended], 1).float()  # (B,L,H,T,S)
-    has_centers = state.attended[0].centers is not None
-    centers = torch.stack([a.centers for a in state.attended], 1) if has_centers else None
+    _, records = model.decode_states(tgt_in, state, need_weights=True)
+    attended = [calls[0] for calls in records]  # per layer, the stream that predicts
+    weights = torch.stack([a.weights for a in attended], 1).float()  # (B,L,H,T,S)
+    found = [getattr(a.extras, "centers", None) for a in attended]  # local attention's p_t
+    centers = torch.stack(found, 1) if found[0] is not None else None  # (B,L,Hc,T)
     out = []
     for b, (s, t) in enumerate(zip(src_ids, tgt_ids)):
         S, T = len(s) + 1, len(t) + 1

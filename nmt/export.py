@@ -35,7 +35,7 @@ def inexpressible(loaded: Loaded) -> str | None:
     settings = {
         "model.attention.kind": (m.attention.kind, "global"),
         "model.attention.score": (getattr(m.attention, "score", "dot"), "dot"),
-        "model.attention.fusion": (m.attention.fusion, "none"),
+        "model.decoder.fusion": (m.decoder.fusion, "none"),
         "model.decoder.kind": (m.decoder.kind, "standard"),
         "model.encoder.block": (m.encoder.block, "transformer"),
     }

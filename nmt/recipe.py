@@ -88,6 +88,14 @@ def load_recipe(
             f"{path}: train.scheduled_sampling: its options now go under train.trainer, "
             "beside kind: scheduled_sampling (docs/training.md)"
         )
+    attention = (
+        data.get("model", {}).get("attention") if isinstance(data.get("model"), dict) else None
+    )
+    if isinstance(attention, dict) and "fusion" in attention:
+        raise NmtError(
+            f"{path}: model.attention.fusion: fusion is now a decoder option that wraps "
+            "any attention kind: set model.decoder.fusion instead"
+        )
     try:
         return from_dict(RunConfig, with_plugins(data, plugins))
     except (ConfigError, NmtError) as e:
@@ -114,8 +122,9 @@ _OTHER_KINDS = {
 def upgrade(stored: Any) -> Any:
     """A recipe stored (in a checkpoint or a run directory) before trainers, encoder
     blocks and decoders had configs of their own, in today's layout: ``train.trainer``
-    was a name with its options under ``train.scheduled_sampling``, and a checkpoint
-    held every block's and decoder's options whichever was chosen. Today's layout is
+    was a name with its options under ``train.scheduled_sampling``, a checkpoint
+    held every block's and decoder's options whichever was chosen, and fusion was
+    ``model.attention.fusion`` (now ``model.decoder.fusion``). Today's layout is
     returned as it is, so that such runs still load, resume and are reused by
     ``compare``."""
     if not isinstance(stored, dict):
@@ -129,6 +138,15 @@ def upgrade(stored: Any) -> Any:
         options = train.pop("scheduled_sampling", None) or {}
         train["trainer"] = {"kind": kind, **(options if kind == "scheduled_sampling" else {})}
     model = data.get("model")
+    attention = model.get("attention") if isinstance(model, dict) else None
+    if isinstance(attention, dict) and "fusion" in attention:  # fusion became the decoder's
+        fusion = attention.pop("fusion")
+        if fusion != "none":
+            decoder = model.setdefault("decoder", {})
+            if isinstance(decoder, dict):
+                decoder["fusion"] = fusion
+        if not attention:
+            del model["attention"]
     for (section, key, kind), keys in _OTHER_KINDS.items():
         part = model.get(section) if isinstance(model, dict) else None
         if isinstance(part, dict) and part.get(key) != kind:

@@ -103,7 +103,7 @@ def test_int8_weights_translate_every_line(exported, tiny_run, tmp_path):
     [
         ({"attention": {"kind": "local_m"}}, "model.attention.kind is local_m"),
         ({"attention": {"kind": "global", "score": "general"}}, "model.attention.score is"),
-        ({"attention": {"kind": "global", "fusion": "bidaf"}}, "model.attention.fusion is"),
+        ({"decoder": {"fusion": "bidaf"}}, "model.decoder.fusion is"),
         ({"decoder": {"kind": "two_stream"}}, "model.decoder.kind is two_stream"),
         ({"encoder": {"block": "qanet"}}, "model.encoder.block is qanet"),
     ],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -32,15 +32,14 @@ class Memory(NamedTuple):
 
 @dataclass(frozen=True)
 class Attended:
-    """What a cross-attention layer returns."""
+    """What a cross-attention layer returns: the context, the weights when asked,
+    and ``extras``, whatever else the variant returns, in a type of its own, for its
+    own loss term or for the plots (hard attention's sampled choices, local
+    attention's centres). A new variant never edits this class."""
 
     context: Tensor  # (B,T,D)
     weights: Tensor | None = None  # (B,H,T,S), zero outside the attended span
-    centers: Tensor | None = None  # (B,H,T) predicted p_t (local_p only)
-    # hard attention trained with REINFORCE: log α(ŝ) of the sampled positions and the
-    # entropy H(α), each (B,H,T), for the loss that extra_loss computes from them
-    log_prob: Tensor | None = None
-    entropy: Tensor | None = None
+    extras: Any = None
 
 
 def key_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
@@ -68,19 +67,16 @@ class Score(nn.Module):
 
     q (B,H,*,T,Dh), k (B,H,*,S,Dh) -> (B,H,*,T,S), where * are optional extra
     batch dims (local attention scores blocks of queries against bands of keys).
-    ``forward`` may leave out a term that is constant over the keys of a query (the
-    softmax over source positions ignores it); :meth:`full` includes it, for callers
-    that compare scores across queries (BiDAF fusion), who ask for it with
-    ``query_term``.
+    ``omits_query_term``: the score leaves out a term that is constant over the
+    keys of a query (the softmax over source positions ignores it); a caller that
+    compares scores across queries adds its own (BiDAF fusion).
     """
 
-    def __init__(self, heads: int, head_dim: int, query_term: bool = False) -> None:
+    omits_query_term = False
+
+    def __init__(self, heads: int, head_dim: int) -> None:
         super().__init__()
         self.scale = 1.0 / math.sqrt(head_dim)
-
-    def full(self, q: Tensor, k: Tensor) -> Tensor:
-        """The score with every term, comparable across queries: (B,H,*,T,S)."""
-        return self(q, k)
 
     def forward(self, q: Tensor, k: Tensor) -> Tensor:
         return (q @ k.transpose(-1, -2)) * self.scale
@@ -95,7 +91,7 @@ class DotScore(Score):
 class GeneralScore(Score):
     """Bilinear q W kᵀ per head (Luong et al. 2015, eq. 8 "general"), scaled."""
 
-    def __init__(self, heads: int, head_dim: int, query_term: bool = False) -> None:
+    def __init__(self, heads: int, head_dim: int) -> None:
         super().__init__(heads, head_dim)
         self.weight = nn.Parameter(torch.eye(head_dim).repeat(heads, 1, 1))  # (H,Dh,Dh)
 
@@ -110,7 +106,7 @@ class ConcatScore(Score):
     eq. 8 "concat"). Materialises (B,H,*,T,S,Dh): fine for sentences, costly for long
     inputs (local attention keeps S to the window band)."""
 
-    def __init__(self, heads: int, head_dim: int, query_term: bool = False) -> None:
+    def __init__(self, heads: int, head_dim: int) -> None:
         super().__init__(heads, head_dim)
         self.w_q = nn.Parameter(torch.empty(heads, head_dim, head_dim))
         self.w_k = nn.Parameter(torch.empty(heads, head_dim, head_dim))
@@ -133,17 +129,17 @@ class TrilinearScore(Score):
 
     The w_qᵀq term is the same for every source position of a query, so it cancels
     in the softmax over positions (and in hard attention's argmax and samples):
-    ``forward`` leaves it out. BiDAF fusion compares scores across target positions,
-    where it does not cancel: with ``query_term`` the score owns w_q (from zero) and
-    :meth:`full` adds it. w_m starts at 1/sqrt(Dh) and w_k at zero, so the score
-    starts as the scaled dot product.
+    the score leaves it out (``omits_query_term``), and BiDAF fusion, which compares
+    scores across target positions, owns w_q. w_m starts at 1/sqrt(Dh) and w_k at
+    zero, so the score starts as the scaled dot product.
     """
 
-    def __init__(self, heads: int, head_dim: int, query_term: bool = False) -> None:
+    omits_query_term = True
+
+    def __init__(self, heads: int, head_dim: int) -> None:
         super().__init__(heads, head_dim)
         self.w_k = nn.Parameter(torch.zeros(heads, head_dim))
         self.w_m = nn.Parameter(torch.full((heads, head_dim), self.scale))
-        self.w_q = nn.Parameter(torch.zeros(heads, head_dim)) if query_term else None
 
     def forward(self, q: Tensor, k: Tensor) -> Tensor:
         extra = (1,) * (q.dim() - 4)  # the optional * dims
@@ -151,13 +147,6 @@ class TrilinearScore(Score):
         w_k = self.w_k.view(1, self.w_k.size(0), *extra, -1, 1)  # (1,H,*,Dh,1)
         key_term = (k @ w_k).transpose(-1, -2)  # (B,H,*,1,S)
         return (q * w_m) @ k.transpose(-1, -2) + key_term  # (B,H,*,T,S)
-
-    def full(self, q: Tensor, k: Tensor) -> Tensor:
-        if self.w_q is None:
-            raise RuntimeError("TrilinearScore.full needs query_term=True")
-        extra = (1,) * (q.dim() - 4)
-        w_q = self.w_q.view(1, self.w_q.size(0), *extra, -1, 1)  # (1,H,*,Dh,1)
-        return self(q, k) + q @ w_q  # (B,H,*,T,S)
 
 
 # --------------------------------------------------------------- the contract
@@ -182,9 +171,7 @@ class CrossAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
-        self.score = SCORES.get(getattr(cfg, "score", "dot"))(
-            heads, self.head_dim, query_term=cfg.fusion == "bidaf"
-        )
+        self.score = SCORES.get(getattr(cfg, "score", "dot"))(heads, self.head_dim)
 
     def split(self, x: Tensor) -> Tensor:
         B, L, _ = x.shape

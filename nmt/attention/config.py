@@ -23,8 +23,6 @@ class AttentionConfig:
     variant registers a subclass with its own typed options."""
 
     kind: str = "global"
-    # bidaf: fuse [h; c; h∘c; h∘c̃] after the cross-attention (nmt.attention.fusion)
-    fusion: Literal["none", "bidaf"] = "none"
 
     def from_data(self, lengths: np.ndarray) -> tuple[AttentionConfig, str | None]:
         """The config with values measured on the training data filled in, given its

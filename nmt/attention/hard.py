@@ -30,6 +30,8 @@ Inference is deterministic: the argmax position.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -41,6 +43,14 @@ from nmt.attention.base import (
     masked_softmax,
 )
 from nmt.attention.config import HardConfig
+
+
+class Choices(NamedTuple):
+    """REINFORCE's extra output, for :meth:`HardAttention.extra_loss`: log α(ŝ) of
+    the sampled positions and the entropy H(α), each (B,H,T)."""
+
+    log_prob: Tensor
+    entropy: Tensor
 
 
 def leave_one_out(reward: Tensor, mask: Tensor) -> Tensor:
@@ -103,7 +113,8 @@ class HardAttention(CrossAttention):
         ctx = weights @ memory.value  # (B,H,T,Dh)
         context = self.out_proj(self.merge(ctx))
         shown = alpha if need_weights else None  # α, the distribution the samples come from
-        return Attended(context, shown, log_prob=log_prob, entropy=entropy)
+        choices = Choices(log_prob, entropy) if log_prob is not None else None
+        return Attended(context, shown, choices)
 
     def _reinforce(
         self, alpha: Tensor, sample: Tensor, one_hot: Tensor
@@ -129,13 +140,13 @@ class HardAttention(CrossAttention):
         reward (B,T): detached reward of each target token, minus its label-smoothed
         training loss (0 at padding); tgt_mask (B,T): real target positions.
         """
-        chosen = [r for r in records if r.log_prob is not None]
+        chosen = [r.extras for r in records if r.extras is not None]
         if not chosen:
             return None, {}
         # Every recorded choice for position t shapes tokens t, t+1, … only: the
         # same reward to go applies to each; their log-probs and entropy bonuses add up.
-        log_prob = torch.stack([r.log_prob for r in chosen]).sum(0)  # (B,H,T)
-        entropy = torch.stack([r.entropy for r in chosen]).sum(0)  # (B,H,T)
+        log_prob = torch.stack([c.log_prob for c in chosen]).sum(0)  # (B,H,T)
+        entropy = torch.stack([c.entropy for c in chosen]).sum(0)  # (B,H,T)
         m = tgt_mask.to(reward.dtype)  # (B,T)
         per_token = (reward * m).sum() / m.sum().clamp(min=1)
         if self.baseline == 0:  # the first update (a reward, −loss, is never 0)

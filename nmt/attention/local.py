@@ -47,6 +47,12 @@ def rows(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(B * L * H, Dh)
 
 
+class Centers(NamedTuple):
+    """Local attention's extra output, for the plots: the centres p_t, (B,Hc,T)."""
+
+    centers: Tensor
+
+
 class Blocks(NamedTuple):
     """Where the windowed path puts each query, and the band of keys of each block."""
 
@@ -91,7 +97,9 @@ class LocalAttention(CrossAttention):
         if ctx is None:
             ctx, weights = self._dense(q, memory, p, lo)
         out = self.out_proj(self.merge(ctx))
-        return Attended(out, weights if need_weights else None, p if need_weights else None)
+        if not need_weights:
+            return Attended(out)
+        return Attended(out, weights, Centers(p))
 
     def _try_windowed(
         self, q: Tensor, memory: Memory, p: Tensor, lo: Tensor, need_weights: bool

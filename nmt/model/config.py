@@ -38,9 +38,14 @@ class QANetConfig(EncoderConfig):
 @dataclass(frozen=True)
 class DecoderConfig:
     """Base of every decoder stack's options (``model.decoder``); ``standard`` takes
-    none, others register a subclass (``two_stream``: nmt.model.two_stream)."""
+    none of its own, others register a subclass (``two_stream``:
+    :class:`TwoStreamConfig`). ``fusion`` is every decoder's: it wraps whichever
+    cross-attention the recipe chooses."""
 
     kind: str = "standard"
+    # bidaf: each layer fuses [h; c; h∘c; h∘c̃] after its cross-attention
+    # (Seo et al. 2017; nmt.attention.fusion)
+    fusion: Literal["none", "bidaf"] = "none"
 
     def trains_left_to_right(self) -> bool:
         """Whether training predicts each token after the ones before it only."""

@@ -7,14 +7,14 @@ embeddings to final states. Kinds register in ``DECODERS``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import Attended, Memory
 from nmt.model.config import ModelConfig
-from nmt.model.layers import DecoderLayer, Embedding
+from nmt.model.layers import Caches, DecoderLayer, Embedding
 
 
 @dataclass
@@ -23,9 +23,8 @@ class DecoderState:
 
     memories: list[Memory]  # per decoder layer: projected encoder keys/values
     src_mask: Tensor  # (B,1,S)
-    caches: list[dict[str, Tensor]] | None = None  # the stack's ``new_caches``, filled
+    caches: list[Caches] | None = None  # the stack's ``new_caches``, filled
     offset: int = 0  # target positions already decoded (incremental mode)
-    attended: list[Attended] = field(default_factory=list)  # last step, if weights asked
 
     def select(self, index: Tensor, same_source: bool = False) -> DecoderState:
         """Keep batch rows ``index`` (B',) — for beam search and finished sentences.
@@ -37,7 +36,10 @@ class DecoderState:
         caches = (
             None
             if self.caches is None
-            else [{k: v[index] for k, v in c.items()} for c in self.caches]
+            else [
+                {name: {k: v[index] for k, v in own.items()} for name, own in c.items()}
+                for c in self.caches
+            ]
         )
         if same_source:
             return DecoderState(self.memories, self.src_mask, caches, self.offset)
@@ -54,9 +56,10 @@ class DecoderStack(nn.ModuleList):
         super().__init__(self.layer(cfg) for _ in range(cfg.decoder_layers))
         self.cfg = cfg
 
-    def new_caches(self) -> list[dict[str, Tensor]]:
-        """Empty caches for incremental decoding: per layer, its self-attention's
-        keys/values (and the fusion's history) of the steps decoded so far."""
+    def new_caches(self) -> list[Caches]:
+        """Empty caches for incremental decoding: per layer, each of its sub-modules'
+        state of the steps decoded so far (the self-attention's keys/values, the
+        fusion's history), under the sub-module's name."""
         return [{} for _ in self]
 
     def forward(
@@ -69,10 +72,11 @@ class DecoderStack(nn.ModuleList):
     ) -> tuple[Tensor, list[list[Attended]]]:
         """Raw token embeddings (B,T,D) of the target inputs -> states (B,T,D) before
         the final norm, and per layer what each of its cross-attention calls
-        returned (hard attention's REINFORCE choices travel there); appends each
-        layer's output cross-attention to ``state.attended`` when ``need_weights``.
-        ``tgt_mask`` (B,T) marks real target inputs (None: all real); the causal mask
-        already keeps a left-to-right stream off later padding. Does not advance
+        returned, the call of the stream that predicts first (its weights, when
+        ``need_weights``, are what maps, alignments and guided alignment read; hard
+        attention's REINFORCE choices travel in the calls' ``extras``). ``tgt_mask``
+        (B,T) marks real target inputs (None: all real); the causal mask already
+        keeps a left-to-right stream off later padding. Does not advance
         ``state.offset``."""
         raise NotImplementedError
 
@@ -97,7 +101,5 @@ class StandardDecoder(DecoderStack):
             x, attended = layer(
                 x, state.memories[i], state.src_mask, positions, cache, need_weights
             )
-            if need_weights:
-                state.attended.append(attended)
             records.append([attended])
         return x, records

@@ -103,6 +103,17 @@ class SelfAttention(nn.Module):
         return self.attend(q, k, v, bias, causal)
 
 
+# Incremental decoding keeps, per decoder layer (and stream), each sub-module's own
+# state under the sub-module's name (fairseq's incremental state, keyed by module):
+# {"self_attn": {"key", "value"}, "fusion": {"m", "h"}}.
+Caches = dict[str, dict[str, Tensor]]
+
+
+def own(cache: Caches | None, module: str) -> dict[str, Tensor] | None:
+    """The state of ``module`` within a layer's ``cache`` (None: not incremental)."""
+    return None if cache is None else cache.setdefault(module, {})
+
+
 def extend_cache(cache: dict[str, Tensor], k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     """Append this step's keys/values (B,H,L,Dh) to the cache; return all of them."""
     if "key" in cache:
@@ -139,23 +150,20 @@ class EncoderLayer(nn.Module):
         return x + self.dropout(self.ffn(self.ffn_norm(x)))
 
 
-def cross_attention(cfg: ModelConfig) -> nn.Module:
-    """The recipe's cross-attention variant, wrapped in BiDAF fusion under
-    ``attention.fusion: bidaf``."""
-    attn = ATTENTION.get(cfg.attention.kind)(cfg.attention, cfg.d_model, cfg.heads, cfg.dropout)
-    return BiDAFFusion(attn, cfg.d_model) if cfg.attention.fusion == "bidaf" else attn
-
-
 class DecoderLayer(nn.Module):
-    """Pre-norm: causal self-attention, then the recipe's cross-attention, then FFN,
-    each as x + drop(sublayer(LN(x)))."""
+    """Pre-norm: causal self-attention, then the recipe's cross-attention (followed by
+    BiDAF fusion under ``model.decoder.fusion: bidaf``), then FFN, each as
+    x + drop(sublayer(LN(x)))."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_norm = nn.LayerNorm(cfg.d_model)
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
         self.cross_norm = nn.LayerNorm(cfg.d_model)
-        self.cross_attn = cross_attention(cfg)
+        a = cfg.attention
+        self.cross_attn = ATTENTION.get(a.kind)(a, cfg.d_model, cfg.heads, cfg.dropout)
+        fused = cfg.decoder.fusion == "bidaf"
+        self.fusion = BiDAFFusion(self.cross_attn, cfg.d_model) if fused else None
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -166,17 +174,33 @@ class DecoderLayer(nn.Module):
         memory: Memory,
         src_mask: Tensor,
         positions: Tensor,
-        cache: dict[str, Tensor] | None = None,
+        cache: Caches | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Attended]:
         """x (B,T,D) -> (B,T,D) and what the cross-attention returned; ``cache`` holds
-        the self-attention's keys/values (and the fusion's history) of earlier steps."""
-        x = x + self.dropout(self.self_attn(self.self_norm(x), causal=True, cache=cache))
+        each sub-module's state of earlier steps (incremental decoding)."""
+        self_cache = own(cache, "self_attn")
+        x = x + self.dropout(self.self_attn(self.self_norm(x), causal=True, cache=self_cache))
+        return self.cross_sublayer(x, memory, src_mask, positions, need_weights, None, cache)
+
+    def cross_sublayer(
+        self,
+        x: Tensor,
+        memory: Memory,
+        src_mask: Tensor,
+        positions: Tensor,
+        need_weights: bool,
+        see: Tensor | None,
+        cache: Caches | None,
+    ) -> tuple[Tensor, Attended]:
+        """x + drop(cross-attention(LN(x))) (fused, if the layer fuses), then the
+        feed-forward sub-layer; ``see`` (B,T,t) the target positions the fusion's
+        queries may summarise (None: causal)."""
         h = self.cross_norm(x)
-        if isinstance(self.cross_attn, BiDAFFusion):
-            attended = self.cross_attn(h, memory, src_mask, positions, need_weights, history=cache)
-        else:
-            attended = self.cross_attn(h, memory, src_mask, positions, need_weights)
+        attended = self.cross_attn(h, memory, src_mask, positions, need_weights)
+        if self.fusion is not None:
+            history = own(cache, "fusion")
+            attended = self.fusion(h, attended, self.cross_attn, memory, src_mask, see, history)
         return self.feed_forward(x + self.dropout(attended.context)), attended
 
     def feed_forward(self, x: Tensor) -> Tensor:

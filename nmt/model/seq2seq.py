@@ -71,19 +71,15 @@ class Transformer(nn.Module):
         return DecoderState(memories, src_mask, caches)
 
     def decode(
-        self,
-        tgt_in: Tensor | None,
-        state: DecoderState,
-        embeds: Tensor | None = None,
-        need_weights: bool = False,
+        self, tgt_in: Tensor | None, state: DecoderState, embeds: Tensor | None = None
     ) -> Tensor:
         """Target ids (B,T) — or raw token ``embeds`` (B,T,D) — -> logits (B,T,V).
 
         In incremental mode ``tgt_in`` holds only the new positions; the state's
-        caches advance. With ``need_weights`` each layer's cross-attention is
-        kept in ``state.attended``.
+        caches advance. (:meth:`decode_states` also returns what each layer's
+        cross-attention returned: its weights, when asked, reach callers there.)
         """
-        return self.generator(self.decode_states(tgt_in, state, embeds, need_weights)[0])
+        return self.generator(self.decode_states(tgt_in, state, embeds)[0])
 
     def decode_states(
         self,
@@ -101,7 +97,6 @@ class Transformer(nn.Module):
         if embeds is None:
             embeds = self.tgt_embed.tokens(tgt_in)  # (B,T,D)
             tgt_mask = tgt_in != self.pad  # (B,T)
-        state.attended = []
         x, records = self.decoder(embeds, self.tgt_embed, state, need_weights, tgt_mask)
         if state.caches is not None:
             state.offset += embeds.size(1)

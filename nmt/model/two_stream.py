@@ -30,10 +30,9 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import Attended, Memory
-from nmt.attention.fusion import BiDAFFusion
 from nmt.model.config import ModelConfig
 from nmt.model.decoder import DecoderStack, DecoderState
-from nmt.model.layers import DecoderLayer, Embedding, extend_cache
+from nmt.model.layers import Caches, DecoderLayer, Embedding, extend_cache, own
 
 
 def random_order(real: Tensor) -> tuple[Tensor, Tensor]:
@@ -75,48 +74,32 @@ class TwoStreamLayer(DecoderLayer):
         src_mask: Tensor,
         positions: Tensor,
         masks: Masks,
-        caches: tuple[dict[str, Tensor], dict[str, Tensor]] | None,
+        caches: tuple[Caches, Caches] | None,
         need_weights: bool,
         content: bool,
     ) -> tuple[Tensor, Tensor, list[Attended]]:
         """Content h and query g (B,T,D) -> the next h and g, and what the
-        cross-attention returned (query stream first). ``caches``: the layer's
-        self-attention keys/values with the content stream's fusion history, and the
-        query stream's fusion history; ``content``: whether the content stream is
-        computed (no query reads the last layer's)."""
+        cross-attention returned (query stream first). ``caches``: the layer's state
+        of earlier steps for the content stream (its self-attention's keys and values,
+        shared by both streams, and its fusion's history) and for the query stream
+        (its fusion's history); ``content``: whether the content stream is computed
+        (no query reads the last layer's)."""
         content_cache, query_cache = caches if caches is not None else (None, None)
-        source = (memory, src_mask, positions)
         q_h, k, v = self.self_attn.project(self.self_norm(h))  # 3 x (B,H,T,Dh)
-        if content_cache is not None:
-            k, v = extend_cache(content_cache, k, v)  # (B,H,t,Dh)
+        if (self_cache := own(content_cache, "self_attn")) is not None:
+            k, v = extend_cache(self_cache, k, v)  # (B,H,t,Dh)
         q_g = self.self_attn.query(self.self_norm(g))  # (B,H,T,Dh)
         g = g + self.dropout(self.self_attn.attend(q_g, k, v, masks.query, masks.causal))
-        g, attended = self.cross_sublayer(g, source, need_weights, masks.fusion_query, query_cache)
+        source = (memory, src_mask, positions)
+        g, attended = self.cross_sublayer(g, *source, need_weights, masks.fusion_query, query_cache)
         records = [attended]
         if content:
             h = h + self.dropout(self.self_attn.attend(q_h, k, v, masks.content, masks.causal))
-            h, attended = self.cross_sublayer(h, source, False, masks.fusion_content, content_cache)
+            h, attended = self.cross_sublayer(
+                h, *source, False, masks.fusion_content, content_cache
+            )
             records.append(attended)
         return h, g, records
-
-    def cross_sublayer(
-        self,
-        x: Tensor,
-        source: tuple[Memory, Tensor, Tensor],
-        need_weights: bool,
-        see: Tensor | None,
-        history: dict[str, Tensor] | None,
-    ) -> tuple[Tensor, Attended]:
-        """x + drop(cross-attention(LN(x))), then the feed-forward sub-layer; ``source``
-        is (memory, src_mask, positions); the fusion (if any) summarises what ``see``
-        allows."""
-        memory, src_mask, positions = source
-        h = self.cross_norm(x)
-        if isinstance(self.cross_attn, BiDAFFusion):
-            attended = self.cross_attn(h, memory, src_mask, positions, need_weights, see, history)
-        else:
-            attended = self.cross_attn(h, memory, src_mask, positions, need_weights)
-        return self.feed_forward(x + self.dropout(attended.context)), attended
 
 
 class TwoStreamDecoder(DecoderStack):
@@ -128,7 +111,7 @@ class TwoStreamDecoder(DecoderStack):
         super().__init__(cfg)
         self.query_init = nn.Parameter(torch.randn(cfg.d_model) * cfg.d_model**-0.5)  # w
 
-    def new_caches(self) -> list[dict[str, Tensor]]:
+    def new_caches(self) -> list[Caches]:
         """Per layer the content stream's cache, then per layer the query stream's
         (its fusion history; the two streams share the self-attention keys)."""
         return [{} for _ in range(2 * len(self))]
@@ -186,7 +169,5 @@ class TwoStreamDecoder(DecoderStack):
                 need_weights,
                 content=i < len(self) - 1,
             )
-            if need_weights:
-                state.attended.append(calls[0])
             records.append(calls)
         return g, records

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from nmt.attention.base import Attended
+from nmt.attention.hard import Choices
 from nmt.config import ConfigError
 from nmt.data.vocab import PAD
 from tests.attention.test_attention import D, build, global_twin, inputs
@@ -185,7 +186,7 @@ def test_reinforce_loss_is_minus_reward_to_go_times_log_prob_minus_the_entropy_b
     query, memory, src_mask, pos = inputs((9, 4), 5)
     out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos, need_weights=True)
     alpha = out.weights  # (B,H,T,S)
-    sampled = out.log_prob.exp().unsqueeze(-1)  # α at each sampled position
+    sampled = out.extras.log_prob.exp().unsqueeze(-1)  # α at each sampled position
     assert torch.isclose(alpha, sampled).any(-1).all()
     m = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
     reward = torch.randn(2, 5) * m
@@ -193,7 +194,7 @@ def test_reinforce_loss_is_minus_reward_to_go_times_log_prob_minus_the_entropy_b
     loss, stats = attn.extra_loss([out], reward, m)
     centred = (reward + 0.4) * m
     to_go = torch.stack([centred[:, t:].sum(-1) for t in range(5)], -1)  # (B,T)
-    surrogate = -(to_go.unsqueeze(1) * out.log_prob * m.unsqueeze(1)).sum()
+    surrogate = -(to_go.unsqueeze(1) * out.extras.log_prob * m.unsqueeze(1)).sum()
     entropy = (entropy_of(alpha) * m.unsqueeze(1)).sum()
     torch.testing.assert_close(loss, surrogate - 0.3 * entropy)
     mean_reward = float(reward.sum() / 8)
@@ -222,7 +223,7 @@ def test_expected_prob_one_gives_soft_contexts_and_no_policy_term():
     out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
     soft = glob(query, glob.project_memory(memory, src_mask), src_mask, pos).context
     torch.testing.assert_close(out.context, soft)
-    assert (out.log_prob == 0).all()
+    assert (out.extras.log_prob == 0).all()
 
 
 def test_expected_prob_chooses_soft_contexts_at_that_rate():
@@ -231,7 +232,7 @@ def test_expected_prob_chooses_soft_contexts_at_that_rate():
     query, memory, src_mask, pos = inputs((9, 4), 5)
     query, memory, src_mask = (x.repeat(200, 1, 1) for x in (query, memory, src_mask))
     out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
-    assert float((out.log_prob == 0).float().mean()) == pytest.approx(0.3, abs=0.02)
+    assert float((out.extras.log_prob == 0).float().mean()) == pytest.approx(0.3, abs=0.02)
 
 
 @pytest.mark.parametrize(
@@ -289,13 +290,13 @@ def test_the_first_updates_baseline_does_not_depend_on_the_sentences_own_reward(
     attn = build("hard", estimator="reinforce", entropy_weight=0.0).train()
     query, memory, src_mask, pos = inputs((9, 4), 5)
     out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
-    log_prob = out.log_prob.detach().requires_grad_()
+    log_prob = out.extras.log_prob.detach().requires_grad_()
     m = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
     reward = -torch.rand(2, 5) * m
 
     def to_go(reward):  # −∂loss/∂log α summed over heads: (B,T) advantages
         fresh = copy.deepcopy(attn)
-        chosen = Attended(out.context, log_prob=log_prob, entropy=out.entropy)
+        chosen = Attended(out.context, extras=Choices(log_prob, out.extras.entropy))
         loss, stats = fresh.extra_loss([chosen], reward, m)
         (grad,) = torch.autograd.grad(loss, log_prob)
         return -grad[:, 0], stats

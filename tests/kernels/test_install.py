@@ -19,7 +19,7 @@ ARCHITECTURES = {
     **{kind: {"attention": {"kind": kind}} for kind in ATTENTION.names()},
     "qanet": {"encoder": {"block": "qanet"}},
     "two_stream": {"decoder": {"kind": "two_stream", "order": "random"}},
-    "bidaf": {"attention": {"kind": "global", "fusion": "bidaf"}},
+    "bidaf": {"decoder": {"fusion": "bidaf"}},
 }
 
 

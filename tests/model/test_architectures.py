@@ -19,13 +19,17 @@ from tests.helpers import VOCAB, random_batch, tiny_model
 QANET = {"encoder": {"block": "qanet", "kernel": 3, "convs": 2}}
 TWO_STREAM = {"decoder": {"kind": "two_stream"}}
 RANDOM_ORDER = {"decoder": {"kind": "two_stream", "order": "random"}}
+FUSED_RANDOM_ORDER = {"decoder": {"kind": "two_stream", "order": "random", "fusion": "bidaf"}}
 # (model overrides, attention options): each new option alone and combined
 ARCHITECTURES = {
     "trilinear": ({}, {"score": "trilinear"}),
-    "bidaf": ({}, {"fusion": "bidaf"}),
+    "bidaf": ({"decoder": {"fusion": "bidaf"}}, {}),
     "qanet": (QANET, {}),
     "two_stream": (TWO_STREAM, {}),
-    "two_stream+bidaf": (TWO_STREAM, {"fusion": "bidaf", "score": "trilinear"}),
+    "two_stream+bidaf": (
+        {"decoder": {"kind": "two_stream", "fusion": "bidaf"}},
+        {"score": "trilinear"},
+    ),
 }
 
 
@@ -91,24 +95,25 @@ def test_trilinear_is_bidaf_similarity_up_to_a_per_query_constant():
 
 def test_bidaf_fusion_uses_the_full_trilinear_score():
     """The fusion's softmax runs over target positions, where w_qᵀq differs from one
-    position to the next: its summary follows Seo et al.'s eq. 1 with every term."""
+    position to the next: its summary follows Seo et al.'s eq. 1 with every term (the
+    score leaves w_qᵀq out; the fusion owns w_q and adds it back)."""
     from nmt.attention.fusion import BiDAFFusion
 
     torch.manual_seed(0)
     H, D = 4, 32
-    attn = build("global", score="trilinear", fusion="bidaf")
+    attn = build("global", score="trilinear")
     fusion = BiDAFFusion(attn, D)
+    s = attn.score
     with torch.no_grad():
-        for p in (attn.score.w_q, attn.score.w_k, attn.score.w_m):
+        for p in (fusion.query_term, s.w_k, s.w_m):
             p.normal_()
     h = torch.randn(2, 6, D)
     _, memory, src_mask, positions = inputs(lengths=(9, 4))
-    mem = fusion.project_memory(memory, src_mask)
-    context = attn(h, mem, src_mask, positions).context
+    mem = attn.project_memory(memory, src_mask)
+    attended = attn(h, mem, src_mask, positions)
     q = attn.split(attn.q_proj(h))  # (B,H,T,Dh)
-    s = attn.score
     full = (
-        torch.einsum("bhtd,hd->bht", q, s.w_q).unsqueeze(-1)
+        torch.einsum("bhtd,hd->bht", q, fusion.query_term).unsqueeze(-1)
         + torch.einsum("bhsd,hd->bhs", mem.key, s.w_k).unsqueeze(-2)
         + torch.einsum("bhtd,hd,bhsd->bhts", q, s.w_m, mem.key)
     )  # (B,H,T,S)
@@ -116,9 +121,18 @@ def test_bidaf_fusion_uses_the_full_trilinear_score():
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     b = m.unsqueeze(-2).expand(2, H, 6, 6).masked_fill(~causal, float("-inf")).softmax(-1)
     summary = attn.merge(b @ attn.split(h))  # (B,T,D)
+    context = attended.context
     want = fusion.proj(torch.cat([h, context, h * context, h * summary], -1))
-    got = fusion(h, mem, src_mask, positions).context
+    got = fusion(h, attended, attn, mem, src_mask).context
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_fusion_adds_a_query_term_only_to_a_score_that_omits_one():
+    from nmt.attention.fusion import BiDAFFusion
+
+    assert BiDAFFusion(build("global", score="trilinear"), 32).query_term is not None
+    for score in ("dot", "general", "concat"):
+        assert BiDAFFusion(build("global", score=score), 32).query_term is None
 
 
 def test_trilinear_starts_as_the_scaled_dot_product():
@@ -265,7 +279,7 @@ def test_random_order_outputs_do_not_depend_on_padding(seed):
     its real slots (one sentence draws the same first n keys either way): every
     real query's output is the same, the EOS query's included."""
     torch.manual_seed(0)
-    model = tiny_model(model=RANDOM_ORDER, fusion="bidaf").train()  # dropout is 0
+    model = tiny_model(model=FUSED_RANDOM_ORDER).train()  # dropout is 0
     src, tgt = random_batch([6]), target([5])  # (1,6): BOS + 5 tokens
     padded = torch.cat([tgt, torch.full((1, 2), PAD)], 1)  # (1,8)
     torch.manual_seed(seed)
@@ -287,7 +301,7 @@ def test_random_order_puts_padding_after_every_real_slot():
 
 def test_two_stream_random_order_hides_the_predicted_token_and_later_ones(monkeypatch):
     torch.manual_seed(0)
-    model = tiny_model(model=RANDOM_ORDER, fusion="bidaf").train()  # dropout is 0
+    model = tiny_model(model=FUSED_RANDOM_ORDER).train()  # dropout is 0
     T = 7
     rank = torch.tensor([[-1, 4, 0, 5, 2, 3, 1]])  # content positions 0..6
     monkeypatch.setattr(two_stream, "random_order", fixed_order(rank))

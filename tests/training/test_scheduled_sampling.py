@@ -179,8 +179,8 @@ def test_each_mix_and_three_passes(tiny_config, mix):
     [{"attention": {"kind": kind}} for kind in ATTENTION.names()]
     + [
         {
-            "decoder": {"kind": "two_stream", "order": "random"},
-            "attention": {"kind": "hard", "estimator": "gumbel", "fusion": "bidaf"},
+            "decoder": {"kind": "two_stream", "order": "random", "fusion": "bidaf"},
+            "attention": {"kind": "hard", "estimator": "gumbel"},
         }
     ],
 )

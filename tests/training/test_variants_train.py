@@ -49,7 +49,7 @@ def test_variant_trains_toy_to_a_low_loss(kind, tiny_config):
 # starts from positions alone and must find even the previous token by
 # attention: it needs more updates.
 ARCHITECTURES = {
-    "trilinear+bidaf": ({"attention": {"score": "trilinear", "fusion": "bidaf"}}, 200),
+    "trilinear+bidaf": ({"attention": {"score": "trilinear"}, "decoder": {"fusion": "bidaf"}}, 200),
     "qanet": ({"encoder": {"block": "qanet", "kernel": 5, "survival": 0.9}}, 200),
     "two_stream": ({"decoder": {"kind": "two_stream"}}, 400),
 }
