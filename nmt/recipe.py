@@ -83,23 +83,28 @@ def load_recipe(
     data = apply_overrides(read_yaml(path), overrides or [])
     if "variants" in data and "run_dir" not in data:
         raise NmtError(f"{path}: a comparison spec, not a recipe; run it with: nmt compare {path}")
-    if isinstance(data.get("train"), dict) and "scheduled_sampling" in data["train"]:
-        raise NmtError(
-            f"{path}: train.scheduled_sampling: its options now go under train.trainer, "
-            "beside kind: scheduled_sampling (docs/training.md)"
-        )
-    attention = (
-        data.get("model", {}).get("attention") if isinstance(data.get("model"), dict) else None
-    )
-    if isinstance(attention, dict) and "fusion" in attention:
-        raise NmtError(
-            f"{path}: model.attention.fusion: fusion is now a decoder option that wraps "
-            "any attention kind: set model.decoder.fusion instead"
-        )
+    check_moved_keys(data, str(path))
     try:
         return from_dict(RunConfig, with_plugins(data, plugins))
     except (ConfigError, NmtError) as e:
         raise NmtError(f"{path}: {e}") from None
+
+
+def check_moved_keys(data: dict[str, Any], where: str) -> None:
+    """Refuse a recipe that names a key in its earlier place, naming today's (a stored
+    recipe is upgraded instead: :func:`upgrade`)."""
+    if isinstance(data.get("train"), dict) and "scheduled_sampling" in data["train"]:
+        raise NmtError(
+            f"{where}: train.scheduled_sampling: its options now go under train.trainer, "
+            "beside kind: scheduled_sampling (docs/training.md)"
+        )
+    model = data.get("model")
+    attention = model.get("attention") if isinstance(model, dict) else None
+    if isinstance(attention, dict) and "fusion" in attention:
+        raise NmtError(
+            f"{where}: model.attention.fusion: fusion is now a decoder option that wraps "
+            "any attention kind: set model.decoder.fusion instead"
+        )
 
 
 def config_from_dict(data: dict[str, Any], source: str = "the run") -> RunConfig:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from nmt.config import apply_overrides, check, check_seed, from_dict, read_yaml
 from nmt.errors import ConfigError, NmtError
 from nmt.plugins import with_plugins
-from nmt.recipe import RunConfig
+from nmt.recipe import RunConfig, check_moved_keys
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
 # Bounds on what one spec may ask for: every run is planned (its recipe built and
@@ -168,6 +168,7 @@ def load_spec(
             sets = [*spec.set, *overrides, f"train.seed={seed}", f"run_dir={run_dir}"]
             try:
                 recipe = with_plugins(apply_overrides(base, sets), spec.plugins)
+                check_moved_keys(recipe, "the recipe")
                 if "tensorboard" in from_dict(RunConfig, recipe).train.log_to:
                     tb = out / "tb" / variant / f"seed{seed}"  # one --logdir for every run
                     recipe = apply_overrides(recipe, [f"train.tensorboard_dir={tb}"])

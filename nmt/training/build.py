@@ -23,10 +23,10 @@ from nmt.data.pipeline import (
 )
 from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
-from nmt.errors import NmtError
+from nmt.errors import ConfigError, NmtError
 from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
-from nmt.recipe import upgrade
+from nmt.recipe import config_from_dict
 from nmt.rundir import recipe_changes
 
 if TYPE_CHECKING:
@@ -115,6 +115,15 @@ def check_fits(cfg: ModelConfig, vocabs: Vocabs, device: torch.device) -> None:
         )
 
 
+def stored_recipe(path: Path, ckpt: dict[str, Any]) -> dict[str, Any]:
+    """The recipe a checkpoint was trained with, as a whole config: keys added to
+    nmt since then read at their defaults, so that they are no change."""
+    try:
+        return config_from_dict(ckpt["config"], str(path)).to_dict()
+    except ConfigError as e:
+        raise NmtError(f"{path}: damaged, cannot resume from it ({e})") from None
+
+
 def build(
     cfg: RunConfig,
     log: Callable[[str], None],
@@ -133,7 +142,8 @@ def build(
     data = load_data(cfg, log, vocabs, dist)
     cfg = resolve_from_data(cfg, data.train, log)
     if resumed is not None:
-        for change in recipe_changes(upgrade(resumed[1]["config"]), cfg.to_dict(), resumed[0]):
+        stored = stored_recipe(*resumed)
+        for change in recipe_changes(stored, cfg.to_dict(), resumed[0]):
             log(f"resume: {change}")
     check_fits(cfg.model, data.vocabs, device)
     if cfg.decode.beam > len(data.vocabs.tgt):

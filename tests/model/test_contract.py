@@ -94,3 +94,22 @@ def test_incremental_state_is_kept_per_sub_module():
     for cache in state.caches:
         assert set(cache) == {"self_attn", "fusion"}
         assert set(cache["self_attn"]) == {"key", "value"} and set(cache["fusion"]) == {"m", "h"}
+
+
+def test_a_run_stored_in_the_earlier_layout_resumes(tiny_config):
+    """Its recipe has no ``plugins`` and says ``model.attention.fusion``: the keys
+    added since read at their defaults and the moved key is read where it is now,
+    so the resume sees no change of recipe (it refused "plugins None -> []")."""
+    from nmt.training.run import train
+
+    cfg = tiny_config(train={"max_steps": 2, "valid_every": 2})
+    train(cfg, device="cpu")
+    last = Path(cfg.run_dir) / "last.pt"
+    payload = checkpoint.load(last)
+    stored = payload["config"]
+    stored.pop("plugins")
+    stored["model"]["attention"]["fusion"] = stored["model"]["decoder"].pop("fusion")
+    checkpoint.save(last, {k: v for k, v in payload.items() if k != "format"})
+    longer = tiny_config(train={"max_steps": 4, "valid_every": 2})
+    train(longer, device="cpu", resume=True)
+    assert checkpoint.load(last)["state"]["step"] == 4
