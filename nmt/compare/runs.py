@@ -202,12 +202,15 @@ class _Worker:
 
 
 def _start_worker(stopping: Any, parent: int) -> None:
-    """A worker's set-up. SIGTERM unwinds a run it is bringing up (training turns
-    it into a saved ``last.pt``) and is only noted while it waits for a run (the
-    study then gives it none). A worker whose study process died without passing
-    the signal on (kill -9) stops itself, so that no orphan trains on."""
+    """A worker's set-up. SIGTERM or SIGINT (Ctrl-C reaches the whole process group)
+    unwinds a run it is bringing up (training turns it into a saved ``last.pt``)
+    and is only noted while it waits for a run (the study then gives it none). A
+    worker whose study process died without passing the signal on (kill -9) stops
+    itself, so that no orphan trains on."""
     _Worker.stopping, _Worker.parent = stopping, parent
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, _on_signal)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background study's stays
+        signal.signal(signal.SIGINT, _on_signal)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -220,9 +223,9 @@ def _start_worker(stopping: Any, parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
+def _on_signal(signum: int, frame: Any) -> None:
     if _Worker.busy:
-        raise Terminated
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
 
 
 def _bring_up_in_worker(

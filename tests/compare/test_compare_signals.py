@@ -16,7 +16,7 @@ import yaml
 
 from nmt import checkpoint
 from tests.compare.test_compare import write_spec
-from tests.conftest import subprocess_env
+from tests.conftest import as_in_a_terminal, subprocess_env
 
 STEPS = 120
 
@@ -49,7 +49,8 @@ def compare(spec: Path) -> subprocess.Popen:
         env=subprocess_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,  # the signal below goes to the study process alone
+        start_new_session=True,  # a group of its own: the tests signal it, or one process
+        preexec_fn=as_in_a_terminal,
     )
 
 
@@ -108,15 +109,16 @@ def test_sigterm_to_the_study_stops_every_worker_and_a_rerun_resumes(tmp_path, t
 
 
 @pytest.mark.slow
-def test_sigterm_to_the_whole_group_stops_as_cleanly(tmp_path, toy_dir):
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_the_whole_group_stops_as_cleanly(tmp_path, toy_dir, sig, code):
     """A terminal's Ctrl-C (SIGINT) or a group kill reaches the workers directly too:
     each saves once and exits, none waits for work that never comes."""
     spec, runs = start_study(tmp_path, toy_dir)
     proc = compare(spec)
     workers = training(proc, runs)
-    os.killpg(proc.pid, signal.SIGTERM)
+    os.killpg(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143 and b"Traceback" not in err, err.decode()[-3000:]
+    assert proc.returncode == code and b"Traceback" not in err, err.decode()[-3000:]
     assert gone(workers, 10)
     assert all(0 < checkpoint.load(r / "last.pt")["state"]["step"] < STEPS for r in runs)
 
