@@ -61,7 +61,7 @@ def score_gradients(trainer, batch, draws: int) -> torch.Tensor:  # (draws, P)
     for i in range(draws):
         torch.manual_seed(i)
         trainer.model.zero_grad(set_to_none=True)
-        loss, _ = trainer.compute_loss(batch)
+        loss = trainer.loss(batch).total
         (loss / batch.tgt_tokens).backward()
         out.append(torch.cat([p.grad.flatten() for p in params]))
     return torch.stack(out)

@@ -83,13 +83,14 @@ class ScheduledSamplingConfig(TrainerConfig):
 DEFAULT_K = {"linear": 1.0, "exponential": 0.9999, "inverse_sigmoid": 2000.0}
 
 
-# The training regimes: config, and the trainer class imported when a run starts.
+# The training regimes: config, and the objective (nmt.training.objective) imported
+# when a run starts.
 TRAINERS = Registry("trainer")
-TRAINERS.register("teacher_forcing", TrainerConfig, "nmt.training.trainer:Trainer")
+TRAINERS.register("teacher_forcing", TrainerConfig, "nmt.training.objective:TeacherForcing")
 TRAINERS.register(
     "scheduled_sampling",
     ScheduledSamplingConfig,
-    "nmt.training.scheduled_sampling:ScheduledSamplingTrainer",
+    "nmt.training.scheduled_sampling:ScheduledSampling",
 )
 
 

@@ -19,7 +19,6 @@ from nmt.files import is_number
 from nmt.progress import console
 from nmt.rundir import make_run_dir, owned
 from nmt.training.build import build
-from nmt.training.config import TRAINERS
 from nmt.training.signals import Interrupted
 from nmt.training.tensorboard import log_dir, summary_writer
 from nmt.training.trainer import Trainer
@@ -76,7 +75,7 @@ def prepare(
         checkpoint.check_entries(ckpt, last, {**kinds, "optimizer": dict, "rng": list})
         checkpoint.check_finite(ckpt["model"], last)
     model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)
-    trainer = TRAINERS.get(cfg.train.trainer.kind)(model, data, cfg, device, dist, log)
+    trainer = Trainer(model, data, cfg, device, dist, log)
     if ckpt is not None:
         if dist.main and (n := files.remove_stale_temps(run_dir)):
             log(f"removed {n} temp file(s) left by an interrupted write")

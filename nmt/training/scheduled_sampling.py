@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -25,8 +25,12 @@ from torch import Tensor
 
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
+from nmt.model.seq2seq import Transformer
 from nmt.training.config import ScheduledSamplingConfig
-from nmt.training.trainer import Trainer
+from nmt.training.objective import Loss, TeacherForcing
+
+if TYPE_CHECKING:
+    from nmt.recipe import RunConfig
 
 
 def gold_probability(cfg: ScheduledSamplingConfig, step: int) -> float:
@@ -62,29 +66,28 @@ def prediction_embeddings(logits: Tensor, table: Tensor, cfg: ScheduledSamplingC
     return F.gumbel_softmax(logits.float(), tau=cfg.temperature, dim=-1).to(table.dtype) @ table
 
 
-class ScheduledSamplingTrainer(Trainer):
+class ScheduledSampling(TeacherForcing):
     """See the module docstring; options under ``train.trainer``."""
 
-    extra_seconds = 0.0  # time spent in the extra passes, for the cost report
+    def __init__(self, model: Transformer, cfg: RunConfig) -> None:
+        super().__init__(model, cfg)
+        self.extra_seconds = 0.0  # time spent in the extra passes, for the cost report
 
-    def run(self) -> dict[str, Any]:
-        summary = super().run()
-        if self.step_seconds == 0:  # a resume with the budget already spent: no steps
-            return summary
+    def summary(self, step_seconds: float) -> dict[str, Any]:
+        """What the extra passes cost: the time per step against teacher forcing's."""
+        if step_seconds == 0:  # a resume with the budget already spent: no steps
+            return {}
         # Teacher forcing would have cost the step time without the extra passes.
-        ratio = self.step_seconds / max(self.step_seconds - self.extra_seconds, 1e-9)
-        self.log(
-            f"scheduled sampling: {ratio:.2f}x the time per step of teacher forcing "
-            f"(extra passes {self.extra_seconds:.0f} s of {self.step_seconds:.0f} s)"
-        )
-        return {**summary, "cost_vs_teacher_forcing": ratio}
+        return {
+            "cost_vs_teacher_forcing": step_seconds / max(step_seconds - self.extra_seconds, 1e-9)
+        }
 
-    def compute_loss(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
-        cfg = self.cfg.train.trainer
-        eps = gold_probability(cfg, self.state.step)
+    def forward(self, batch: Batch, step: int) -> Loss:
+        cfg = self.cfg
+        eps = gold_probability(cfg, step)
         if eps >= 1.0:  # warm-up or ε = 1: exactly teacher forcing, one pass
-            loss, stats = super().compute_loss(batch)
-            return loss, {**stats, "ss_gold_prob": 1.0, "ss_replaced": 0.0}
+            loss = super().forward(batch, step)
+            return loss._replace(stats={**loss.stats, "ss_gold_prob": 1.0, "ss_replaced": 0.0})
         model = self.model
         memory, src_mask = model.encode(batch.src)
         # Without self-attention caches the state is read-only: every pass shares it,
@@ -108,8 +111,8 @@ class ScheduledSamplingTrainer(Trainer):
                 pred = prediction_embeddings(model.generator(rows), table, cfg)  # (N,D)
             x = gold.masked_scatter(replaced.unsqueeze(-1), pred.to(gold.dtype))  # (B,T,D)
         self.extra_seconds += time.perf_counter() - start
-        guided = self.cfg.train.alignment is not None  # keep the weights it supervises
+        guided = self.guide is not None  # keep the weights it supervises
         states, records = model.decode_states(None, state, x, guided, tgt_mask=real)  # (B,T,D)
-        loss, stats = self.model_loss(states, records, batch)
+        loss = self.model_loss(states, records, batch)
         fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
-        return loss, {**stats, "ss_gold_prob": eps, "ss_replaced": fraction}
+        return loss._replace(stats={**loss.stats, "ss_gold_prob": eps, "ss_replaced": fraction})

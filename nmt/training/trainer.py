@@ -1,10 +1,11 @@
 """The training loop: budgets, validation, early stopping, checkpoints and resume.
 
 A :class:`Trainer` gets a built model and its data (``nmt.training.build``) and
-reads top to bottom: ``compute_loss`` -> ``train_step`` -> ``validate`` ->
-``run``. The base class is teacher forcing; other regimes (scheduled sampling)
-subclass it and override :meth:`Trainer.compute_loss`. Beside it: the run's state
-and budget (``state``), each epoch's batches (``epochs``), the dev scores
+reads top to bottom: ``loss`` -> ``train_step`` -> ``validate`` -> ``run``. What
+one batch's loss is belongs to the recipe's training regime, an objective
+(``nmt.training.objective``) built once; the trainer runs updates, logging,
+validation and checkpoints whatever the regime. Beside it: the run's state and
+budget (``state``), each epoch's batches (``epochs``), the dev scores
 (``validation``) and stopping on a signal (``signals``).
 """
 
@@ -20,24 +21,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from nmt import checkpoint, files, kernels
-from nmt.attention.base import Attended
 from nmt.averaging import kept_name, prune
 from nmt.config import from_dict
 from nmt.data.batching import Batch
-from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
 from nmt.errors import NmtError
-from nmt.kernels.loss import projected_smoothed_nll
 from nmt.model.seq2seq import Transformer
 from nmt.progress import advancer, console, progress_bar
 from nmt.training.build import TrainingData
+from nmt.training.config import TRAINERS
 from nmt.training.epochs import EpochPlans
-from nmt.training.guided_alignment import alignment_loss
 from nmt.training.lr_schedule import inverse_sqrt
+from nmt.training.objective import Loss
 from nmt.training.signals import Interrupted, StopSignals
 from nmt.training.state import (
     IntervalStats,
@@ -57,19 +55,6 @@ if TYPE_CHECKING:
     from nmt.recipe import RunConfig
 
 
-class Objective(torch.nn.Module):
-    """The trainer's ``compute_loss`` as a module, so DistributedDataParallel can wrap it
-    (the scheduled-sampling trainer's several passes then run under one DDP forward)."""
-
-    def __init__(self, trainer: Trainer) -> None:
-        super().__init__()
-        self.model = trainer.model
-        self.compute_loss = trainer.compute_loss
-
-    def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        return self.compute_loss(batch)
-
-
 def out_of_memory(e: RuntimeError) -> bool:
     """Whether an error is a failed allocation (CUDA's OutOfMemoryError or the CPU
     allocator's RuntimeError)."""
@@ -77,9 +62,9 @@ def out_of_memory(e: RuntimeError) -> bool:
 
 
 class Trainer:
-    """Teacher forcing: the decoder reads the gold prefix (Williams & Zipser 1989),
-    with label-smoothed cross-entropy (Szegedy et al. 2016) and Adam under an
-    inverse-square-root schedule (Vaswani et al. 2017)."""
+    """Updates with Adam under an inverse-square-root schedule (Vaswani et al. 2017)
+    on the recipe's objective (``train.trainer``), with validation, early stopping,
+    checkpoints and resume."""
 
     def __init__(
         self,
@@ -122,12 +107,13 @@ class Trainer:
             # the unfused update took a fifth of a CPU step, half of a GPU step.
             fused=True,
         )
-        self.objective: DistributedDataParallel | None = None
+        self.objective = TRAINERS.get(t.trainer.kind)(self.model, cfg)
+        self.ddp: DistributedDataParallel | None = None
         if dist.enabled:
             # Each rank drops out differently; parameters stay identical (DDP syncs them).
             torch.manual_seed(t.seed * 1000 + dist.rank)
-            self.objective = DistributedDataParallel(
-                Objective(self),
+            self.ddp = DistributedDataParallel(
+                self.objective,
                 device_ids=[device.index] if device.index is not None else None,
             )
 
@@ -167,51 +153,9 @@ class Trainer:
 
     # ------------------------------------------------------------------- loss
 
-    def token_loss(self, states: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Final decoder states (B,T,D) through the output layer -> the summed
-        label-smoothed cross-entropy over real target tokens (Szegedy et al. 2016:
-        (1 − ε)·NLL + ε·mean over the vocabulary of −log p), and its detached
-        negation per target token (B,T), 0 at padding: hard attention's reward. One
-        objective for both, so REINFORCE's score-function term and the pathwise
-        gradient add up to the gradient of the expected smoothed loss."""
-        eps = self.cfg.train.label_smoothing
-        if self.cfg.train.kernels == "auto":  # the output layer fused with the loss
-            weight = self.model.generator.weight
-            loss = projected_smoothed_nll(states, weight, batch.tgt_out, eps, PAD)  # (B,T)
-        else:
-            logits = self.model.generator(states).float()  # (B,T,V)
-            loss = F.cross_entropy(
-                logits.transpose(1, 2),
-                batch.tgt_out,
-                ignore_index=PAD,
-                label_smoothing=eps,
-                reduction="none",
-            )  # (B,T)
-        return loss.sum(), -loss.detach()
-
-    def compute_loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Summed training objective of one batch, and statistics to log (with
-        ``token_loss``, the summed label-smoothed cross-entropy)."""
-        guided = self.cfg.train.alignment is not None
-        states, records = self.model(batch.src, batch.tgt_in, project=False, need_weights=guided)
-        return self.model_loss(states, records, batch)
-
-    def model_loss(
-        self, states: torch.Tensor, records: list[list[Attended]], batch: Batch
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Token loss of the final decoder states (B,T,D) plus the cross-attention's
-        auxiliary loss (hard attention's REINFORCE, from the decoder's ``records``)
-        and, under ``train.alignment``, the guided-alignment loss."""
-        loss, reward = self.token_loss(states, batch)
-        token_loss = float(loss.detach())
-        extra, stats = self.model.extra_loss(records, reward, batch.tgt_out != PAD)
-        if extra is not None:
-            loss = loss + extra
-        if (guide := self.cfg.train.alignment) is not None:
-            assert batch.align is not None, "the training data carries no alignments"
-            aligned, align_stats = alignment_loss(records, batch.align, guide)
-            loss, stats = loss + aligned, {**stats, **align_stats}
-        return loss, {"token_loss": token_loss, **stats}
+    def loss(self, batch: Batch) -> Loss:
+        """The objective of one batch at the current update (no DDP)."""
+        return self.objective(batch, self.state.step)
 
     # ------------------------------------------------------------------- step
 
@@ -234,21 +178,18 @@ class Trainer:
         # gradients over ranks, hence the factor world.
         (tokens,) = d.sum([sum(b.tgt_tokens for b in batches)])
         self.step_tokens = int(tokens)
-        forward = self.objective if self.objective is not None else self.compute_loss
+        forward = self.ddp if self.ddp is not None else self.objective
         total, objective, stats = 0.0, 0.0, {}
         for i, batch in enumerate(batches):
             last = i == len(batches) - 1
-            sync = (
-                self.objective.no_sync()
-                if self.objective is not None and not last
-                else nullcontext()
-            )
+            sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
             with sync:
                 with self._autocast():
-                    loss, stats = forward(batch.to(self.device))
-                (loss * (d.world / tokens)).backward()
-            objective += float(loss.detach())
-            total += stats.pop("token_loss")
+                    loss = forward(batch.to(self.device), self.state.step)
+                (loss.total * (d.world / tokens)).backward()
+            objective += float(loss.total.detach())
+            total += loss.token_loss
+            stats = loss.stats
         objective, total = d.sum([objective, total])
         t = self.cfg.train
         norm = (
@@ -413,7 +354,15 @@ class Trainer:
             "tokens_per_s": s.tokens / max(s.elapsed, 1e-9),
             "peak_rss_mb": peak_rss_mb(),
             **({"subword_sampling_s": resampling} if resampling else {}),
+            **self._objective_summary(),
         }
+
+    def _objective_summary(self) -> dict[str, Any]:
+        """The objective's own figures for the summary, each also logged once."""
+        figures = self.objective.summary(self.step_seconds)
+        for key, value in figures.items():
+            self.log(f"{key.replace('_', ' ')}: {value:.2f}")
+        return figures
 
     def _out_of_memory(self, batches: list[Batch]) -> None:
         """A failed allocation in a step: one line naming what to lower and how to go on."""

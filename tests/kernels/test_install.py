@@ -27,7 +27,7 @@ def loss_and_grads(trainer: Trainer) -> tuple[float, list[torch.Tensor]]:
     batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
     trainer.model.train()
     torch.manual_seed(0)  # hard attention samples
-    loss, _ = trainer.compute_loss(batch)
+    loss = trainer.loss(batch).total
     params = list(trainer.model.parameters())
     grads = torch.autograd.grad(loss, params, allow_unused=True)
     return float(loss.detach()), [

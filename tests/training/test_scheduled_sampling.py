@@ -96,7 +96,7 @@ def test_gold_probability_one_is_exactly_teacher_forcing(tiny_config):
     tf.model.load_state_dict(ss.model.state_dict())
     grads = []
     for trainer in (ss, tf):
-        loss, _ = trainer.compute_loss(batch)
+        loss = trainer.loss(batch).total
         loss.backward()
         grads.append([p.grad.clone() for p in trainer.model.parameters()])
     for a, b in zip(*grads):
@@ -106,7 +106,7 @@ def test_gold_probability_one_is_exactly_teacher_forcing(tiny_config):
 def test_gold_probability_zero_feeds_pass_one_argmax(tiny_config):
     trainer, batch = make(tiny_config, schedule="constant", k=0.0, mix="argmax")
     calls = spy_decode(trainer)
-    trainer.compute_loss(batch)
+    trainer.loss(batch)
     (_, first), (fed, _) = calls
     table = trainer.model.tgt_embed.tokens.weight
     expected = F.embedding(first.argmax(-1)[:, :-1], table)  # prediction for position t >= 1
@@ -118,7 +118,7 @@ def test_gold_probability_zero_feeds_pass_one_argmax(tiny_config):
 
 def test_replaced_fraction_converges_to_one_minus_eps(tiny_config):
     trainer, batch = make(tiny_config, schedule="constant", k=0.7)
-    fractions = [trainer.compute_loss(batch)[1]["ss_replaced"] for _ in range(20)]
+    fractions = [trainer.loss(batch).stats["ss_replaced"] for _ in range(20)]
     assert sum(fractions) / len(fractions) == pytest.approx(0.3, abs=0.02)
 
 
@@ -126,7 +126,7 @@ def test_replaced_fraction_converges_to_one_minus_eps(tiny_config):
 def test_gradient_reaches_pass_one_only_when_asked(tiny_config, first_pass_grad):
     trainer, batch = make(tiny_config, schedule="constant", k=0.0, first_pass_grad=first_pass_grad)
     calls = spy_decode(trainer)
-    trainer.compute_loss(batch)
+    trainer.loss(batch)
     assert calls[0][1].requires_grad == first_pass_grad
     assert calls[1][1].requires_grad
 
@@ -170,7 +170,7 @@ def test_sampling_mixes_draw_embeddings_as_often_as_the_softmax_says(mix, option
 def test_each_mix_and_three_passes(tiny_config, mix):
     trainer, batch = make(tiny_config, schedule="constant", k=0.5, mix=mix, passes=3)
     calls = spy_decode(trainer)
-    loss, stats = trainer.compute_loss(batch)
+    loss, _, stats = trainer.loss(batch)
     assert len(calls) == 3 and torch.isfinite(loss) and 0 < stats["ss_replaced"] < 1
 
 

@@ -121,7 +121,7 @@ def test_an_update_clips_the_gradient_and_takes_the_schedules_rate(tiny_config, 
     trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=123.0)  # train_step sets it
     trainer.state.step = 2
     batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
-    loss, stats = trainer.compute_loss(batch)
+    loss, token_loss, _ = trainer.loss(batch)
     (loss / batch.tgt_tokens).backward()
     params = [p for p in trainer.model.parameters() if p.grad is not None]
     grads = [p.grad.clone() for p in params]
@@ -133,7 +133,7 @@ def test_an_update_clips_the_gradient_and_takes_the_schedules_rate(tiny_config, 
     reported, logged = trainer.train_step([batch])
     lr = inverse_sqrt(3, 1.0, 4)
     assert logged["lr"] == lr == 0.75
-    assert reported == pytest.approx(stats["token_loss"] / batch.tgt_tokens, rel=1e-6)
+    assert reported == pytest.approx(token_loss / batch.tgt_tokens, rel=1e-6)
     for p, p0, g in zip(params, before, grads):
         torch.testing.assert_close(p.detach(), p0 - lr * scale * g, atol=1e-6, rtol=1e-4)
 
@@ -217,7 +217,7 @@ def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
     trainer.model.extra_loss = extra_loss
     trainer.model.eval()  # argmax attention: the same logits in both computations
     with torch.no_grad():
-        trainer.compute_loss(batch)
+        trainer.loss(batch)
         logits = trainer.model(batch.src, batch.tgt_in)  # (B,T,V)
     want = F.cross_entropy(
         logits.transpose(1, 2),
