@@ -32,7 +32,7 @@ from nmt.errors import NmtError
 from nmt.model.seq2seq import Transformer
 from nmt.progress import advancer, console, progress_bar
 from nmt.training.build import TrainingData
-from nmt.training.config import TRAINERS
+from nmt.training.config import TRAINERS, TrainConfig
 from nmt.training.epochs import EpochPlans
 from nmt.training.lr_schedule import inverse_sqrt
 from nmt.training.objective import Loss
@@ -59,6 +59,19 @@ def out_of_memory(e: RuntimeError) -> bool:
     """Whether an error is a failed allocation (CUDA's OutOfMemoryError or the CPU
     allocator's RuntimeError)."""
     return isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in str(e)
+
+
+def adam(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Adam:
+    """Adam with the recipe's settings, fused: one kernel per parameter instead of a
+    dozen passes over it, on the CPU and CUDA (docs/benchmarks.md has the cost)."""
+    return torch.optim.Adam(
+        model.parameters(),
+        lr=t.lr,
+        betas=tuple(t.betas),
+        eps=t.eps,
+        weight_decay=t.weight_decay,
+        fused=True,
+    )
 
 
 class Trainer:
@@ -97,25 +110,18 @@ class Trainer:
             # from batch to batch, hence dynamic. Only ``forward`` is compiled: the
             # scheduled-sampling passes and incremental decoding call other methods.
             self.model.compile(dynamic=True)
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(),
-            lr=t.lr,
-            betas=tuple(t.betas),
-            eps=t.eps,
-            weight_decay=t.weight_decay,
-            # One kernel per parameter instead of a dozen passes over it (CPU and CUDA):
-            # the unfused update took a fifth of a CPU step, half of a GPU step.
-            fused=True,
-        )
+        self.optimizer = adam(self.model, t)
         self.objective = TRAINERS.get(t.trainer.kind)(self.model, cfg)
-        self.ddp: DistributedDataParallel | None = None
-        if dist.enabled:
-            # Each rank drops out differently; parameters stay identical (DDP syncs them).
-            torch.manual_seed(t.seed * 1000 + dist.rank)
-            self.ddp = DistributedDataParallel(
-                self.objective,
-                device_ids=[device.index] if device.index is not None else None,
-            )
+        self.ddp = self._data_parallel() if dist.enabled else None
+
+    def _data_parallel(self) -> DistributedDataParallel:
+        """The objective under DDP: every pass of an update synchronised once."""
+        # Each rank drops out differently; parameters stay identical (DDP syncs them).
+        torch.manual_seed(self.cfg.train.seed * 1000 + self.dist.rank)
+        index = self.device.index
+        return DistributedDataParallel(
+            self.objective, device_ids=[index] if index is not None else None
+        )
 
     def describe(self) -> str:
         """One line on what is about to train."""
@@ -173,24 +179,10 @@ class Trainer:
         because the loss or gradient was not finite."""
         self.model.train()
         self.model.start_update(self.state.step)
-        d = self.dist
-        # Normalise by the tokens of the whole update, over all ranks; DDP averages the
-        # gradients over ranks, hence the factor world.
-        (tokens,) = d.sum([sum(b.tgt_tokens for b in batches)])
+        # Normalise by the tokens of the whole update, over all ranks.
+        (tokens,) = self.dist.sum([sum(b.tgt_tokens for b in batches)])
         self.step_tokens = int(tokens)
-        forward = self.ddp if self.ddp is not None else self.objective
-        total, objective, stats = 0.0, 0.0, {}
-        for i, batch in enumerate(batches):
-            last = i == len(batches) - 1
-            sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
-            with sync:
-                with self._autocast():
-                    loss = forward(batch.to(self.device), self.state.step)
-                (loss.total * (d.world / tokens)).backward()
-            objective += float(loss.total.detach())
-            total += loss.token_loss
-            stats = loss.stats
-        objective, total = d.sum([objective, total])
+        objective, total, stats = self._backward(batches, tokens)
         t = self.cfg.train
         norm = (
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
@@ -206,6 +198,25 @@ class Trainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return total / tokens, {**stats, "lr": lr}
+
+    def _backward(self, batches: list[Batch], tokens: float) -> tuple[float, float, dict]:
+        """The gradient of the update's objective per target token (DDP averages it over
+        ranks, hence the factor world), synchronised once, after the last batch; the
+        summed objective and token loss over all ranks, and the last batch's figures."""
+        d, forward = self.dist, self.ddp if self.ddp is not None else self.objective
+        objective, total, stats = 0.0, 0.0, {}
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            sync = self.ddp.no_sync() if self.ddp is not None and not last else nullcontext()
+            with sync:
+                with self._autocast():
+                    loss = forward(batch.to(self.device), self.state.step)
+                (loss.total * (d.world / tokens)).backward()
+            objective += float(loss.total.detach())
+            total += loss.token_loss
+            stats = loss.stats
+        objective, total = d.sum([objective, total])
+        return objective, total, stats
 
     # ------------------------------------------------------------- validation
 
@@ -278,61 +289,22 @@ class Trainer:
         return self.dist.any(budget_spent(self.cfg.train, self.state))
 
     def _loop(self) -> dict[str, Any]:
-        t, s, d = self.cfg.train, self.state, self.dist
+        t, s = self.cfg.train, self.state
         plan = self.epochs.plan(s.epoch)
-        bar = progress_bar(disable=not d.main)
-        task = bar.add_task(
-            "train",
-            total=expected_steps(t, s, len(plan), d.world),
-            completed=s.step,
-            rate=0.0,
-            unit="tok/s",
-            info="",
-        )
+        bar, task = self._training_bar(plan)
         interval, bad_steps, validated_at = IntervalStats(), 0, s.step
         stop_reason = "budget"
         with bar:
             while not self.budget_spent():
                 start = time.perf_counter()
-                if s.batch_in_epoch >= len(plan):
-                    s.epoch, s.batch_in_epoch = s.epoch + 1, 0
-                    if self.budget_spent():
-                        break
-                    plan = self.epochs.plan(s.epoch)
-                group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate * d.world]
-                s.batch_in_epoch += len(group)
-                batches = [self.epochs.pairs.collate(b) for b in group[d.rank :: d.world]]
-                try:
-                    result = self.train_step(batches)
-                except RuntimeError as e:
-                    if not out_of_memory(e):
-                        raise
-                    self._out_of_memory(batches)
-                seconds = time.perf_counter() - start
-                self.step_seconds += seconds
-                s.step += 1
-                if result is None:
-                    bad_steps = self._skipped(bad_steps + 1)
-                else:
-                    bad_steps = 0
-                    s.tokens += self.step_tokens
-                    interval.add(*result, self.step_tokens, seconds)
-                s.elapsed += time.perf_counter() - start
+                plan = self._plan_of_next_step(plan)
+                if plan is None:  # a new epoch, and the epoch budget is spent
+                    break
+                bad_steps = self._update(plan, bad_steps, interval, start)
                 if interval.count:  # the bar shows the rate of the interval so far
                     bar.update(task, rate=interval.rate())
                 if s.step % t.log_every == 0 and interval.count:
-                    record = interval.record()
-                    expected = expected_steps(t, s, len(plan), d.world)
-                    self.write_metrics(
-                        {
-                            "step": s.step,
-                            "epoch": s.epoch + 1,
-                            "elapsed": s.elapsed,
-                            **record,
-                            **({"expected_steps": expected} if expected else {}),
-                        }
-                    )
-                    bar.update(task, total=expected, info=progress_info(record))
+                    self._log_interval(interval, plan, bar, task)
                     interval = IntervalStats()
                 bar.update(task, completed=s.step)
                 if s.step % t.valid_every == 0:
@@ -344,7 +316,73 @@ class Trainer:
             if validated_at != s.step:
                 self._validate_and_save(bar)
                 self._stop_if_signalled()
-        resampling = self.epochs.resample_seconds
+        return self._summary(stop_reason)
+
+    def _training_bar(self, plan: list) -> tuple[Progress, Any]:
+        t, s, d = self.cfg.train, self.state, self.dist
+        bar = progress_bar(disable=not d.main)
+        task = bar.add_task(
+            "train",
+            total=expected_steps(t, s, len(plan), d.world),
+            completed=s.step,
+            rate=0.0,
+            unit="tok/s",
+            info="",
+        )
+        return bar, task
+
+    def _plan_of_next_step(self, plan: list) -> list | None:
+        """The epoch's plan the next update takes its batches from: a new epoch's
+        when this one is used up (None if that spends the epoch budget)."""
+        s = self.state
+        if s.batch_in_epoch < len(plan):
+            return plan
+        s.epoch, s.batch_in_epoch = s.epoch + 1, 0
+        return None if self.budget_spent() else self.epochs.plan(s.epoch)
+
+    def _update(self, plan: list, bad_steps: int, interval: IntervalStats, start: float) -> int:
+        """One update on this rank's share of the plan's next batches, counted in the
+        run's state and ``interval``; returns the non-finite updates in a row."""
+        t, s, d = self.cfg.train, self.state, self.dist
+        group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate * d.world]
+        s.batch_in_epoch += len(group)
+        batches = [self.epochs.pairs.collate(b) for b in group[d.rank :: d.world]]
+        try:
+            result = self.train_step(batches)
+        except RuntimeError as e:
+            if not out_of_memory(e):
+                raise
+            self._out_of_memory(batches)
+        seconds = time.perf_counter() - start
+        self.step_seconds += seconds
+        s.step += 1
+        if result is None:
+            bad_steps = self._skipped(bad_steps + 1)
+        else:
+            bad_steps = 0
+            s.tokens += self.step_tokens
+            interval.add(*result, self.step_tokens, seconds)
+        s.elapsed += time.perf_counter() - start
+        return bad_steps
+
+    def _log_interval(self, interval: IntervalStats, plan: list, bar: Progress, task: Any) -> None:
+        """The training figures of the steps since the last log, to the log and bar."""
+        t, s = self.cfg.train, self.state
+        record = interval.record()
+        expected = expected_steps(t, s, len(plan), self.dist.world)
+        self.write_metrics(
+            {
+                "step": s.step,
+                "epoch": s.epoch + 1,
+                "elapsed": s.elapsed,
+                **record,
+                **({"expected_steps": expected} if expected else {}),
+            }
+        )
+        bar.update(task, total=expected, info=progress_info(record))
+
+    def _summary(self, stop_reason: str) -> dict[str, Any]:
+        s, resampling = self.state, self.epochs.resample_seconds
         return {
             "steps": s.step,
             "epochs": s.epoch + (s.batch_in_epoch > 0),
