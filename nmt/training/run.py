@@ -103,8 +103,7 @@ def train(cfg: RunConfig, device: str = "auto", resume: bool = False) -> dict[st
         if where.type == "cuda" and where.index is not None:
             torch.cuda.set_device(where)
         with owned(Path(cfg.run_dir)) if dist.main else nullcontext():
-            trainer = prepare(cfg, where, resume, dist)
-            summary = trainer.run()
+            summary = run_to_the_end(prepare(cfg, where, resume, dist))
             if not dist.main:
                 return None
             text = json.dumps(summary, indent=2) + "\n"
@@ -112,3 +111,13 @@ def train(cfg: RunConfig, device: str = "auto", resume: bool = False) -> dict[st
             return summary
     finally:
         dist.close()
+
+
+def run_to_the_end(trainer: Trainer) -> dict[str, Any]:
+    """``trainer.run()``, then the DDP module the trainer holds is destroyed, however
+    the run ended, while its process group still lives: destroyed after the group, it
+    could leave a rank waiting at exit for good."""
+    try:
+        return trainer.run()
+    finally:
+        trainer.ddp = None
