@@ -30,8 +30,8 @@ def sparsemax(scores: Tensor, mask: Tensor) -> Tensor:
     positions, and every position of a fully masked row, get 0.
 
     Computed in float32 at least: τ comes from a cumulative sum of sorted scores,
-    and in bf16 (autocast's matmul output) its rounding leaves rows summing to
-    anywhere in 0.95..1.05."""
+    and in bf16 (autocast's matmul output) its rounding leaves rows that do not
+    sum to one (tests/attention/test_sparsemax.py)."""
     dtype = torch.promote_types(scores.dtype, torch.float32)
     z = scores.to(dtype).masked_fill(~mask, torch.finfo(dtype).min)  # (..., S)
     ranked, _ = z.sort(dim=-1, descending=True)  # z_(1) >= z_(2) >= ...
