@@ -3,22 +3,14 @@
 Each query t attends only to the window [round(p_t) − w, round(p_t) + w] of
 real source positions around a centre p_t. The two variants differ in p_t.
 
-Two exact computations of the same result:
-
-- ``dense``: scores over all S positions, masked to the window — O(T·S).
-- ``windowed``: queries are grouped into blocks of at most C = W = 2w+1; each
-  block gathers the band of keys its windows span and scores only that band —
-  O(T·W) time and memory. local_m's centres move steadily, so runs of C
-  consecutive queries make narrow bands; local_p's predicted centres may come in
-  any order and cluster, so its queries are grouped by the tile of C source
-  positions their window starts in (bands of C + W − 1 keys, at most T/C blocks
-  plus one per occupied tile). ``path: auto`` takes the bands whenever their
-  work is a margin below the dense path's (see ``BAND_GAIN``).
+This file holds the equations, computed densely: scores over all S positions,
+masked to the window, O(T·S). ``model.attention.path`` (``auto``, the default,
+or ``windowed``) computes the same weights over bands of keys in O(T·W)
+(nmt.kernels.banded); ``dense`` always takes the path here.
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import torch
@@ -32,33 +24,13 @@ from nmt.attention.base import (
     masked_softmax,
 )
 from nmt.attention.config import LocalConfig, LocalMConfig, LocalPConfig
-from nmt.attention.gaussian import gaussian_window
-
-# ``auto`` uses the windowed path when its block slots × band length are at most
-# T·S / BAND_GAIN; above that the dense kernel's fewer, larger matmuls win
-# (benchmarks/attention_scaling.py).
-BAND_GAIN = 4
-
-
-def rows(x: Tensor) -> Tensor:
-    """(B,H,L,Dh) heads of a (B,L,H·Dh) projection -> its (B·L·H, Dh) rows; row
-    (b·L + l)·H + h is head h at position l (a view, no copy, for a projection)."""
-    B, H, L, Dh = x.shape
-    return x.transpose(1, 2).reshape(B * L * H, Dh)
+from nmt.kernels import banded, gaussian
 
 
 class Centers(NamedTuple):
     """Local attention's extra output, for the plots: the centres p_t, (B,Hc,T)."""
 
     centers: Tensor
-
-
-class Blocks(NamedTuple):
-    """Where the windowed path puts each query, and the band of keys of each block."""
-
-    slot: Tensor | None  # (B,Hc,T) each query's place among the n·C slots; None: its index
-    start: Tensor  # (B,Hc,n) first source position of each block's band
-    length: int  # L: keys in every band
 
 
 class LocalAttention(CrossAttention):
@@ -91,34 +63,21 @@ class LocalAttention(CrossAttention):
         q = self.split(self.q_proj(query))  # (B,H,T,Dh)
         p = self.centers(query, memory, positions)  # (B,Hc,T)
         lo = torch.round(p.detach()).long() - self.window  # (B,Hc,T) first window position
-        ctx = weights = None
+        bands = None
         if self.cfg.path != "dense":
-            ctx, weights = self._try_windowed(q, memory, p, lo, need_weights)
-        if ctx is None:
-            ctx, weights = self._dense(q, memory, p, lo)
+            auto = self.cfg.path == "auto"
+            bands = banded.banded_attention(self, q, memory, p, lo, need_weights, auto)
+        ctx, weights = bands or self.dense(q, memory, p, lo)
         out = self.out_proj(self.merge(ctx))
         if not need_weights:
             return Attended(out)
         return Attended(out, weights, Centers(p))
 
-    def _try_windowed(
-        self, q: Tensor, memory: Memory, p: Tensor, lo: Tensor, need_weights: bool
-    ) -> tuple[Tensor | None, Tensor | None]:
-        """The windowed path, or (None, None) where the bands would not pay off."""
-        T, S = q.size(2), memory.key.size(2)
-        blocks = self._consecutive_blocks(lo) if self.monotone else self._tiled_blocks(lo)
-        slots = blocks.start.size(-1) * self.width  # n·C
-        if blocks.length >= S or (
-            self.cfg.path == "auto" and slots * blocks.length * BAND_GAIN > T * S
-        ):
-            return None, None
-        return self._windowed(q, memory, p, lo, blocks, need_weights)
-
-    # 1) the window mask (and local_p's Gaussian), for any layout of source positions
-    def _weights(
+    def window_weights(
         self, scores: Tensor, pos: Tensor, p: Tensor, lo: Tensor, lengths: Tensor
     ) -> Tensor:
-        """scores (B,H,…,Q,K); pos (…,K) or broadcastable source positions;
+        """The window mask (and local_p's Gaussian) for any layout of source positions:
+        scores (B,H,…,Q,K); pos (…,K) or broadcastable source positions;
         p, lo (B,Hc,…,Q); lengths (B,) -> attention weights (B,H,…,Q,K)."""
         extra = (1,) * (scores.dim() - 1)
         real = (pos >= 0) & (pos < lengths.view(-1, *extra))
@@ -126,98 +85,13 @@ class LocalAttention(CrossAttention):
         mask = (pos >= lo) & (pos < lo + self.width) & real  # (B,Hc,…,Q,K)
         return self.window_softmax(scores, mask, pos, p)
 
-    # 2a) the dense path: every source position, masked to the window
-    def _dense(self, q: Tensor, memory: Memory, p: Tensor, lo: Tensor) -> tuple[Tensor, Tensor]:
+    def dense(self, q: Tensor, memory: Memory, p: Tensor, lo: Tensor) -> tuple[Tensor, Tensor]:
+        """Every source position, masked to the window -> context (B,H,T,Dh), weights
+        (B,H,T,S)."""
         S = memory.key.size(2)
         pos = torch.arange(S, device=q.device)  # (S,)
-        weights = self._weights(self.score(q, memory.key), pos, p, lo, memory.lengths)
-        return self.dropout(weights) @ memory.value, weights  # (B,H,T,Dh), (B,H,T,S)
-
-    # 2b) the windowed path: blocks of C queries against the band of keys they span
-    def _consecutive_blocks(self, lo: Tensor) -> Blocks:
-        """Runs of C consecutive queries: for centres that move steadily (local_m) each
-        band is W plus the block's spread of centres."""
-        C, T = self.width, lo.size(-1)
-        n = math.ceil(T / C)
-        padded = torch.cat([lo, lo[..., -1:].expand(*lo.shape[:-1], n * C - T)], -1)
-        per_block = padded.view(*lo.shape[:-1], n, C)  # (B,Hc,n,C)
-        start = per_block.min(-1).values  # (B,Hc,n)
-        length = int((per_block.max(-1).values - start).max()) + self.width
-        return Blocks(None, start, length)  # query t sits in slot t: no gathers
-
-    def _tiled_blocks(self, lo: Tensor) -> Blocks:
-        """For centres in any order (local_p): cut the source into tiles of C positions
-        and group the queries whose window starts in the same tile, at most C to a
-        block. Every band is then C + W − 1 keys, however the centres cluster, and
-        there are at most T/C blocks plus one per occupied tile."""
-        C, T = self.width, lo.size(-1)
-        lo_sorted, order = lo.sort(-1)  # (B,Hc,T)
-        tile = torch.div(lo_sorted, C, rounding_mode="floor")
-        index = torch.arange(T, device=lo.device)
-        first = torch.ones_like(tile, dtype=torch.bool)  # first query of its tile
-        first[..., 1:] = tile[..., 1:] != tile[..., :-1]
-        rank = index - torch.where(first, index, 0).cummax(-1).values  # rank in its tile
-        block = (rank % C == 0).cumsum(-1) - 1  # (B,Hc,T)
-        n = int(block.max()) + 1
-        slot = torch.empty_like(order).scatter_(-1, order, block * C + rank % C)
-        start = torch.zeros(*lo.shape[:-1], n, dtype=lo.dtype, device=lo.device)
-        start.scatter_(-1, block, tile * C)  # (B,Hc,n); a block's queries share a tile
-        return Blocks(slot, start, C + self.width - 1)
-
-    def _windowed(
-        self,
-        q: Tensor,
-        memory: Memory,
-        p: Tensor,
-        lo: Tensor,
-        blocks: Blocks,
-        need_weights: bool,
-    ) -> tuple[Tensor, Tensor | None]:
-        B, H, T, Dh = q.shape
-        S, C, L = memory.key.size(2), self.width, blocks.length
-        n, Hc = blocks.start.size(-1), p.size(1)
-        b = torch.arange(B, device=q.device).view(B, 1, 1)
-        h = torch.arange(H, device=q.device).view(1, H, 1)
-        # each slot's query, centre and window; an empty slot gets no window (lo past S)
-        pb = self._to_slots(p, blocks.slot, n * C, 0.0).view(B, Hc, n, C)
-        lob = self._to_slots(lo, blocks.slot, n * C, S + C).view(B, Hc, n, C)
-        if blocks.slot is None:  # consecutive blocks: slot t holds query t
-            qb = F.pad(q, (0, 0, 0, n * C - T))  # (B,H,n·C,Dh)
-        else:  # an empty slot reads query 0
-            queries = torch.arange(T, device=q.device).expand(B, Hc, T)
-            query_of_slot = self._to_slots(queries, blocks.slot, n * C, 0)  # (B,Hc,n·C)
-            qb = rows(q).index_select(0, ((b * T + query_of_slot) * H + h).view(-1))
-        # the band of keys and values of each block
-        pos = blocks.start.unsqueeze(-1) + torch.arange(L, device=q.device)  # (B,Hc,n,L)
-        band = ((b.unsqueeze(-1) * S + pos.clamp(0, S - 1)) * H + h.unsqueeze(-1)).view(-1)
-        kb = rows(memory.key).index_select(0, band).view(B, H, n, L, Dh)
-        vb = rows(memory.value).index_select(0, band).view(B, H, n, L, Dh)
-        weights = self._weights(
-            self.score(qb.view(B, H, n, C, Dh), kb), pos.unsqueeze(-2), pb, lob, memory.lengths
-        )  # (B,H,n,C,L)
-        ctx = self.dropout(weights) @ vb  # (B,H,n,C,Dh)
-        if blocks.slot is None:
-            ctx = ctx.view(B, H, n * C, Dh)[:, :, :T]
-        else:
-            back = ((b * H + h) * (n * C) + blocks.slot).transpose(1, 2)  # (B,T,H)
-            ctx = ctx.view(-1, Dh).index_select(0, back.reshape(-1))
-            ctx = ctx.view(B, T, H, Dh).transpose(1, 2)  # (B,H,T,Dh)
-        if not need_weights:
-            return ctx, None
-        full = torch.zeros(B, H, n * C, S, dtype=weights.dtype, device=q.device)
-        band_index = pos.clamp(0, S - 1).unsqueeze(-2).expand(B, H, n, C, L)
-        band_index = band_index.reshape(B, H, n * C, L)
-        full.scatter_add_(-1, band_index, weights.reshape(B, H, n * C, L))
-        if blocks.slot is None:
-            return ctx, full[:, :, :T]
-        return ctx, full.gather(2, blocks.slot.unsqueeze(-1).expand(B, H, T, S))  # (B,H,T,S)
-
-    @staticmethod
-    def _to_slots(x: Tensor, slot: Tensor | None, slots: int, fill: float) -> Tensor:
-        """Per-query values (B,Hc,T) -> per-slot values (B,Hc,slots), ``fill`` where empty."""
-        if slot is None:
-            return F.pad(x, (0, slots - x.size(-1)), value=fill)
-        return x.new_full((*x.shape[:-1], slots), fill).scatter(-1, slot, x)
+        weights = self.window_weights(self.score(q, memory.key), pos, p, lo, memory.lengths)
+        return self.dropout(weights) @ memory.value, weights
 
 
 class LocalMonotonicAttention(LocalAttention):
@@ -256,13 +130,37 @@ class LocalPredictiveAttention(LocalAttention):
         self.center_v = nn.Parameter(torch.randn(heads if cfg.per_head else 1, d_model) * 0.02)
         self.sigma = max(cfg.window / 2, 0.5)  # σ = w/2 (kept positive for w = 0)
         self.normalised = cfg.gaussian == "bias"
+        self.gaussian = gaussian_window  # the equations; see use_kernels
 
     def centers(self, query: Tensor, memory: Memory, positions: Tensor) -> Tensor:
         hidden = torch.tanh(self.center_proj(query))  # (B,T,D)
-        # (B,T,Hc), then a transposed view, so the gradient reaching tanh is contiguous
-        # (einsum's "btd,hd->bht" handed it back transposed; the gain: commit aec5e83)
+        # (B,T,Hc), then a transposed view, so that the gradient reaching tanh is
+        # contiguous (docs/benchmarks.md, "local-p's centre predictor")
         logits = F.linear(hidden, self.center_v).transpose(1, 2)  # (B,Hc,T)
         return memory.lengths.to(query.dtype).view(-1, 1, 1) * torch.sigmoid(logits)
 
+    def use_kernels(self) -> None:
+        """Under ``train.kernels: auto`` (nmt.kernels.install): the same Gaussian
+        window with a hand-written gradient."""
+        self.gaussian = gaussian.gaussian_window
+
     def window_softmax(self, scores: Tensor, mask: Tensor, pos: Tensor, p: Tensor) -> Tensor:
-        return gaussian_window(scores, p, pos, mask, self.sigma, self.cfg.gaussian == "multiply")
+        return self.gaussian(scores, p, pos, mask, self.sigma, self.cfg.gaussian == "multiply")
+
+
+def gaussian_window(
+    scores: Tensor, p: Tensor, pos: Tensor, mask: Tensor, sigma: float, multiply: bool
+) -> Tensor:
+    """local-p's weights over its window. With d = s − p_t, the distance of source
+    position s from the predicted centre, and G = −d²/2σ²: ``multiply`` (Luong et
+    al. 2015, eq. 10) a · exp(G), a = the window softmax of the scores; ``bias``
+    (Yang et al. 2018, eq. 4) softmax(scores + G).
+
+    scores (B,H,…,Q,K); p (B,Hc,…,Q) real-valued centres (Hc = H or 1); pos (…,K)
+    source positions, broadcastable; mask (B,Hc,…,Q,K) True = inside the window ->
+    weights (B,H,…,Q,K), zero outside the mask. Under ``train.kernels: auto``
+    training computes the same with a hand-written gradient (nmt.kernels.gaussian)."""
+    log_g = (pos.to(p.dtype) - p.unsqueeze(-1)).square().mul_(-0.5 / sigma**2)  # G
+    if multiply:
+        return masked_softmax(scores, mask) * log_g.exp_()
+    return masked_softmax(scores + log_g, mask)

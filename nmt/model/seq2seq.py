@@ -102,21 +102,22 @@ class Transformer(nn.Module):
             state.offset += embeds.size(1)
         return self.decoder_norm(x), records  # (B,T,D)
 
-    def forward(
-        self, src: Tensor, tgt_in: Tensor, project: bool = True, need_weights: bool = False
-    ) -> Tensor | tuple[Tensor, list[list[Attended]]]:
-        """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V); with
-        ``project=False`` what training needs: the final decoder states (B,T,D)
-        before the output projection (training fuses it with its loss) and the
-        cross-attention records of :meth:`decode_states`. A flag, not a second
-        method, so that ``train.compile`` (which compiles ``forward``) covers
-        training too. ``need_weights`` keeps the attention weights in the records
-        (guided alignment)."""
+    def states(
+        self, src: Tensor, tgt_in: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, list[list[Attended]]]:
+        """Teacher forcing up to the output layer: src (B,S), tgt_in (B,T) -> the
+        final decoder states (B,T,D) and the cross-attention records of
+        :meth:`decode_states` (with the weights under ``need_weights``: guided
+        alignment). What training runs: its loss applies the output layer, fused
+        with it under ``train.kernels: auto``; ``train.compile`` compiles this."""
         memory, src_mask = self.encode(src)
-        states, records = self.decode_states(
+        return self.decode_states(
             tgt_in, self.decoder_state(memory, src_mask), need_weights=need_weights
         )
-        return self.generator(states) if project else (states, records)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V)."""
+        return self.generator(self.states(src, tgt_in)[0])
 
     def start_update(self, step: int) -> None:
         """Tell every cross-attention layer that optimiser update ``step`` begins."""

@@ -147,7 +147,7 @@ class TrainConfig:
     log_to: tuple[str, ...] = ("jsonl",)
     tensorboard_dir: str | None = None  # default RUN_DIR/tb
     max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
-    compile: bool = False  # torch.compile the model's teacher-forced forward pass
+    compile: bool = False  # torch.compile the teacher-forced pass of training (Transformer.states)
     # matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; bf16 on the CPU pays
     # where it has bf16 matrix units (AMX, AVX512-BF16), parameters and optimiser stay fp32
     precision: Literal["auto", "fp32", "bf16"] = "auto"

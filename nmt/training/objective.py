@@ -55,7 +55,7 @@ class TeacherForcing(nn.Module):
     def forward(self, batch: Batch, step: int) -> Loss:
         """The loss of ``batch`` at optimiser update ``step`` (0-based)."""
         guided = self.guide is not None
-        states, records = self.model(batch.src, batch.tgt_in, project=False, need_weights=guided)
+        states, records = self.model.states(batch.src, batch.tgt_in, need_weights=guided)
         return self.model_loss(states, records, batch)
 
     def fused_token_loss(self, states: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:

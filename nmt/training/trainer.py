@@ -106,10 +106,11 @@ class Trainer:
         if t.kernels == "auto":  # faster CPU modules, same function (nmt.kernels)
             kernels.install(self.model)
         if t.compile:
-            # In place, so parameter names and checkpoints are unchanged; shapes vary
-            # from batch to batch, hence dynamic. Only ``forward`` is compiled: the
-            # scheduled-sampling passes and incremental decoding call other methods.
-            self.model.compile(dynamic=True)
+            # The teacher-forced pass that training runs (Transformer.states), as an
+            # instance attribute, so that parameter names and checkpoints are
+            # unchanged; shapes vary from batch to batch, hence dynamic. Scheduled
+            # sampling's second pass and incremental decoding call other methods.
+            self.model.states = torch.compile(self.model.states, dynamic=True)
         self.optimizer = adam(self.model, t)
         self.objective = TRAINERS.get(t.trainer.kind)(self.model, cfg)
         self.ddp = self._data_parallel() if dist.enabled else None

@@ -267,7 +267,7 @@ def test_the_model_sums_each_layers_loss_and_averages_its_statistics():
     torch.manual_seed(0)
     model = tiny_model("hard", estimator="reinforce").train()
     src, tgt = random_batch([5, 7]), random_batch([4, 6])
-    _, records = model(src, tgt, project=False)
+    _, records = model.states(src, tgt)
     mask, reward = tgt != PAD, -torch.rand(tgt.shape)
     alone = copy.deepcopy(model)  # each call moves the baseline: start both from one
     loss, stats = model.extra_loss(records, reward, mask)

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from nmt import kernels
-from nmt.attention import ATTENTION
+from nmt.attention import ATTENTION, local
+from nmt.kernels import gaussian
 from nmt.kernels.dropout import PCGDropout
 from nmt.training.run import prepare
 from nmt.training.trainer import Trainer
@@ -67,3 +68,13 @@ def test_installing_keeps_parameter_names_and_values(tiny_config):
     after = trainer.model.state_dict()
     assert list(after) == list(before)
     assert all(torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_install_gives_local_p_the_hand_written_gradient(tiny_config):
+    """``off`` keeps the equations of nmt.attention.local; ``auto`` swaps in the
+    same function with its own backward (tests/kernels/test_gaussian.py)."""
+    cfg = tiny_config(model={"attention": {"kind": "local_p"}}, train={"kernels": "off"})
+    model = prepare(cfg, "cpu").model
+    assert {layer.cross_attn.gaussian for layer in model.decoder} == {local.gaussian_window}
+    kernels.install(model)
+    assert {layer.cross_attn.gaussian for layer in model.decoder} == {gaussian.gaussian_window}

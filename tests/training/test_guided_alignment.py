@@ -90,7 +90,7 @@ def test_the_loss_trains_the_attention_of_every_kind(kind):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(40):
-        _, records = model(src, tgt_in, project=False, need_weights=True)
+        _, records = model.states(src, tgt_in, need_weights=True)
         loss, stats = alignment_loss(records, gold, cfg)
         optimizer.zero_grad()
         loss.backward()

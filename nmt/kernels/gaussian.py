@@ -1,4 +1,6 @@
-"""local-p's Gaussian-weighted window softmax, with a hand-written gradient.
+"""local-p's Gaussian-weighted window softmax with a hand-written gradient: the
+function of :func:`nmt.attention.local.gaussian_window`, which ``train.kernels:
+auto`` swaps for this one in training.
 
 With d = s − p_t, the distance of source position s from the predicted centre,
 and G = −d²/2σ², local-p's weights over its window are
@@ -58,7 +60,6 @@ class _GaussianWindow(torch.autograd.Function):
 def gaussian_window(
     scores: Tensor, p: Tensor, pos: Tensor, mask: Tensor, sigma: float, multiply: bool
 ) -> Tensor:
-    """scores (B,H,…,Q,K); p (B,Hc,…,Q) real-valued centres (Hc = H or 1); pos (…,K)
-    source positions, broadcastable; mask (B,Hc,…,Q,K) True = inside the window ->
-    weights (B,H,…,Q,K), zero outside the mask (see the module docstring)."""
+    """:func:`nmt.attention.local.gaussian_window` (same arguments, same weights)
+    with the gradient of the module docstring."""
     return _GaussianWindow.apply(scores, p, pos, mask, sigma, multiply)

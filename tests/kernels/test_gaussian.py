@@ -1,19 +1,13 @@
-"""local-p's Gaussian window: the hand-written gradient against autograd's."""
+"""local-p's Gaussian window: the hand-written gradient against autograd's through
+the equations of nmt.attention.local."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from nmt.attention.base import masked_softmax
-from nmt.attention.gaussian import gaussian_window
-
-
-def reference(scores, p, pos, mask, sigma, multiply):
-    log_g = (pos.to(p.dtype) - p.unsqueeze(-1)).square() * (-0.5 / sigma**2)
-    if multiply:
-        return masked_softmax(scores, mask) * torch.exp(log_g)
-    return masked_softmax(scores + log_g, mask)
+from nmt.attention.local import gaussian_window as reference
+from nmt.kernels.gaussian import gaussian_window
 
 
 @pytest.mark.parametrize("multiply", [True, False])
