@@ -31,7 +31,7 @@ class Memory(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Attended:
+class AttentionOutput:
     """What a cross-attention layer returns: the context, the weights when asked,
     and ``extras``, whatever else the variant returns, in a type of its own, for its
     own loss term or for the plots (hard attention's sampled choices, local
@@ -196,7 +196,7 @@ class CrossAttention(nn.Module):
         src_mask: Tensor,
         positions: Tensor,
         need_weights: bool = False,
-    ) -> Attended:
+    ) -> AttentionOutput:
         raise NotImplementedError
 
     def start_update(self, step: int) -> None:
@@ -204,10 +204,10 @@ class CrossAttention(nn.Module):
         variants whose training follows a schedule (hard attention's Gumbel τ)."""
 
     def extra_loss(
-        self, records: list[Attended], reward: Tensor, tgt_mask: Tensor
+        self, outputs: list[AttentionOutput], reward: Tensor, tgt_mask: Tensor
     ) -> tuple[Tensor | None, dict[str, float]]:
         """An auxiliary training loss (summed, else None) and statistics to log, from
-        what this layer's forward calls returned for one batch (``records``).
+        what this layer's forward calls returned for one batch (``outputs``).
 
         reward (B,T): detached reward of each target token, minus its label-smoothed
         training loss (0 at padding); tgt_mask (B,T).

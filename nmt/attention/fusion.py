@@ -28,7 +28,7 @@ import dataclasses
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import Attended, CrossAttention, Memory, masked_softmax
+from nmt.attention.base import AttentionOutput, CrossAttention, Memory, masked_softmax
 
 
 class BiDAFFusion(nn.Module):
@@ -49,16 +49,16 @@ class BiDAFFusion(nn.Module):
     def forward(
         self,
         h: Tensor,
-        attended: Attended,
+        attended: AttentionOutput,
         attn: CrossAttention,
         memory: Memory,
         src_mask: Tensor,
         see: Tensor | None = None,
         cache: dict[str, Tensor] | None = None,
-    ) -> Attended:
+    ) -> AttentionOutput:
         """h (B,T,D) the normed decoder states (the cross-attention's queries), what
         the layer's cross-attention ``attn`` returned for them, src_mask (B,1,S) ->
-        the same :class:`Attended` with the fused context (B,T,D). ``see`` (B,T,t)
+        the same :class:`AttentionOutput` with the fused context (B,T,D). ``see`` (B,T,t)
         which target positions each query may summarise (None: causal); ``cache``
         this module's own state between incremental decoding steps (m and h of
         earlier positions; None in training)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from nmt.attention.base import (
-    Attended,
+    AttentionOutput,
     CrossAttention,
     Memory,
     key_bias,
@@ -29,7 +29,7 @@ class GlobalAttention(CrossAttention):
         src_mask: Tensor,
         positions: Tensor,
         need_weights: bool = False,
-    ) -> Attended:
+    ) -> AttentionOutput:
         q = self.split(self.q_proj(query))  # (B,H,T,Dh)
         mask = src_mask.unsqueeze(1)  # (B,1,1,S)
         if self.cfg.score == "dot" and not need_weights:
@@ -39,7 +39,7 @@ class GlobalAttention(CrossAttention):
             p = self.dropout.p if self.training else 0.0
             ctx = scaled_dot_product(q, memory.key, memory.value, bias, dropout=p)  # (B,H,T,Dh)
             ctx = ctx * mask.any(dim=-1, keepdim=True)
-            return Attended(self.out_proj(self.merge(ctx)))
+            return AttentionOutput(self.out_proj(self.merge(ctx)))
         weights = masked_softmax(self.score(q, memory.key), mask)  # (B,H,T,S)
         ctx = self.dropout(weights) @ memory.value  # (B,H,T,Dh)
-        return Attended(self.out_proj(self.merge(ctx)), weights if need_weights else None)
+        return AttentionOutput(self.out_proj(self.merge(ctx)), weights if need_weights else None)

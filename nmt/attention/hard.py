@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.attention.base import (
-    Attended,
+    AttentionOutput,
     CrossAttention,
     Memory,
     masked_softmax,
@@ -87,7 +87,7 @@ class HardAttention(CrossAttention):
         src_mask: Tensor,
         positions: Tensor,
         need_weights: bool = False,
-    ) -> Attended:
+    ) -> AttentionOutput:
         q = self.split(self.q_proj(query))  # (B,H,T,Dh)
         mask = src_mask.unsqueeze(1)  # (B,1,1,S)
         scores = self.score(q, memory.key).masked_fill(~mask, torch.finfo(q.dtype).min)
@@ -114,7 +114,7 @@ class HardAttention(CrossAttention):
         context = self.out_proj(self.merge(ctx))
         shown = alpha if need_weights else None  # α, the distribution the samples come from
         choices = Choices(log_prob, entropy) if log_prob is not None else None
-        return Attended(context, shown, choices)
+        return AttentionOutput(context, shown, choices)
 
     def _reinforce(
         self, alpha: Tensor, sample: Tensor, one_hot: Tensor
@@ -131,16 +131,16 @@ class HardAttention(CrossAttention):
         return weights, log_prob, entropy
 
     def extra_loss(
-        self, records: list[Attended], reward: Tensor, tgt_mask: Tensor
+        self, outputs: list[AttentionOutput], reward: Tensor, tgt_mask: Tensor
     ) -> tuple[Tensor | None, dict[str, float]]:
-        """The REINFORCE surrogate of the choices in ``records`` (this layer's forward
+        """The REINFORCE surrogate of the choices in ``outputs`` (this layer's forward
         calls for one batch: a two-stream decoder calls each layer twice), summed,
         and the reward, baseline and entropy to log.
 
         reward (B,T): detached reward of each target token, minus its label-smoothed
         training loss (0 at padding); tgt_mask (B,T): real target positions.
         """
-        chosen = [r.extras for r in records if r.extras is not None]
+        chosen = [r.extras for r in outputs if r.extras is not None]
         if not chosen:
             return None, {}
         # Every recorded choice for position t shapes tokens t, t+1, … only: the

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention.base import (
-    Attended,
+    AttentionOutput,
     CrossAttention,
     Memory,
     masked_softmax,
@@ -59,7 +59,7 @@ class LocalAttention(CrossAttention):
         src_mask: Tensor,
         positions: Tensor,
         need_weights: bool = False,
-    ) -> Attended:
+    ) -> AttentionOutput:
         q = self.split(self.q_proj(query))  # (B,H,T,Dh)
         p = self.centers(query, memory, positions)  # (B,Hc,T)
         lo = torch.round(p.detach()).long() - self.window  # (B,Hc,T) first window position
@@ -70,8 +70,8 @@ class LocalAttention(CrossAttention):
         ctx, weights = bands or self.dense(q, memory, p, lo)
         out = self.out_proj(self.merge(ctx))
         if not need_weights:
-            return Attended(out)
-        return Attended(out, weights, Centers(p))
+            return AttentionOutput(out)
+        return AttentionOutput(out, weights, Centers(p))
 
     def window_weights(
         self, scores: Tensor, pos: Tensor, p: Tensor, lo: Tensor, lengths: Tensor

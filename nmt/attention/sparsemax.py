@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from nmt.attention.base import (
-    Attended,
+    AttentionOutput,
     CrossAttention,
     Memory,
 )
@@ -54,8 +54,8 @@ class SparsemaxAttention(CrossAttention):
         src_mask: Tensor,
         positions: Tensor,
         need_weights: bool = False,
-    ) -> Attended:
+    ) -> AttentionOutput:
         q = self.split(self.q_proj(query))  # (B,H,T,Dh)
         weights = sparsemax(self.score(q, memory.key), src_mask.unsqueeze(1))  # (B,H,T,S)
         ctx = self.dropout(weights).to(memory.value.dtype) @ memory.value  # (B,H,T,Dh)
-        return Attended(self.out_proj(self.merge(ctx)), weights if need_weights else None)
+        return AttentionOutput(self.out_proj(self.merge(ctx)), weights if need_weights else None)

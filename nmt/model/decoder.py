@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import Attended, Memory
+from nmt.attention.base import AttentionOutput, Memory
 from nmt.model.config import ModelConfig
 from nmt.model.layers import Caches, DecoderLayer, Embedding
 
@@ -69,7 +69,7 @@ class DecoderStack(nn.ModuleList):
         state: DecoderState,
         need_weights: bool,
         tgt_mask: Tensor | None = None,
-    ) -> tuple[Tensor, list[list[Attended]]]:
+    ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         """Raw token embeddings (B,T,D) of the target inputs -> states (B,T,D) before
         the final norm, and per layer what each of its cross-attention calls
         returned, the call of the stream that predicts first (its weights, when
@@ -91,15 +91,15 @@ class StandardDecoder(DecoderStack):
         state: DecoderState,
         need_weights: bool,
         tgt_mask: Tensor | None = None,
-    ) -> tuple[Tensor, list[list[Attended]]]:
+    ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         T = embeds.size(1)
         positions = torch.arange(state.offset, state.offset + T, device=embeds.device)  # (T,)
         x = embedding(embeds, offset=state.offset)  # (B,T,D)
-        records = []
+        attention = []
         for i, layer in enumerate(self):
             cache = state.caches[i] if state.caches is not None else None
             x, attended = layer(
                 x, state.memories[i], state.src_mask, positions, cache, need_weights
             )
-            records.append([attended])
-        return x, records
+            attention.append([attended])
+        return x, attention

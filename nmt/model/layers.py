@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention.bias import causal_lower_right
 
-from nmt.attention.base import Attended, Memory
+from nmt.attention.base import AttentionOutput, Memory
 from nmt.attention.config import ATTENTION
 from nmt.attention.fusion import BiDAFFusion
 from nmt.attention.sdpa import scaled_dot_product
@@ -176,7 +176,7 @@ class DecoderLayer(nn.Module):
         positions: Tensor,
         cache: Caches | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, Attended]:
+    ) -> tuple[Tensor, AttentionOutput]:
         """x (B,T,D) -> (B,T,D) and what the cross-attention returned; ``cache`` holds
         each sub-module's state of earlier steps (incremental decoding)."""
         self_cache = own(cache, "self_attn")
@@ -192,7 +192,7 @@ class DecoderLayer(nn.Module):
         need_weights: bool,
         see: Tensor | None,
         cache: Caches | None,
-    ) -> tuple[Tensor, Attended]:
+    ) -> tuple[Tensor, AttentionOutput]:
         """x + drop(cross-attention(LN(x))) (fused, if the layer fuses), then the
         feed-forward sub-layer; ``see`` (B,T,t) the target positions the fusion's
         queries may summarise (None: causal)."""

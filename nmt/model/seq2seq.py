@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import Attended, key_bias
+from nmt.attention.base import AttentionOutput, key_bias
 from nmt.model.config import DECODERS, ENCODER_BLOCKS, ModelConfig
 from nmt.model.decoder import DecoderState
 from nmt.model.layers import Embedding
@@ -88,7 +88,7 @@ class Transformer(nn.Module):
         embeds: Tensor | None = None,
         need_weights: bool = False,
         tgt_mask: Tensor | None = None,
-    ) -> tuple[Tensor, list[list[Attended]]]:
+    ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         """As :meth:`decode`, but the final decoder states (B,T,D) before the output
         projection (for callers that need logits at a few positions only), and per
         decoder layer what its cross-attention calls returned (for
@@ -97,16 +97,16 @@ class Transformer(nn.Module):
         if embeds is None:
             embeds = self.tgt_embed.tokens(tgt_in)  # (B,T,D)
             tgt_mask = tgt_in != self.pad  # (B,T)
-        x, records = self.decoder(embeds, self.tgt_embed, state, need_weights, tgt_mask)
+        x, attention = self.decoder(embeds, self.tgt_embed, state, need_weights, tgt_mask)
         if state.caches is not None:
             state.offset += embeds.size(1)
-        return self.decoder_norm(x), records  # (B,T,D)
+        return self.decoder_norm(x), attention  # (B,T,D)
 
     def states(
         self, src: Tensor, tgt_in: Tensor, need_weights: bool = False
-    ) -> tuple[Tensor, list[list[Attended]]]:
+    ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         """Teacher forcing up to the output layer: src (B,S), tgt_in (B,T) -> the
-        final decoder states (B,T,D) and the cross-attention records of
+        final decoder states (B,T,D) and the cross-attention outputs of
         :meth:`decode_states` (with the weights under ``need_weights``: guided
         alignment). What training runs: its loss applies the output layer, fused
         with it under ``train.kernels: auto``; ``train.compile`` compiles this."""
@@ -125,17 +125,17 @@ class Transformer(nn.Module):
             layer.cross_attn.start_update(step)
 
     def extra_loss(
-        self, records: list[list[Attended]], reward: Tensor, tgt_mask: Tensor
+        self, attention: list[list[AttentionOutput]], reward: Tensor, tgt_mask: Tensor
     ) -> tuple[Tensor | None, dict[str, float]]:
         """Sum of the cross-attention layers' auxiliary losses (hard attention's
-        REINFORCE) from ``records`` (per layer, from :meth:`decode_states`), and the
+        REINFORCE) from ``attention`` (per layer, from :meth:`decode_states`), and the
         mean over layers of their statistics, as ``attn_*``.
 
         reward (B,T): detached reward of each target token (minus its training loss);
         tgt_mask (B,T).
         """
         losses, stats = [], {}
-        for layer, calls in zip(self.decoder, records):
+        for layer, calls in zip(self.decoder, attention):
             loss, layer_stats = layer.cross_attn.extra_loss(calls, reward, tgt_mask)
             if loss is not None:
                 losses.append(loss)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import Attended, Memory
+from nmt.attention.base import AttentionOutput, Memory
 from nmt.model.config import ModelConfig
 from nmt.model.decoder import DecoderStack, DecoderState
 from nmt.model.layers import Caches, DecoderLayer, Embedding, extend_cache, own
@@ -77,7 +77,7 @@ class TwoStreamLayer(DecoderLayer):
         caches: tuple[Caches, Caches] | None,
         need_weights: bool,
         content: bool,
-    ) -> tuple[Tensor, Tensor, list[Attended]]:
+    ) -> tuple[Tensor, Tensor, list[AttentionOutput]]:
         """Content h and query g (B,T,D) -> the next h and g, and what the
         cross-attention returned (query stream first). ``caches``: the layer's state
         of earlier steps for the content stream (its self-attention's keys and values,
@@ -92,14 +92,14 @@ class TwoStreamLayer(DecoderLayer):
         g = g + self.dropout(self.self_attn.attend(q_g, k, v, masks.query, masks.causal))
         source = (memory, src_mask, positions)
         g, attended = self.cross_sublayer(g, *source, need_weights, masks.fusion_query, query_cache)
-        records = [attended]
+        attention = [attended]
         if content:
             h = h + self.dropout(self.self_attn.attend(q_h, k, v, masks.content, masks.causal))
             h, attended = self.cross_sublayer(
                 h, *source, False, masks.fusion_content, content_cache
             )
-            records.append(attended)
-        return h, g, records
+            attention.append(attended)
+        return h, g, attention
 
 
 class TwoStreamDecoder(DecoderStack):
@@ -145,7 +145,7 @@ class TwoStreamDecoder(DecoderStack):
         state: DecoderState,
         need_weights: bool,
         tgt_mask: Tensor | None = None,
-    ) -> tuple[Tensor, list[list[Attended]]]:
+    ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         B, T, _ = embeds.shape
         off = state.offset
         positions = torch.arange(off, off + T, device=embeds.device)  # (T,) decoding steps
@@ -153,7 +153,7 @@ class TwoStreamDecoder(DecoderStack):
         g = embedding(self.query_init.expand(B, T, -1), offset=off + 1)  # (B,T,D) query
         random = self.training and self.cfg.decoder.order == "random" and state.caches is None
         masks = self.masks(B, T, off, tgt_mask, random)
-        records = []
+        attention = []
         for i, layer in enumerate(self):
             caches = None
             if state.caches is not None:
@@ -169,5 +169,5 @@ class TwoStreamDecoder(DecoderStack):
                 need_weights,
                 content=i < len(self) - 1,
             )
-            records.append(calls)
-        return g, records
+            attention.append(calls)
+        return g, attention

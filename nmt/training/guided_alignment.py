@@ -18,7 +18,7 @@ Every attention kind takes it:
   (what it returns as weights), not on the one-hot sample;
 - the standard decoder is supervised on its layer's one cross-attention call; the
   two-stream decoder on the query stream's (the stream that predicts, which each
-  layer records first; the content stream keeps no weights).
+  layer returns first; the content stream keeps no weights).
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.attention.base import Attended
+from nmt.attention.base import AttentionOutput
 from nmt.training.config import GuidedAlignment
 
 
 def alignment_loss(
-    records: list[list[Attended]], gold: Tensor, cfg: GuidedAlignment
+    attention: list[list[AttentionOutput]], gold: Tensor, cfg: GuidedAlignment
 ) -> tuple[Tensor, dict[str, float]]:
-    """``records``: per decoder layer the cross-attention calls (weights kept);
+    """``attention``: per decoder layer the cross-attention calls (weights kept);
     gold (B,T,S) rows summing to 1 where a target position has a link. Returns the
     weighted loss (summed over the batch) and its statistics."""
-    weights = records[cfg.layer][0].weights  # (B,H,T,S) the predicting stream's
+    weights = attention[cfg.layer][0].weights  # (B,H,T,S) the predicting stream's
     assert weights is not None, "guided alignment needs the attention weights"
     a = weights[:, : cfg.heads].float()  # (B,h,T,S)
     g = gold.unsqueeze(1).to(a.dtype)  # (B,1,T,S)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.attention.base import Attended
+from nmt.attention.base import AttentionOutput
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
 from nmt.kernels.loss import projected_smoothed_nll
@@ -55,8 +55,8 @@ class TeacherForcing(nn.Module):
     def forward(self, batch: Batch, step: int) -> Loss:
         """The loss of ``batch`` at optimiser update ``step`` (0-based)."""
         guided = self.guide is not None
-        states, records = self.model.states(batch.src, batch.tgt_in, need_weights=guided)
-        return self.model_loss(states, records, batch)
+        states, attention = self.model.states(batch.src, batch.tgt_in, need_weights=guided)
+        return self.model_loss(states, attention, batch)
 
     def fused_token_loss(self, states: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """Final decoder states (B,T,D) through the output layer -> the summed
@@ -81,17 +81,19 @@ class TeacherForcing(nn.Module):
         )  # (B,T)
         return loss.sum(), -loss.detach()
 
-    def model_loss(self, states: Tensor, records: list[list[Attended]], batch: Batch) -> Loss:
+    def model_loss(
+        self, states: Tensor, attention: list[list[AttentionOutput]], batch: Batch
+    ) -> Loss:
         """Token loss of the final decoder states (B,T,D) plus the cross-attention's
-        own loss term (from the decoder's ``records``) and guided alignment."""
+        own loss term (from the decoder's ``attention``) and guided alignment."""
         loss, reward = self.token_loss(states, batch)
         token_loss = float(loss.detach())
-        extra, stats = self.model.extra_loss(records, reward, batch.tgt_out != PAD)
+        extra, stats = self.model.extra_loss(attention, reward, batch.tgt_out != PAD)
         if extra is not None:
             loss = loss + extra
         if self.guide is not None:
             assert batch.align is not None, "the training data carries no alignments"
-            aligned, align_stats = alignment_loss(records, batch.align, self.guide)
+            aligned, align_stats = alignment_loss(attention, batch.align, self.guide)
             loss, stats = loss + aligned, {**stats, **align_stats}
         return Loss(loss, token_loss, stats)
 

@@ -112,7 +112,7 @@ class ScheduledSampling(TeacherForcing):
             x = gold.masked_scatter(replaced.unsqueeze(-1), pred.to(gold.dtype))  # (B,T,D)
         self.extra_seconds += time.perf_counter() - start
         guided = self.guide is not None  # keep the weights it supervises
-        states, records = model.decode_states(None, state, x, guided, tgt_mask=real)  # (B,T,D)
-        loss = self.model_loss(states, records, batch)
+        states, attention = model.decode_states(None, state, x, guided, tgt_mask=real)  # (B,T,D)
+        loss = self.model_loss(states, attention, batch)
         fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
         return loss._replace(stats={**loss.stats, "ss_gold_prob": eps, "ss_replaced": fraction})

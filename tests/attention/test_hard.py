@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from nmt.attention.base import Attended
+from nmt.attention.base import AttentionOutput
 from nmt.attention.hard import Choices
 from nmt.config import ConfigError
 from nmt.data.vocab import PAD
@@ -267,13 +267,13 @@ def test_the_model_sums_each_layers_loss_and_averages_its_statistics():
     torch.manual_seed(0)
     model = tiny_model("hard", estimator="reinforce").train()
     src, tgt = random_batch([5, 7]), random_batch([4, 6])
-    _, records = model.states(src, tgt)
+    _, attention = model.states(src, tgt)
     mask, reward = tgt != PAD, -torch.rand(tgt.shape)
     alone = copy.deepcopy(model)  # each call moves the baseline: start both from one
-    loss, stats = model.extra_loss(records, reward, mask)
+    loss, stats = model.extra_loss(attention, reward, mask)
     layers = [
         layer.cross_attn.extra_loss(calls, reward, mask)
-        for layer, calls in zip(alone.decoder, records)
+        for layer, calls in zip(alone.decoder, attention)
     ]
     torch.testing.assert_close(loss, sum(layer_loss for layer_loss, _ in layers))
     assert len(layers) == 2 and stats.keys() == {f"attn_{k}" for k in layers[0][1]}
@@ -296,7 +296,7 @@ def test_the_first_updates_baseline_does_not_depend_on_the_sentences_own_reward(
 
     def to_go(reward):  # −∂loss/∂log α summed over heads: (B,T) advantages
         fresh = copy.deepcopy(attn)
-        chosen = Attended(out.context, extras=Choices(log_prob, out.extras.entropy))
+        chosen = AttentionOutput(out.context, extras=Choices(log_prob, out.extras.entropy))
         loss, stats = fresh.extra_loss([chosen], reward, m)
         (grad,) = torch.autograd.grad(loss, log_prob)
         return -grad[:, 0], stats

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from nmt.attention.base import Attended, CrossAttention, Memory
+from nmt.attention.base import AttentionOutput, CrossAttention, Memory
 from nmt.attention.config import ATTENTION, AttentionConfig
 
 
@@ -30,9 +30,11 @@ class UniformAttention(CrossAttention):
         src_mask: Tensor,
         positions: Tensor,
         need_weights: bool = False,
-    ) -> Attended:
+    ) -> AttentionOutput:
         B, T, _ = query.shape
         real = src_mask.unsqueeze(1).to(query.dtype)  # (B,1,1,S)
         weights = (real / real.sum(-1, keepdim=True).clamp(min=1)).expand(B, self.heads, T, -1)
         context = weights @ memory.value  # (B,H,T,Dh)
-        return Attended(self.out_proj(self.merge(context)), weights if need_weights else None)
+        return AttentionOutput(
+            self.out_proj(self.merge(context)), weights if need_weights else None
+        )

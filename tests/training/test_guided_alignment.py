@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmt.alignment import word_ids
-from nmt.attention.base import Attended
+from nmt.attention.base import AttentionOutput
 from nmt.data.corpus import read_lines
 from nmt.data.gold_alignments import GoldAlignments
 from nmt.data.vocab import BOS, Vocab
@@ -56,7 +56,7 @@ def test_the_loss_is_the_cross_entropy_against_the_gold_rows():
     gold[0, 0, 1] = gold[1, 2, 3] = 1.0
     gold[0, 1, 2] = gold[0, 1, 4] = 0.5
     cfg = GuidedAlignment(weight=0.5, layer=-1, heads=2)
-    loss, stats = alignment_loss([[Attended(torch.zeros(1), weights)]], gold, cfg)
+    loss, stats = alignment_loss([[AttentionOutput(torch.zeros(1), weights)]], gold, cfg)
     want = -(gold.unsqueeze(1) * weights[:, :2].log()).sum() / 2
     torch.testing.assert_close(loss, 0.5 * want)
     assert stats["align_outside"] == 0.0 and stats["align_loss"] == pytest.approx(
@@ -69,8 +69,8 @@ def test_the_loss_is_the_cross_entropy_against_the_gold_rows():
 def test_gold_outside_a_window_is_reported_not_fitted():
     weights = torch.tensor([[[[0.0, 0.5, 0.5, 0.0]]]])  # (1,1,1,4): a window over 1..2
     gold = torch.tensor([[[0.5, 0.5, 0.0, 0.0]]])  # half the gold mass at position 0
-    records = [[Attended(torch.zeros(1), weights)]]
-    loss, stats = alignment_loss(records, gold, GuidedAlignment(layer=-1))
+    attention = [[AttentionOutput(torch.zeros(1), weights)]]
+    loss, stats = alignment_loss(attention, gold, GuidedAlignment(layer=-1))
     assert stats["align_outside"] == pytest.approx(0.5)
     assert float(loss) == pytest.approx(0.05 * 0.5 * -np.log(0.5))
 
@@ -90,8 +90,8 @@ def test_the_loss_trains_the_attention_of_every_kind(kind):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(40):
-        _, records = model.states(src, tgt_in, need_weights=True)
-        loss, stats = alignment_loss(records, gold, cfg)
+        _, attention = model.states(src, tgt_in, need_weights=True)
+        loss, stats = alignment_loss(attention, gold, cfg)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -145,7 +145,10 @@ def test_the_stream_that_predicts_is_supervised():
     """A two-stream layer records its query stream (the one that predicts, its
     weights kept) first and its content stream (weights not kept) second."""
     weights = torch.full((1, 2, 3, 4), 0.25)
-    query, content = Attended(torch.zeros(1, 3, 8), weights), Attended(torch.zeros(1, 3, 8))
+    query, content = (
+        AttentionOutput(torch.zeros(1, 3, 8), weights),
+        AttentionOutput(torch.zeros(1, 3, 8)),
+    )
     gold = torch.eye(3, 4).unsqueeze(0)
     cfg = GuidedAlignment(layer=0, heads=2)
     loss, _ = alignment_loss([[query, content]], gold, cfg)

@@ -82,9 +82,9 @@ def spy_decode(trainer):
     original = trainer.model.decode_states
 
     def decode_states(tgt_in, state, embeds=None, need_weights=False, tgt_mask=None):
-        states, records = original(tgt_in, state, embeds, need_weights, tgt_mask)
+        states, attention = original(tgt_in, state, embeds, need_weights, tgt_mask)
         calls.append((embeds, trainer.model.generator(states)))
-        return states, records
+        return states, attention
 
     trainer.model.decode_states = decode_states
     return calls

@@ -210,7 +210,7 @@ def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
     batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
     seen = []
 
-    def extra_loss(records, reward, mask):
+    def extra_loss(attention, reward, mask):
         seen.append(reward)
         return None, {}
 
