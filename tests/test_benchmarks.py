@@ -4,6 +4,7 @@ two that drive the trainer's internals take a few steps on the toy corpus."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,28 @@ def test_the_trainer_benchmarks_run_a_few_steps(script, args, expect, toy_dir, t
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert expect in done.stdout
+
+
+@pytest.mark.slow
+def test_time_to_quality_scores_every_snapshot_and_finds_the_thresholds(toy_dir, tmp_path):
+    """A few dozen updates on the toy corpus: a snapshot every 15, each scored, its
+    training time growing and below the process's wall time; BLEU >= 0 is reached at
+    the first snapshot and BLEU >= 101 never."""
+    run_dir = tmp_path / "run"
+    command = [sys.executable, str(BENCHMARKS / "time_to_quality.py"), "recipes/toy.yaml"]
+    command += ["--data", str(toy_dir), "--run-dir", str(run_dir), "--every", "15"]
+    command += ["--split", "test", "--thresholds", "0", "101", "--average", "2", *TINY]
+    command += ["--set", "train.max_steps=45", "--set", "train.max_epochs=null"]
+    env = {**subprocess_env(), "NMT_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=300, cwd=BENCHMARKS.parent
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((run_dir / "time_to_quality.json").read_text())
+    steps = [s["step"] for s in result["snapshots"]]
+    seconds = [s["train_s"] for s in result["snapshots"]]
+    assert steps == [15, 30, 45] and seconds == sorted(seconds)
+    assert 0 < seconds[-1] < result["process_wall_s"]
+    assert [s["averaged_bleu"] is None for s in result["snapshots"]] == [True, False, False]
+    assert result["reached"]["0.0"]["step"] == 15 and result["reached"]["101.0"] is None
+    assert "BLEU >= 101.0 on test: not reached" in done.stdout

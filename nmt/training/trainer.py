@@ -447,9 +447,11 @@ class Trainer:
         if self.dist.main and (metrics := self._interruptible_validate(bar)) is not None:
             s = self.state
             improved = s.improved(metrics, self.cfg.train.early_stopping)
-            s.elapsed += time.perf_counter() - start
+            seconds = time.perf_counter() - start  # apart, so that training time is known
+            s.elapsed += seconds
             self.write_metrics(
                 {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **metrics}
+                | {"valid_seconds": seconds}
             )
             if self.tensorboard is not None and self.data.dev_src:
                 src, ref = self.data.dev_src[0], self.data.dev_refs[0]

@@ -1,0 +1,207 @@
+"""Time to quality: the training wall time at which a recipe first reaches each BLEU
+threshold, on the CPU or a GPU.
+
+Trains RECIPE in a fresh process (``nmt train``), keeping a snapshot every
+``--every`` updates (``train.valid_every`` with dev loss only, so that a snapshot
+costs no decoding), then translates ``--split`` with every snapshot under the
+recipe's decode settings (beam 5 in the reference recipe) and prints each
+snapshot's training time (the run's elapsed time less its validations) and BLEU,
+then the first training time at which each threshold was reached, with the
+run's peak RSS, the hardware and the commit. The scoring is not counted.
+``--average K`` also scores, at each snapshot, the mean of the last K (what a
+run ending there with ``decode.average_last: K`` would translate with).
+
+Tune a recipe on the dev split (``--split val``); the test split reports, it never
+chooses. Results go to RUN/time_to_quality.json; docs/benchmarks.md has the table.
+
+    python benchmarks/time_to_quality.py recipes/multi30k-de-en.yaml --every 250
+    python benchmarks/time_to_quality.py recipes/multi30k-de-en.yaml --split val \\
+        --set train.lr=1e-3 --set train.max_minutes=12 --run-dir runs/ttq-lr1e-3
+    python benchmarks/time_to_quality.py recipes/multi30k-de-en.yaml --run-dir runs/ttq \\
+        --score-only --split test_2016_flickr   # score an earlier run's snapshots again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from common import SHARED_MULTI30K
+
+from nmt import checkpoint
+from nmt.averaging import average, kept_checkpoints
+from nmt.data.pipeline import load_split
+from nmt.decoding import translate_lines
+from nmt.metrics import corpus_score
+from nmt.model.load import model_from_payload
+from nmt.translate import one_line
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    step: int
+    train_s: float  # training wall time at this update, validations excluded
+    bleu: float
+    chrf: float
+    averaged_bleu: float | None  # the mean of the last --average snapshots, if asked
+
+
+def train(args: argparse.Namespace, run_dir: Path) -> float:
+    """``nmt train`` in a fresh process, snapshots every ``args.every`` updates;
+    returns its wall time."""
+    sets = [
+        f"data.dir={args.data}",
+        f"run_dir={run_dir}",
+        f"train.valid_every={args.every}",
+        "train.keep_checkpoints=10000",
+        "train.valid_bleu=false",  # a snapshot costs a dev-loss pass, no decoding
+        "train.early_stopping=loss",
+        "train.patience=null",
+        "data.test=[]",  # scored here, afterwards
+        *args.set,
+    ]
+    command = [sys.executable, "-m", "nmt", "train", args.recipe, "--device", args.device]
+    command += [a for s in sets for a in ("--set", s)]
+    print("$", " ".join(command[1:]), flush=True)
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT)
+    return time.perf_counter() - start
+
+
+def training_seconds(run_dir: Path) -> dict[int, float]:
+    """Per validated update: the elapsed time less every validation up to it."""
+    spent, at = 0.0, {}
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if "valid_seconds" in record:
+            spent += record["valid_seconds"]
+            at[record["step"]] = record["elapsed"] - spent
+    return at
+
+
+def score(payload: dict, path: Path, split: str, device: torch.device) -> tuple[float, float]:
+    """BLEU and chrF of one checkpoint's translation of ``split``."""
+    loaded = model_from_payload(payload, path, device)
+    src, refs = load_split(loaded.cfg.data, split)
+    cfg, vocabs = loaded.cfg, loaded.vocabs
+    nbest = translate_lines(loaded.model, vocabs.src, vocabs.tgt, src, cfg.decode, device)
+    hyps = [one_line(h[0].text) for h in nbest]
+    return corpus_score("bleu", hyps, [refs]).score, corpus_score("chrf", hyps, [refs]).score
+
+
+def snapshots(args: argparse.Namespace, run_dir: Path) -> list[Snapshot]:
+    """Every kept snapshot scored on ``args.split``, oldest first."""
+    seconds, device = training_seconds(run_dir), torch.device(args.device)
+    paths = kept_checkpoints(run_dir)
+    rows = []
+    for i, path in enumerate(paths):
+        step = int(path.stem.removeprefix("step-"))
+        bleu, chrf = score(checkpoint.load(path), path, args.split, device)
+        averaged = None
+        if args.average > 1 and i + 1 >= args.average:
+            mean = average(paths[i + 1 - args.average : i + 1])
+            averaged = score(mean, path, args.split, device)[0]
+        rows.append(Snapshot(step, seconds[step], bleu, chrf, averaged))
+        shown = "" if averaged is None else f"  averaged {averaged:.2f}"
+        print(f"step {step:>6}  {rows[-1].train_s:7.0f} s  BLEU {bleu:5.2f}{shown}", flush=True)
+    return rows
+
+
+def first_reached(rows: list[Snapshot], threshold: float) -> dict[str, float | int] | None:
+    """The first snapshot (itself or its average) at or above ``threshold``."""
+    for row in rows:
+        best = max(row.bleu, row.averaged_bleu or 0.0)
+        if best >= threshold:
+            return {"step": row.step, "train_s": row.train_s, "bleu": best}
+    return None
+
+
+def hardware(device: str) -> str:
+    """The CPU model and core count, or the GPU's name, and the torch build."""
+    if device.startswith("cuda"):
+        what = torch.cuda.get_device_name(torch.device(device))
+    else:
+        cpuinfo = Path("/proc/cpuinfo")
+        names = [
+            line.split(":", 1)[1].strip()
+            for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
+            if line.startswith("model name")
+        ]
+        cores = len(os.sched_getaffinity(0))
+        what = f"{names[0] if names else platform.processor()}, {cores} cores"
+    return f"{what}, torch {torch.__version__}"
+
+
+def commit() -> str:
+    def git(*a: str) -> str:
+        done = subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recipe")
+    parser.add_argument("--data", default=str(SHARED_MULTI30K))
+    parser.add_argument("--run-dir", default=None, help="default: runs/ttq-RECIPE")
+    parser.add_argument("--every", type=int, default=250, help="updates between snapshots")
+    parser.add_argument("--split", default="test_2016_flickr", help="val to tune, test to report")
+    parser.add_argument("--thresholds", type=float, nargs="+", default=[34.7, 38.0, 40.0])
+    parser.add_argument("--average", type=int, default=0, help="also score the mean of the last K")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--set", action="append", default=[], help="a recipe override, KEY=VALUE")
+    parser.add_argument("--score-only", action="store_true", help="score an existing run again")
+    args = parser.parse_args()
+    run_dir = Path(args.run_dir or f"runs/ttq-{Path(args.recipe).stem}").resolve()
+    wall = None if args.score_only else train(args, run_dir)
+    rows = snapshots(args, run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    reached = {str(t): first_reached(rows, t) for t in args.thresholds}
+    result = {
+        "recipe": args.recipe,
+        "overrides": args.set,
+        "split": args.split,
+        "every": args.every,
+        "average": args.average,
+        "hardware": hardware(args.device),
+        "commit": commit(),
+        "date": time.strftime("%Y-%m-%d"),
+        "steps": summary["steps"],
+        "train_s": max((r.train_s for r in rows), default=0.0),
+        "process_wall_s": wall,
+        "peak_rss_mb": summary.get("peak_rss_mb"),
+        "reached": reached,
+        "snapshots": [asdict(r) for r in rows],
+    }
+    (run_dir / "time_to_quality.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\n{args.recipe} {' '.join(args.set)}: {result['hardware']}, commit {result['commit']}")
+    print(f"peak RSS {result['peak_rss_mb']:.0f} MB; {summary['steps']} updates")
+    for threshold, first in reached.items():
+        when = (
+            "not reached"
+            if first is None
+            else (
+                f"{first['train_s'] / 60:.1f} min of training (update {first['step']}, "
+                f"BLEU {first['bleu']:.2f})"
+            )
+        )
+        print(f"BLEU >= {threshold} on {args.split}: {when}")
+    best = max(rows, key=lambda r: r.bleu, default=None)
+    if best is not None:
+        print(f"best: BLEU {best.bleu:.2f} at update {best.step} ({best.train_s / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
