@@ -126,6 +126,9 @@ class TrainConfig:
     accumulate: int = 1  # gradient accumulation: batches per update
     lr: float = 7e-4  # peak learning rate, reached after warmup steps
     warmup: int = 1000
+    # after the warm-up: inverse_sqrt (open-ended), or cosine / linear to zero at
+    # max_steps (nmt.training.lr_schedule)
+    lr_schedule: Literal["inverse_sqrt", "cosine", "linear"] = "inverse_sqrt"
     betas: tuple[float, ...] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -172,6 +175,16 @@ class TrainConfig:
         check_seed(self.seed, "seed")
         check(self.lr > 0, "lr", "must be positive")
         check(self.warmup >= 0, "warmup", "must be non-negative")
+        check(
+            self.lr_schedule == "inverse_sqrt" or self.max_steps is not None,
+            "lr_schedule",
+            f"{self.lr_schedule} decays to zero at train.max_steps: set it",
+        )
+        check(
+            self.lr_schedule == "inverse_sqrt" or self.max_steps > self.warmup,
+            "warmup",
+            "must be below train.max_steps, where the schedule ends",
+        )
         check(
             len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
             "betas",

@@ -34,7 +34,7 @@ from nmt.progress import advancer, console, progress_bar
 from nmt.training.build import TrainingData
 from nmt.training.config import TRAINERS, TrainConfig
 from nmt.training.epochs import EpochPlans
-from nmt.training.lr_schedule import inverse_sqrt
+from nmt.training.lr_schedule import SCHEDULES
 from nmt.training.objective import Loss
 from nmt.training.signals import Interrupted, StopSignals
 from nmt.training.state import (
@@ -190,7 +190,7 @@ class Trainer:
             if t.clip_norm > 0
             else torch.zeros(())
         )
-        lr = inverse_sqrt(self.state.step + 1, t.lr, t.warmup)
+        lr = SCHEDULES[t.lr_schedule](self.state.step + 1, t.lr, t.warmup, t.max_steps)
         if not (math.isfinite(objective) and bool(torch.isfinite(norm))):
             self.optimizer.zero_grad(set_to_none=True)
             return None

@@ -13,14 +13,6 @@ from nmt.training.lr_schedule import inverse_sqrt
 from nmt.training.run import prepare, train
 
 
-def test_inverse_sqrt_schedule():
-    assert inverse_sqrt(50, 1e-3, 100) == pytest.approx(5e-4)
-    assert inverse_sqrt(100, 1e-3, 100) == pytest.approx(1e-3)
-    assert inverse_sqrt(400, 1e-3, 100) == pytest.approx(5e-4)
-    assert inverse_sqrt(4, 1e-3, 0) == pytest.approx(5e-4)  # no warm-up: peak/sqrt(step)
-    assert inverse_sqrt(0, 1e-3, 0) == pytest.approx(1e-3)  # step 0 counts as step 1
-
-
 def test_run_writes_checkpoints_and_metrics(tiny_config):
     cfg = tiny_config()
     summary = train(cfg, device="cpu")
