@@ -41,6 +41,7 @@ import numpy as np
 from nmt.data.batching import ParallelData, Tokens, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import count_lines, iter_lines, iter_parallel
+from nmt.data.splits import words
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.files import held
@@ -176,12 +177,19 @@ def check_corpus(files: tuple[Path, Path]) -> None:
 
 
 def encode_split(
-    files: tuple[Path, Path], src: Vocab, tgt: Vocab, max_len: int, out: Path
+    files: tuple[Path, Path],
+    src: Vocab,
+    tgt: Vocab,
+    max_len: int,
+    out: Path,
+    max_words: int | None = None,
 ) -> dict[str, int]:
     """Encode, filter and write one split to ``out`` in chunks (bounded memory, a
-    progress bar); returns the counts for ``meta.json``."""
+    progress bar); returns the counts for ``meta.json``. ``max_words``: pairs with
+    more source words are held out (``data.train_max_words``)."""
     dtypes = [id_dtype(len(v)) for v in (src, tgt)]
-    counts = {"lines": 0, "empty": 0, "long": 0, "pairs": 0, "src_ids": 0, "tgt_ids": 0}
+    counts = {"lines": 0, "empty": 0, "long": 0, "held_out": 0, "pairs": 0}
+    counts.update(src_ids=0, tgt_ids=0)
     sides = [("src", src, dtypes[0]), ("tgt", tgt, dtypes[1])]
     names = [f"{side}.{part}" for side, *_ in sides for part in ("ids", "offsets")] + ["lines"]
     outputs = {name: open(out / name, "wb") for name in names}
@@ -209,6 +217,10 @@ def encode_split(
                     for i, (_, vocab, _) in enumerate(sides)
                 ]
                 short, empty, long = keep_pairs(*encoded, max_len)
+                if max_words is not None:
+                    fits = [i for i in short if words(chunk[i][0]) <= max_words]
+                    counts["held_out"] += len(short) - len(fits)
+                    short = fits
                 lines = counts["lines"] + np.asarray(short, dtype=np.int64)
                 write("lines", lines)
                 counts["lines"] += len(chunk)
@@ -242,13 +254,15 @@ def data_entry(
     """The directory holding the training split encoded with these vocabularies,
     encoded now if no run has encoded it before."""
     vocab = [hashlib.sha256(v.model).hexdigest() for v in (src, tgt)]
-    key = digest([FORMAT, vocab, cfg.max_len, *map(file_stamp, files)])
+    held = [] if cfg.train_max_words is None else [cfg.train_max_words]  # old keys unchanged
+    key = digest([FORMAT, vocab, cfg.max_len, *map(file_stamp, files), *held])
     entry = cache_root(cfg) / f"data-{key}"
     with building(entry, log) as tmp:
         if tmp is not None:
             log(f"preparing {files[0]} and {files[1]} in {entry}")
             meta = {"files": [str(f) for f in files], "max_len": cfg.max_len}
-            meta.update(encode_split(files, src, tgt, cfg.max_len, tmp))
+            meta["train_max_words"] = cfg.train_max_words
+            meta.update(encode_split(files, src, tgt, cfg.max_len, tmp, cfg.train_max_words))
             (tmp / "meta.json").write_text(json.dumps(meta))
     return entry
 

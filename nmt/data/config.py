@@ -87,6 +87,9 @@ class DataConfig:
     dev: str = "val"
     test: tuple[str, ...] = ()
     max_len: int = 100  # subword pieces; longer training pairs are dropped
+    # train short, test long: keep only the training and dev pairs of at most this
+    # many source words (test on the rest as split "TRAIN>N"; nmt.data.splits)
+    train_max_words: int | None = None
     vocab: VocabConfig = field(default_factory=VocabConfig)
     # where prepared corpora are kept (nmt.data.cache); null: $NMT_CACHE_DIR or ~/.cache/nmt
     cache_dir: str | None = None
@@ -94,6 +97,11 @@ class DataConfig:
     def __post_init__(self) -> None:
         check(self.src_lang != self.tgt_lang, "tgt_lang", "must differ from data.src_lang")
         check(self.max_len >= 2, "max_len", "must be at least 2")
+        check(
+            self.train_max_words is None or 1 <= self.train_max_words <= 2**31,
+            "train_max_words",
+            "must be in 1..2,147,483,648 (or null)",
+        )
         names = {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "train": self.train}
         names.update({"dev": self.dev}, **{f"test[{i}]": t for i, t in enumerate(self.test)})
         for key, name in names.items():

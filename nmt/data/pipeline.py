@@ -11,6 +11,7 @@ from nmt.data import cache
 from nmt.data.batching import ParallelData, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel, split_path
+from nmt.data.splits import base_split, derive
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.files import atomic_write
@@ -124,21 +125,33 @@ def load_training(
     store_vocabs(vocabs, run_dir)
     data, meta = cache.prepared(cfg, files, vocabs.src, vocabs.tgt, log)
     report_dropped(log, "train", meta["empty"], meta["long"], cfg.max_len, meta["lines"])
+    if cfg.train_max_words is not None:
+        log(
+            f"train: held out {meta['held_out']:,} pairs over {cfg.train_max_words} source "
+            f"words (data.train_max_words; test on them as split "
+            f"'{cfg.train}>{cfg.train_max_words}')"
+        )
     if meta["pairs"] == 0:
         why = (
             "no pair with text on both sides"
             if meta["empty"] == meta["lines"]
             else f"after dropping pairs longer than data.max_len={cfg.max_len}"
         )
+        if meta.get("held_out"):
+            why += f" and {meta['held_out']:,} over data.train_max_words"
         raise NmtError(f"{files[0]}: empty training set ({why})")
     return vocabs, data
 
 
 def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
-    """Raw (source, reference) lines of a dev or test split; an empty one is an
-    error (there is nothing to score)."""
-    src_path, tgt_path = split_files(cfg, split)
-    src, refs = read_parallel(src_path, tgt_path)
-    if not src:
+    """Raw (source, reference) lines of a dev or test split, or of a split made from
+    one (``NAME*K``, ``NAME>N``: nmt.data.splits); an empty one is an error (there is
+    nothing to score)."""
+    src_path, tgt_path = split_files(cfg, base_split(split))
+    lines = read_parallel(src_path, tgt_path)
+    if not lines[0]:
         raise NmtError(f"{src_path}: empty file; split {split!r} needs at least one line")
+    src, refs = derive(split, *lines)
+    if not src:
+        raise NmtError(f"split {split!r}: no pair (of the {len(lines[0]):,} in {src_path})")
     return src, refs

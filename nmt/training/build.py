@@ -21,6 +21,7 @@ from nmt.data.pipeline import (
     load_training,
     split_files,
 )
+from nmt.data.splits import shorter
 from nmt.data.vocab import PAD
 from nmt.distributed import Distributed
 from nmt.errors import ConfigError, NmtError
@@ -64,6 +65,8 @@ def load_data(
         train.alignments = GoldAlignments.read(path, train.lines, total, vocabs.src, vocabs.tgt)
         log(f"guided alignment: gold links of {len(train)} training pairs from {path}")
     dev_src, dev_refs = load_split(cfg.data, cfg.data.dev)
+    if (n := cfg.data.train_max_words) is not None:  # the dev set is as short as training
+        dev_src, dev_refs = shorter(dev_src, dev_refs, n)
     dev = encode_pairs(dev_src, dev_refs, vocabs, cfg.model.max_positions - 1, "dev", log)
     if len(dev) == 0:
         raise NmtError(

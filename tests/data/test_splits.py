@@ -1,0 +1,70 @@
+"""Splits made from splits: NAME*K joins K consecutive pairs, NAME>N keeps the pairs
+of more than N source words, and data.train_max_words holds those out of training."""
+
+from __future__ import annotations
+
+import pytest
+
+from nmt.data.config import DataConfig
+from nmt.data.pipeline import load_split
+from nmt.data.splits import base_split, derive
+from nmt.errors import NmtError
+from nmt.training.run import prepare
+
+SRC = ["a b", "c", "d e f", "g", "h i j k", "l m"]
+TGT = ["A B", "C", "D E F", "G", "H I J K", "L M"]
+
+
+def test_joining_k_pairs_keeps_both_sides_in_order_and_drops_the_remainder():
+    src, tgt = derive("test*4", SRC, TGT)
+    assert src == ["a b c d e f g"] and tgt == ["A B C D E F G"]
+    src, tgt = derive("test*2", SRC, TGT)
+    assert src == ["a b c", "d e f g", "h i j k l m"] and tgt == ["A B C", "D E F G", "H I J K L M"]
+    assert derive("test*1", SRC, TGT) == (SRC, TGT)
+    assert derive("test*7", SRC, TGT) == ([], [])
+
+
+def test_the_longer_split_keeps_the_pairs_over_n_source_words():
+    assert derive("train>2", SRC, TGT) == (["d e f", "h i j k"], ["D E F", "H I J K"])
+    assert derive("train>0", SRC, TGT) == (SRC, TGT)
+
+
+def test_a_derived_name_reads_its_base_splits_files():
+    assert [base_split(s) for s in ("test*3", "train>20", "test", "a*b")] == [
+        "test",
+        "train",
+        "test",
+        "a*b",
+    ]
+
+
+def test_load_split_derives_from_the_files_and_refuses_an_empty_result(tmp_path):
+    for lang, lines in (("de", SRC), ("en", TGT)):
+        (tmp_path / f"test.{lang}").write_text("".join(f"{x}\n" for x in lines))
+    cfg = DataConfig(dir=str(tmp_path), src_lang="de", tgt_lang="en")
+    assert load_split(cfg, "test*3") == (
+        ["a b c d e f", "g h i j k l m"],
+        ["A B C D E F", "G H I J K L M"],
+    )
+    with pytest.raises(NmtError, match=r"split 'test\*9': no pair \(of the 6 in .*test.de\)"):
+        load_split(cfg, "test*9")
+    with pytest.raises(NmtError, match="must be at least 1"):
+        load_split(cfg, "test*0")
+    with pytest.raises(NmtError, match=r"nope\.de: no such file"):
+        load_split(cfg, "nope*2")
+
+
+def test_train_max_words_holds_the_long_pairs_out_of_training_and_dev(tiny_config, toy_dir):
+    """Every training and dev pair kept has at most N source words; the held-out ones
+    are exactly the split TRAIN>N."""
+    n = 6
+    trainer = prepare(tiny_config(data={"train_max_words": n}), "cpu")
+    data = trainer.data
+    src = (toy_dir / "train.src").read_text().splitlines()
+    kept = [src[i] for i in data.train.lines]
+    long = load_split(trainer.cfg.data, f"train>{n}")[0]
+    assert kept and long and all(len(s.split()) <= n for s in kept)
+    assert len(kept) + len(long) == len([s for s in src if s.strip()])
+    assert data.dev_src and all(len(s.split()) <= n for s in data.dev_src)
+    everything = prepare(tiny_config(), "cpu").data
+    assert len(everything.train) == len(src) and len(everything.dev_src) > len(data.dev_src)
