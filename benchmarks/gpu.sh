@@ -100,15 +100,38 @@ study() {
     [[ $(realpath data/multi30k 2>/dev/null) == "$data" ]] || ln -sfn "$data" data/multi30k
     export OMP_NUM_THREADS=1
     deadline=$((SECONDS + ${WAIT:-540}))
-    specs=(${SPECS:-compare-multi30k compare-multi30k-architectures})
+    specs=(${SPECS:-compare-multi30k compare-multi30k-architectures compare-multi30k-length
+        compare-multi30k-train-short})
     outdir() { $py -c "import yaml; print(yaml.safe_load(open('recipes/$1.yaml'))['out_dir'])"; }
+    # a spec is done when its out_dir's results.json has every split and variant it names
+    # (two specs may share an out_dir: the length study reuses the headline's runs)
+    reported_spec() {
+        $py - "$1" <<'PY'
+import json, pathlib, sys, yaml
+spec = yaml.safe_load(open(f"recipes/{sys.argv[1]}.yaml"))
+results = pathlib.Path(spec["out_dir"]) / "results.json"
+if not results.exists():
+    sys.exit(1)
+rows = json.loads(results.read_text())["rows"]
+have = {(r["variant"], r["split"]) for r in rows}
+want = {(v, s) for v in spec["variants"] for s in spec.get("splits") or []}
+sys.exit(0 if want <= have else 1)
+PY
+    }
+    busy=()  # out_dirs of the specs running now: one compare at a time in each
     for spec in "${specs[@]}"; do
         log="runs/$spec.log"
         mkdir -p runs
         if [[ -e runs/$spec.pid ]] && kill -0 "$(cat "runs/$spec.pid")" 2>/dev/null; then
+            busy+=("$(outdir "$spec")")
             continue  # started by an earlier call, still running
         fi
-        [[ -e $(outdir "$spec")/report.md ]] && continue
+        reported_spec "$spec" && continue
+        if [[ " ${busy[*]} " == *" $(outdir "$spec") "* ]]; then
+            echo "$spec waits for the study in $(outdir "$spec") (a later call starts it)"
+            continue
+        fi
+        busy+=("$(outdir "$spec")")
         jobs=$($py -c "import yaml; s = yaml.safe_load(open('recipes/$spec.yaml'))
 print(len(s['variants']) * len(s['seeds']))")
         setsid $py -m nmt compare "recipes/$spec.yaml" --device cuda --jobs "$jobs" \
@@ -117,7 +140,7 @@ print(len(s['variants']) * len(s['seeds']))")
         echo "started $spec: $jobs runs at once"
     done
     reported() {
-        for spec in "${specs[@]}"; do [[ -e $(outdir "$spec")/report.md ]] || return 1; done
+        for spec in "${specs[@]}"; do reported_spec "$spec" || return 1; done
     }
     while ((SECONDS < deadline)) && ! reported; do
         sleep 20

@@ -9,13 +9,22 @@ from typing import Any
 
 import numpy as np
 
-from nmt.compare.analysis import RunAnalysis
+from nmt.compare.analysis import RunAnalysis, SplitAnalysis
+from nmt.compare.diagnostics import (
+    SENTENCE_KEYS,
+    f_measure,
+    frequency_labels,
+    ratio,
+    repetition,
+)
 from nmt.compare.significance import adjust_family, judge
 from nmt.compare.spec import SignificanceSpec
 from nmt.errors import NmtError
 from nmt.metrics import bleu_from_stats, paired_bootstrap
 
 ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "aer")
+DIAGNOSTICS = ("length_ratio", *SENTENCE_KEYS)  # nmt.compare.diagnostics
+EXAMPLES = 2  # sentences shown each way where a variant differs most from the baseline
 
 
 def check_one_test_set(runs: dict[str, list[RunAnalysis]], splits: tuple[str, ...]) -> None:
@@ -60,6 +69,56 @@ def bucket_bleu(stats: np.ndarray, src_words: np.ndarray, edges: tuple[int, ...]
         rows = stats[which == b]
         out.append(float(bleu_from_stats(rows.sum(0))) if len(rows) else math.nan)
     return out
+
+
+def sentence_pairs(part: SplitAnalysis) -> dict[str, np.ndarray]:
+    """Each diagnostic's per-sentence (N,2) numerators and denominators; the length
+    ratio's are BLEU's own hypothesis and reference lengths."""
+    return {"length_ratio": part.stats[:, :2].astype(np.float64), **part.sentences}
+
+
+def diagnostic_figures(
+    parts: list[SplitAnalysis], edges: tuple[int, ...]
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Each diagnostic over the split and per source-length bucket, the mean over seeds
+    of each seed's ratio of sums (NaN where a bucket is empty)."""
+    whole: dict[str, float] = {}
+    buckets: list[dict[str, float]] = [{} for _ in range(len(edges) + 1)]
+    for key in DIAGNOSTICS:
+        per_seed = [
+            (sentence_pairs(p)[key], p.src_words) for p in parts if key in sentence_pairs(p)
+        ]
+        if not per_seed:
+            continue
+        whole[key] = _mean([ratio(pairs) for pairs, _ in per_seed])
+        for b, figures in enumerate(buckets):
+            figures[key] = _mean(
+                [ratio(pairs[bucket_index(words, edges) == b]) for pairs, words in per_seed]
+            )
+    return whole, buckets
+
+
+def differs_most(
+    mine: SplitAnalysis, base: SplitAnalysis, k: int = EXAMPLES
+) -> list[dict[str, Any]]:
+    """The ``k`` sentences where a variant's (first seed's) sentence BLEU falls furthest
+    below the baseline's (first seed's), and the ``k`` where it rises furthest above, as
+    compare-mt shows them."""
+    delta = bleu_from_stats(mine.stats) - bleu_from_stats(base.stats)  # (N,) sentence BLEU
+    order = np.argsort(delta, kind="stable")
+    chosen = [*order[:k], *order[::-1][:k]]
+    return [
+        {
+            "line": int(i) + 1,
+            "delta": float(delta[i]),
+            "src": mine.src[i] if mine.src else "",
+            "ref": mine.refs[i],
+            "baseline": base.hyps[i],
+            "hyp": mine.hyps[i],
+        }
+        for i in dict.fromkeys(chosen)
+        if delta[i] != 0
+    ]
 
 
 def _mean(values: list[float]) -> float:
@@ -121,10 +180,23 @@ def summarise(
                 [bucket_bleu(p.stats, p.src_words, edges) for p in parts]
             )  # (seeds, buckets)
             counts = np.bincount(bucket_index(parts[0].src_words, edges), minlength=len(edges) + 1)
+            whole, by_bucket = diagnostic_figures(parts, edges)
+            row.update(whole)
             row["length_buckets"] = {
-                label: {"sentences": int(n), "bleu": float(np.mean(col))}
-                for label, n, col in zip(bucket_labels(edges), counts, per_bucket.T)
+                label: {"sentences": int(n), "bleu": float(np.mean(col)), **figures}
+                for label, n, col, figures in zip(
+                    bucket_labels(edges), counts, per_bucket.T, by_bucket
+                )
             }
+            words = [p.words for p in parts if p.words is not None]
+            if words:
+                f = np.mean([f_measure(w) for w in words], axis=0)
+                row["word_f"] = dict(zip(frequency_labels(), map(float, f)))
+                row["word_counts"] = dict(zip(frequency_labels(), map(int, words[0][:, 1])))
+            row["ref_repetition"] = ratio(np.array([repetition(r) for r in parts[0].refs]))
+            base_runs = runs.get(baseline, [])
+            if name != baseline and base_runs:
+                row["differs_most"] = differs_most(parts[0], base_runs[0].splits[split])
             if name != baseline:
                 row.update(
                     judge(

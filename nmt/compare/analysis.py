@@ -3,6 +3,8 @@ each split, training and decoding cost, and what its cross-attention looks like.
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,9 +19,18 @@ from nmt.attention_maps import (
     supervised_heads,
     word_alignment,
 )
+from nmt.compare.diagnostics import (
+    SENTENCE_KEYS,
+    backward,
+    dropped,
+    repetition,
+    word_accuracy,
+    word_counts,
+)
 from nmt.data.config import DataConfig
 from nmt.data.corpus import n_lines, read_lines
-from nmt.data.pipeline import load_split
+from nmt.data.pipeline import load_split, split_files
+from nmt.data.splits import JOINED
 from nmt.decoding import encode_source
 from nmt.errors import NmtError
 from nmt.evaluate import read_results
@@ -41,6 +52,10 @@ class SplitAnalysis:
     stats: np.ndarray  # (N, 10) sentence BLEU statistics, for resampling and buckets
     src_words: np.ndarray  # (N,) source length in words, for the length buckets
     attention: dict[str, float]  # entropy, peak_distance, [center_spread], [aer]
+    src: list[str] = field(default_factory=list)
+    # per sentence (N,2) numerator and denominator of each of diagnostics.SENTENCE_KEYS
+    sentences: dict[str, np.ndarray] = field(default_factory=dict)
+    words: np.ndarray | None = None  # (buckets, 3) diagnostics.word_accuracy counts
     maps: dict[int, AttentionMap] = field(default_factory=dict)  # lines to draw
 
 
@@ -123,6 +138,39 @@ def attention_figures(
     return figures, maps
 
 
+def output_figures(loaded: Loaded, src: list[str], hyps: list[str]) -> dict[str, np.ndarray]:
+    """Per sentence, the diagnostics read while the model reads its own translations
+    (the attention it paid when it wrote them): repetition, dropped source words and
+    backward moves of the attention's peak (nmt.compare.diagnostics), each (N,2)."""
+    limit = loaded.model.cfg.max_positions - 1
+    v = loaded.vocabs
+    src_ids, hyp_ids = encode_source(v.src, src, limit), encode_source(v.tgt, hyps, limit)
+    out: dict[str, list[tuple[float, float]]] = {key: [] for key in SENTENCE_KEYS}
+    for i, amap in each_attention_map(
+        loaded.model, v.src, v.tgt, src_ids, hyp_ids, range(len(src))
+    ):
+        out["repetition"].append(repetition(hyps[i]))
+        out["dropped"].append(dropped(amap))
+        out["backward"].append(backward(amap))
+    return {key: np.array(pairs, dtype=np.float64).reshape(-1, 2) for key, pairs in out.items()}
+
+
+@functools.cache
+def training_word_counts(path: Path) -> Counter[str]:
+    """13a-token counts of a training target file, for word accuracy by frequency."""
+    return word_counts(read_lines(path))
+
+
+def heatmap_lines(n: int, split: str, heatmaps: tuple[int, ...]) -> tuple[int, ...]:
+    """The lines of the ``n``-th split drawn for every variant: the spec's heatmaps in
+    the first split, and the first line of each joined split (``NAME*K``, K ≥ 2), so
+    that a reader sees how each variant reads a long input."""
+    if n == 0:
+        return heatmaps
+    joined = JOINED.fullmatch(split)
+    return (0,) if joined and int(joined.group("k")) >= 2 else ()
+
+
 def read_gold(data: DataConfig, split: str, sentences: int) -> list[Alignment] | None:
     """The split's gold word alignments (``{split}.align`` beside it, as the toy corpus
     has), None without; a malformed line, or another number of lines than the split's
@@ -150,6 +198,7 @@ def analyse_run(
     results = read_results(run_dir)
     train, curve = training_figures(run_dir)
     out = {}
+    counts = training_word_counts(split_files(cfg.data, cfg.data.train)[1])
     for n, split in enumerate(splits):
         src, refs = load_split(cfg.data, split)
         hyps = read_lines(run_dir / f"{split}.hyp")
@@ -157,7 +206,7 @@ def analyse_run(
             hyp = run_dir / f"{split}.hyp"
             raise NmtError(f"{hyp}: {n_lines(len(hyps))}, {len(refs):,} expected")
         gold = read_gold(cfg.data, split, len(src))
-        keep = heatmaps if n == 0 else ()
+        keep = heatmap_lines(n, split, heatmaps)
         attention, maps = attention_figures(loaded, src, refs, gold, keep)
         r = results[split]
         out[split] = SplitAnalysis(
@@ -170,6 +219,9 @@ def analyse_run(
             stats=sentence_stats(hyps, refs),
             src_words=np.array([len(s.split()) for s in src]),
             attention=attention,
+            src=src,
+            sentences=output_figures(loaded, src, hyps),
+            words=word_accuracy(hyps, refs, counts),
             maps=maps,
         )
     params = sum(p.numel() for p in loaded.model.parameters())

@@ -12,20 +12,23 @@ from nmt.plotting import pyplot, save_figure
 
 
 def plot_length_buckets(path: Path, split: str, rows: list[dict[str, Any]]) -> None:
-    """BLEU per source-length bucket, one line per variant (mean over seeds)."""
+    """BLEU and the length ratio per source-length bucket, one line per variant (mean
+    over seeds): where a variant falls behind, and whether it stopped early there."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     labels = list(rows[0]["length_buckets"])
-    for row in rows:
-        buckets = row["length_buckets"]
-        ax.plot(labels, [buckets[k]["bleu"] for k in labels], "o-", label=row["variant"])
     counts = [rows[0]["length_buckets"][k]["sentences"] for k in labels]
-    ax.set_xticks(range(len(labels)), [f"{k}\n({n} sent.)" for k, n in zip(labels, counts)])
-    ax.set_xlabel("source length (words)")
-    ax.set_ylabel("BLEU")
-    ax.set_title(f"{split}: BLEU by source length")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    for ax, key, name in zip(axes, ("bleu", "length_ratio"), ("BLEU", "length ratio (hyp / ref)")):
+        for row in rows:
+            buckets = row["length_buckets"]
+            values = [buckets[k].get(key, math.nan) for k in labels]
+            ax.plot(labels, values, "o-", label=row["variant"])
+        ax.set_xticks(range(len(labels)), [f"{k}\n({n} sent.)" for k, n in zip(labels, counts)])
+        ax.set(xlabel="source length (words)", ylabel=name)
+        ax.grid(alpha=0.3)
+    axes[1].axhline(1.0, color="grey", linewidth=0.8)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{split}: by source length")
     save_figure(fig, path)
 
 

@@ -39,8 +39,18 @@ CSV_KEYS = [
     "variant", "split", "seeds", "bleu", "bleu_std", "bleu_ci_low", "bleu_ci_high", "p_value",
     "signs_agree", "significant", "p_holm", "significant_holm", "chrf", "chrf_std", "params",
     "train_steps", "train_minutes", "tokens_per_s", "sentences_per_s", "entropy",
-    "peak_distance", "center_spread", "aer",
+    "peak_distance", "center_spread", "aer", "length_ratio", "repetition", "dropped",
+    "backward",
 ]  # fmt: skip
+# (key, name, format) of the diagnostics (nmt.compare.diagnostics), whole split and by length
+DIAGNOSTIC_COLUMNS = [
+    ("length_ratio", "length ratio", "{:.3f}"),
+    ("repetition", "repetition", "{:.3f}"),
+    ("dropped", "dropped", "{:.3f}"),
+    ("backward", "backward", "{:.2f}"),
+    ("entropy", "entropy", "{:.2f}"),
+]
+BY_LENGTH = [("bleu", "BLEU", "{:.2f}"), *DIAGNOSTIC_COLUMNS[:4]]
 
 
 def format_p(row: dict[str, Any]) -> str:
@@ -129,20 +139,76 @@ def markdown_table(rows: list[dict[str, Any]], split: str, failures: list[RunRes
     return "\n".join(lines)
 
 
-def bucket_table(rows: list[dict[str, Any]], split: str) -> str:
+def _number(value: Any, fmt: str) -> str:
+    return (
+        "–"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else fmt.format(value)
+    )
+
+
+def bucket_table(
+    rows: list[dict[str, Any]], split: str, key: str = "bleu", fmt: str = "{:.2f}"
+) -> str:
+    """One figure per variant and source-length bucket."""
     mine = [r for r in rows if r["split"] == split]
     labels = list(mine[0]["length_buckets"])
     counts = [mine[0]["length_buckets"][k]["sentences"] for k in labels]
     lines = ["| variant | " + " | ".join(f"{k} ({n})" for k, n in zip(labels, counts)) + " |"]
     lines.append("|---|" + "---:|" * len(labels))
     for r in mine:
-        cells = [r["length_buckets"][k]["bleu"] for k in labels]
+        cells = [_number(r["length_buckets"][k].get(key), fmt) for k in labels]
+        lines.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def diagnostics_table(rows: list[dict[str, Any]], split: str) -> str:
+    """The diagnostics over the whole split, one row per variant."""
+    lines = ["| variant | " + " | ".join(name for _k, name, _f in DIAGNOSTIC_COLUMNS) + " |"]
+    lines.append("|---|" + "---:|" * len(DIAGNOSTIC_COLUMNS))
+    for r in rows:
+        if r["split"] == split:
+            cells = [_number(r.get(k), f) for k, _n, f in DIAGNOSTIC_COLUMNS]
+            lines.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def word_table(rows: list[dict[str, Any]], split: str) -> str:
+    """Word F-measure by the word's frequency in the training targets (compare-mt's
+    buckets; reference words per bucket in brackets)."""
+    mine = [r for r in rows if r["split"] == split and "word_f" in r]
+    if not mine:
+        return ""
+    labels, counts = list(mine[0]["word_f"]), mine[0]["word_counts"]
+    lines = ["| variant | " + " | ".join(f"{k} ({counts[k]})" for k in labels) + " |"]
+    lines.append("|---|" + "---:|" * len(labels))
+    for r in mine:
         lines.append(
-            f"| {r['variant']} | "
-            + " | ".join("–" if math.isnan(c) else f"{c:.2f}" for c in cells)
-            + " |"
+            f"| {r['variant']} | " + " | ".join(f"{r['word_f'][k]:.3f}" for k in labels) + " |"
         )
     return "\n".join(lines)
+
+
+def _clip(text: str, chars: int = 240) -> str:
+    """A sentence as report.md shows it: at most ``chars`` characters, no backquote."""
+    text = text.replace("`", "'")
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def examples(rows: list[dict[str, Any]], split: str, baseline: str) -> list[str]:
+    """Where each variant differs most from the baseline, sentence by sentence."""
+    out = []
+    for r in rows:
+        if r["split"] != split or not r.get("differs_most"):
+            continue
+        out += [f"**{r['variant']}** against {baseline} (first seeds, sentence BLEU):", ""]
+        for e in r["differs_most"]:
+            out.append(f"- line {e['line']} ({e['delta']:+.1f}): source `{_clip(e['src'])}`")
+            out.append(f"  - reference: `{_clip(e['ref'])}`")
+            out.append(f"  - {baseline}: `{_clip(e['baseline'])}`")
+            out.append(f"  - {r['variant']}: `{_clip(e['hyp'])}`")
+        out.append("")
+    return out
 
 
 def contrast_table(contrasts: list[dict[str, Any]], split: str) -> str:
@@ -215,8 +281,7 @@ def write_markdown(
             ]
             parts += [f"- {line}" for line in verdicts(contrasts, split)] + [""]
         if any(r["split"] == split for r in rows):
-            parts += ["BLEU by source length (words; sentences per bucket):", ""]
-            parts += [bucket_table(rows, split), ""]
+            parts += diagnostics_section(rows, split, baseline)
         if any(r["split"] == split for r in ensembles or []):
             parts += [
                 "Each variant's seeds as one ensemble (beam search on the mean of their "
@@ -232,6 +297,36 @@ def write_markdown(
         parts += ["", "Signatures:", "", f"- BLEU: `{rows[0]['bleu_signature']}`"]
         parts += [f"- chrF: `{rows[0]['chrf_signature']}`"]
     write_text(path, "\n".join(parts) + "\n")
+
+
+def diagnostics_section(rows: list[dict[str, Any]], split: str, baseline: str) -> list[str]:
+    """Why the variants differ on one split: the diagnostics, by source length, word
+    accuracy by frequency, and the sentences where each differs most."""
+    ref = next((r.get("ref_repetition") for r in rows if r["split"] == split), None)
+    parts = [
+        "Diagnostics (nmt/compare/diagnostics.py), read on the variants' own translations: "
+        "length ratio (hypothesis / reference words; below 1: stops early), repetition "
+        f"(share of repeated word bigrams; the references: {_number(ref, '{:.3f}')}), dropped "
+        "(share of source words whose attention mass over the whole output is under 0.5: "
+        "coverage, Tu et al. 2016), backward (source pieces the attention's peak moves "
+        "back per target step) and entropy (nats, while reading the references):",
+        "",
+        diagnostics_table(rows, split),
+        "",
+    ]
+    for key, name, fmt in BY_LENGTH:
+        parts += [f"{name} by source length (words; sentences per bucket):", ""]
+        parts += [bucket_table(rows, split, key, fmt), ""]
+    if table := word_table(rows, split):
+        parts += [
+            "Word accuracy by frequency (F-measure of output words matched in the reference, "
+            "by the word's count in the training targets, as compare-mt reports it; "
+            "reference words per bucket):",
+            "",
+            table,
+            "",
+        ]
+    return parts + examples(rows, split, baseline)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

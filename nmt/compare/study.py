@@ -9,8 +9,14 @@ from typing import Any
 import yaml
 
 from nmt.checkpoint import no_best
-from nmt.compare.aggregate import check_one_test_set, contrast_rows, summarise
-from nmt.compare.analysis import RunAnalysis, analyse_run, read_gold
+from nmt.compare.aggregate import (
+    check_one_test_set,
+    contrast_rows,
+    sentence_pairs,
+    summarise,
+)
+from nmt.compare.analysis import RunAnalysis, analyse_run, heatmap_lines, read_gold
+from nmt.compare.diagnostics import ratio
 from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
@@ -249,6 +255,7 @@ def per_run(r: RunAnalysis) -> dict[str, Any]:
                 "chrf": a.chrf,
                 "sentences_per_s": a.sentences_per_s,
                 **a.attention,
+                **{key: ratio(pairs) for key, pairs in sentence_pairs(a).items()},
             }
             for split, a in r.splits.items()
         },
@@ -273,14 +280,15 @@ def plot_all(
     plot_dev_curves(out / "dev_curves.png", runs)
     figures["_all"].append("dev_curves.png")
     firsts = {name: rs[0] for name, rs in runs.items() if rs}
-    for line in lines:
-        maps = {
-            n: r.splits[splits[0]].maps[line]
-            for n, r in firsts.items()
-            if line in r.splits[splits[0]].maps
-        }
-        if maps:
-            name = f"attention_{splits[0]}_line{line}.png"
-            plot_attention_grid(out / name, maps, f"{splits[0]} line {line}: cross-attention")
-            figures["_all"].append(name)
+    for n, split in enumerate(splits):
+        for line in heatmap_lines(n, split, lines):
+            maps = {
+                v: r.splits[split].maps[line]
+                for v, r in firsts.items()
+                if line in r.splits[split].maps
+            }
+            if maps:
+                name = f"attention_{split}_line{line}.png"
+                plot_attention_grid(out / name, maps, f"{split} line {line}: cross-attention")
+                figures["_all"].append(name)
     return figures

@@ -451,3 +451,41 @@ def test_gold_alignments_of_another_length_are_refused_before_any_run(tmp_path, 
         and f"splits: {data / 'test.align'}: 14 lines, but test has 15" in said
     )
     assert not (tmp_path / "study").exists()
+
+
+@pytest.mark.slow
+def test_a_length_study_with_joined_and_held_out_splits_reports_every_diagnostic(tmp_path, toy_dir):
+    """Train short (data.train_max_words), test on the held-out long pairs (train>N) and
+    on the test set joined three sentences at a time (test*3): every diagnostic is in
+    results.json and named in report.md, and the joined input is drawn per variant."""
+    spec = write_spec(
+        tmp_path,
+        toy_dir,
+        {"global": [], "local_p": ["model.attention.kind=local_p", "model.attention.window=2"]},
+        seeds=(1,),
+    )
+    data = yaml.safe_load(spec.read_text())
+    data["splits"] = ["test", "test*3", "train>20"]
+    data["set"] += ["data.train_max_words=20"]
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "study"
+    long = [s for s in (toy_dir / "train.src").read_text().splitlines() if len(s.split()) > 20]
+    hyps = (out / "runs/global/seed1/train>20.hyp").read_text().splitlines()
+    assert len(hyps) == len(long) > 0
+    assert len((out / "runs/local_p/seed1/test*3.hyp").read_text().splitlines()) == 5
+    results = json.loads((out / "results.json").read_text())
+    assert {(r["variant"], r["split"]) for r in results["rows"]} == {
+        (v, s) for v in ("global", "local_p") for s in ("test", "test*3", "train>20")
+    }
+    for row in results["rows"]:
+        assert row["length_ratio"] > 0 and 0 <= row["repetition"] <= 1
+        assert 0 <= row["dropped"] <= 1 and row["backward"] >= 0
+        assert len(row["word_f"]) == 9 and all(0 <= f <= 1 for f in row["word_f"].values())
+        assert all("length_ratio" in b for b in row["length_buckets"].values())
+    report = (out / "report.md").read_text()
+    for words in ("length ratio", "repetition", "dropped", "backward", "Word accuracy by"):
+        assert words in report
+    assert "## test*3" in report and "## train>20" in report
+    assert (out / "attention_test*3_line0.png").read_bytes()[:4] == b"\x89PNG"

@@ -95,3 +95,31 @@ def test_the_terminal_shows_each_splits_rows_and_verdicts(capsys):
     assert "35.50 ± 0.50" in out and "41.25" not in out and "one_seed" not in out
     assert "local_m on test_long: in words" in out and "local_m against ss: words" in out
     assert "on test:" not in out
+
+
+def test_the_diagnostics_section_shows_each_figure_by_split_length_and_frequency(tmp_path):
+    figures = {"length_ratio": 0.71234, "repetition": 0.0456, "dropped": 0.25, "backward": 1.5}
+    buckets = {
+        "1-10": {"sentences": 7, "bleu": 30.0, "length_ratio": 0.95, "dropped": 0.1},
+        "11+": {"sentences": 3, "bleu": 12.0, "length_ratio": 0.48, "dropped": 0.6},
+    }
+    example = {"line": 4, "delta": -23.4, "src": "a b", "ref": "A B", "baseline": "A B", "hyp": "A"}
+    words = {"word_f": {"<1": 0.0, ">=1": 0.8125}, "word_counts": {"<1": 2, ">=1": 40}}
+    rows = [
+        row("global", "test*3", 30.0, ref_repetition=0.0123, **words),
+        row("local_m", "test*3", 25.0, **figures, **words, differs_most=[example]),
+    ]
+    rows[1]["length_buckets"] = buckets
+    write_markdown(
+        tmp_path / "report.md", "study", ("test*3",), rows, [], "global", 1000, {},
+        SignificanceSpec(),
+    )  # fmt: skip
+    text = (tmp_path / "report.md").read_text()
+    assert "the references: 0.012" in text
+    assert "| local_m | 0.712 | 0.046 | 0.250 | 1.50 | 1.01 |" in text
+    assert "| global | – | – | – | – | 1.01 |" in text  # not measured: a dash, not a zero
+    for name in ("BLEU", "length ratio", "repetition", "dropped", "backward"):
+        assert f"{name} by source length (words; sentences per bucket):" in text
+    assert "| local_m | 0.950 | 0.480 |" in text and "| local_m | 0.100 | 0.600 |" in text
+    assert "| variant | <1 (2) | >=1 (40) |" in text and "| local_m | 0.000 | 0.812 |" in text
+    assert "- line 4 (-23.4): source `a b`" in text and "  - local_m: `A`" in text

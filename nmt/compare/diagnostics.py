@@ -1,0 +1,142 @@
+"""Diagnostics that say why variants differ, beyond BLEU: does a model stop early or
+run on, repeat itself, leave source words untranslated, jump back and forth, and
+which words it gets right.
+
+Each sentence-level diagnostic is kept per sentence as a (numerator, denominator)
+pair, so that a split, a source-length bucket or a resample is scored as a ratio
+of sums:
+
+- ``length_ratio``: hypothesis words / reference words (sacreBLEU's 13a tokens,
+  the lengths BLEU's brevity penalty compares): below 1 a model stops early,
+  above 1 it runs on.
+- ``repetition``: the share of a hypothesis's word bigrams that repeat an earlier
+  bigram of the same sentence (seq-rep-2 of Welleck et al. 2020).
+- ``dropped``: the share of source words whose attention mass summed over the
+  whole output (mean over layers and heads, the word's pieces added up) stays
+  below :data:`DROPPED_BELOW`: the coverage view of Tu et al. 2016, read while
+  the model reads its own translation.
+- ``backward``: how far the attention's peak moves back, in source pieces per
+  target step (the sum of max(0, a_{t−1} − a_t) over the argmax positions a_t of
+  the layer- and head-mean attention): 0 for a strictly monotone reading.
+
+``word_accuracy`` is compare-mt's word F-measure by frequency bucket (Neubig et
+al. 2019): each target word bucketed by its count in the training targets, an
+output word matching a reference word at most as often as the reference has it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+from nmt.attention_maps import AttentionMap
+
+DROPPED_BELOW = 0.5  # attention mass over the whole output under which a word counts as dropped
+FREQUENCY_EDGES = (1, 2, 3, 4, 5, 10, 100, 1000)  # compare-mt's default bucket cutoffs
+SENTENCE_KEYS = ("repetition", "dropped", "backward")  # kept per sentence, besides length
+WORD_START = "▁"  # SentencePiece marks the first piece of a word
+
+_tokenize = Tokenizer13a()
+
+
+def words(text: str) -> list[str]:
+    """sacreBLEU's 13a tokens of ``text``: what BLEU counts."""
+    return _tokenize(text.strip()).split()
+
+
+def repetition(hyp: str) -> tuple[int, int]:
+    """(bigrams that repeat an earlier one, bigrams) of one hypothesis."""
+    tokens = words(hyp)
+    grams = list(itertools.pairwise(tokens))
+    return len(grams) - len(set(grams)), len(grams)
+
+
+def source_word_mass(amap: AttentionMap) -> np.ndarray:
+    """(source words,) attention mass each source word receives over the whole output:
+    the layer- and head-mean weights summed over target positions and over the word's
+    pieces (``</s>`` left out)."""
+    mass = amap.weights.mean((0, 1)).sum(0)[:-1]  # (S−1,) per source piece
+    starts = [i for i, piece in enumerate(amap.src[:-1]) if i == 0 or piece.startswith(WORD_START)]
+    return np.add.reduceat(mass, starts) if starts else np.zeros(0)
+
+
+def dropped(amap: AttentionMap, below: float = DROPPED_BELOW) -> tuple[int, int]:
+    """(source words with mass under ``below``, source words) of one sentence."""
+    mass = source_word_mass(amap)
+    return int((mass < below).sum()), len(mass)
+
+
+def backward(amap: AttentionMap) -> tuple[float, int]:
+    """(pieces the peak moves back, summed over target steps; target steps) of one
+    sentence, the final ``</s>`` row left out."""
+    peaks = amap.weights.mean((0, 1))[:-1].argmax(-1)  # (T−1,)
+    moves = np.diff(peaks)
+    return float(np.clip(-moves, 0, None).sum()), len(moves)
+
+
+def ratio(pairs: np.ndarray) -> float:
+    """Σ numerators / Σ denominators of (N,2) pairs; NaN where nothing is counted."""
+    total = pairs.sum(0)
+    return float(total[0] / total[1]) if total[1] else float("nan")
+
+
+def frequency_bucket(count: int, edges: tuple[int, ...] = FREQUENCY_EDGES) -> int:
+    """compare-mt's bucket of a word seen ``count`` times: 0 for count < edges[0]."""
+    return int(np.searchsorted(np.array(edges), count, side="right"))
+
+
+def frequency_labels(edges: tuple[int, ...] = FREQUENCY_EDGES) -> list[str]:
+    """compare-mt's bucket names: (1, 2, 3, 5) -> ["<1", "1", "2", "[3,5)", ">=5"]."""
+    labels = [f"<{edges[0]}"]
+    for lo, hi in itertools.pairwise(edges):
+        labels.append(str(lo) if hi == lo + 1 else f"[{lo},{hi})")
+    return [*labels, f">={edges[-1]}"]
+
+
+def word_counts(lines: Iterable[str]) -> Counter[str]:
+    """How often each 13a token occurs in ``lines`` (the training targets)."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        counts.update(words(line))
+    return counts
+
+
+def word_accuracy(
+    hyps: list[str],
+    refs: list[str],
+    counts: Counter[str],
+    edges: tuple[int, ...] = FREQUENCY_EDGES,
+) -> np.ndarray:
+    """(buckets, 3): per frequency bucket, output words matched in the reference,
+    reference words and output words. An output word matches while the reference
+    has unmatched copies of it, and counts in the bucket of the reference word it
+    matched (compare-mt's rule)."""
+    table = np.zeros((len(edges) + 1, 3), dtype=np.int64)
+    for hyp, ref in zip(hyps, refs):
+        ref_words = words(ref)
+        left = Counter(ref_words)
+        for w in ref_words:
+            table[frequency_bucket(counts[w], edges), 1] += 1
+        for w in words(hyp):
+            bucket = frequency_bucket(counts[w], edges)
+            table[bucket, 2] += 1
+            if left[w] > 0:
+                left[w] -= 1
+                table[bucket, 0] += 1
+    return table
+
+
+def f_measure(table: np.ndarray) -> list[float]:
+    """Each bucket's F-measure of :func:`word_accuracy`'s counts (0 with no match)."""
+    out = []
+    for matched, ref, hyp in table:
+        if matched == 0:
+            out.append(0.0)
+            continue
+        recall, precision = matched / ref, matched / hyp
+        out.append(float(2 * precision * recall / (precision + recall)))
+    return out

@@ -1,0 +1,82 @@
+"""Each diagnostic computed by hand on a tiny example, and the word accuracy by
+frequency against compare-mt's own code on a random corpus."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from nmt.attention_maps import AttentionMap
+from nmt.compare import diagnostics as d
+from tests.conftest import require_extra
+
+
+def amap(src: list[str], weights: np.ndarray) -> AttentionMap:
+    """One layer, two heads that agree: (T,S) weights with </s> on both sides."""
+    w = np.stack([weights, weights])[None]  # (1,2,T,S)
+    return AttentionMap(src, ["x"] * weights.shape[0], w, None)
+
+
+def test_repetition_counts_bigrams_that_repeat_an_earlier_one():
+    # bigrams: (a,b) (b,a) (a,b) (b,a) (a,c): two repeat an earlier one
+    assert d.repetition("a b a b a c") == (2, 5)
+    assert d.repetition("a man rides a horse") == (0, 4)  # a repeated word is no repeated bigram
+    assert d.repetition("one") == (0, 0)
+    assert d.ratio(np.array([d.repetition("a b a b a c"), d.repetition("x y z")])) == 2 / 7
+
+
+def test_a_word_is_dropped_when_its_pieces_receive_little_attention_over_the_output():
+    src = ["▁the", "▁bl", "ue", "▁cat", "</s>"]  # three words, "blue" in two pieces
+    weights = np.array(
+        [  # rows: target positions; columns: source pieces
+            [0.7, 0.1, 0.1, 0.0, 0.1],
+            [0.0, 0.2, 0.2, 0.1, 0.5],
+            [0.6, 0.0, 0.0, 0.3, 0.1],
+        ]
+    )
+    np.testing.assert_allclose(d.source_word_mass(amap(src, weights)), [1.3, 0.6, 0.4])
+    assert d.dropped(amap(src, weights)) == (1, 3)  # "cat": 0.4 < 0.5
+    assert d.dropped(amap(src, weights), below=0.7) == (2, 3)
+
+
+def test_backward_sums_how_far_the_peak_moves_back_per_step():
+    src = ["▁a", "▁b", "▁c", "▁d", "</s>"]
+    peaks = [0, 2, 1, 3, 0]  # then </s>, left out: moves +2, -1, +2, -3
+    weights = np.eye(5)[[*peaks, 4]]  # (T,S) one-hot rows
+    assert d.backward(amap(src, weights)) == (4.0, 4)
+    monotone = np.eye(5)[[0, 1, 1, 3, 4]]
+    assert d.backward(amap(src, monotone)) == (0.0, 3)
+
+
+def test_word_accuracy_follows_compare_mts_rule_by_hand():
+    counts = Counter({"a": 1000, "cat": 3, "sat": 1})  # "mat" unseen
+    edges = (1, 2, 5)  # buckets <1, 1, [2,5), >=5
+    assert d.frequency_labels(edges) == ["<1", "1", "[2,5)", ">=5"]
+    table = d.word_accuracy(["a a cat sat"], ["a cat on a mat"], counts, edges)
+    # reference: a a (>=5), cat ([2,5)), on mat (<1); output: a a (>=5, both match),
+    # cat (match), sat (bucket 1, no match)
+    assert table.tolist() == [[0, 2, 0], [0, 0, 1], [1, 1, 1], [2, 2, 2]]
+    assert d.f_measure(table) == [0.0, 0.0, 1.0, 1.0]
+    half = d.word_accuracy(["a"], ["a a"], counts, edges)[3]  # precision 1, recall 1/2
+    assert d.f_measure(half[None]) == [pytest.approx(2 / 3)]
+
+
+def test_word_accuracy_equals_compare_mt_on_a_random_corpus():
+    require_extra("compare_mt.bucketers", "test")
+    from compare_mt import bucketers
+
+    rng = random.Random(0)
+    vocab = [f"w{i}" for i in range(60)]
+    train = [" ".join(rng.choices(vocab[:50], k=rng.randint(1, 12))) for _ in range(300)]
+    refs = [" ".join(rng.choices(vocab, k=rng.randint(1, 15))) for _ in range(80)]
+    hyps = [" ".join(rng.choices(vocab, k=rng.randint(0, 15))) for _ in range(80)]
+    counts = d.word_counts(train)
+    ours = d.word_accuracy(hyps, refs, counts)
+    theirs = bucketers.FreqWordBucketer(freq_counts=dict(counts))
+    stats, *_ = theirs.calc_statistics([r.split() for r in refs], [[h.split() for h in hyps]])
+    assert theirs.bucket_strs == d.frequency_labels()
+    assert [(m, r, o) for m, r, o, *_ in stats[0]] == [tuple(row) for row in ours.tolist()]
+    assert d.f_measure(ours) == pytest.approx([f for *_, f in stats[0]])
