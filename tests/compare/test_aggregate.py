@@ -59,3 +59,33 @@ def test_one_seed_has_no_spread():
         {"v": [analysed(1, noisy(REFS, 0.5, 1))]}, ("test",), "v", 100, (5,), SignificanceSpec()
     )[0]
     assert row["bleu_std"] == 0.0 and row["chrf_std"] == 0.0
+
+
+def test_diagnostics_are_ratios_of_sums_per_seed_then_the_mean_over_seeds():
+    """The length ratio written out as hypothesis words over reference words (13a
+    tokens), per bucket and over the split; a per-sentence diagnostic likewise from its
+    (numerator, denominator) pairs; each the mean over seeds of a seed's ratio."""
+    hyps = {seed: noisy(REFS, keep, seed) for seed, keep in ((1, 0.5), (2, 0.9))}
+    runs = {"v": [analysed(seed, h) for seed, h in hyps.items()]}
+    pairs = {1: np.array([[1, 2]] * 40, float), 2: np.array([[0, 2]] * 20 + [[2, 2]] * 20, float)}
+    for run in runs["v"]:
+        run.splits["test"].sentences = {"dropped": pairs[run.seed]}
+    row = summarise(runs, ("test",), "v", 100, (5,), SignificanceSpec())[0]
+
+    def ratio(h, pick):
+        return sum(len(h[i].split()) for i in pick) / sum(len(REFS[i].split()) for i in pick)
+
+    every = range(len(REFS))
+    assert row["length_ratio"] == pytest.approx(
+        statistics.mean(ratio(h, every) for h in hyps.values())
+    )
+    assert row["dropped"] == pytest.approx((0.5 + 0.5) / 2)
+    for label, inside in (("1-5", SRC_WORDS <= 5), ("6+", SRC_WORDS > 5)):
+        pick = np.flatnonzero(inside)
+        bucket = row["length_buckets"][label]
+        assert bucket["length_ratio"] == pytest.approx(
+            statistics.mean(ratio(h, pick) for h in hyps.values())
+        )
+        second = (pick >= 20).mean()  # seed 2's bucket share of sentences with 2 of 2 dropped
+        assert bucket["dropped"] == pytest.approx((0.5 + second) / 2)
+    assert "repetition" not in row  # not measured: absent, not zero
