@@ -264,6 +264,14 @@ def compare(
         1, min=1, max=64, help="Runs at once: CPU threads split between them, or sharing the GPU."
     ),
     plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
+    launcher: Optional[str] = typer.Option(
+        None,
+        help="local (this machine) or slurm (a job array through submitit, docs/cluster.md); "
+        "default: the spec's launcher.kind.",
+    ),
+    wait: bool = typer.Option(
+        True, "--wait/--no-wait", help="slurm: wait for the jobs, or return once submitted."
+    ),
 ) -> None:
     """Train every variant x seed of a spec (or compare --runs) and report the answer.
 
@@ -275,10 +283,20 @@ def compare(
     if (spec is None) == (not runs):
         raise NmtError("give either a SPEC file or --runs DIR (repeated), not both")
     if spec is not None:
-        run_study(spec, device=device, overrides=set_, jobs=jobs, plugins=tuple(plugin))
+        run_study(
+            spec,
+            device=device,
+            overrides=set_,
+            jobs=jobs,
+            plugins=tuple(plugin),
+            launcher=launcher,
+            wait=wait,
+        )
         return
     if set_:
         raise NmtError("--set overrides a spec's keys; --runs takes none")
+    if launcher is not None or not wait:
+        raise NmtError("--launcher and --no-wait are for a spec's runs; --runs trains none")
     if out is None:
         raise NmtError("--runs needs --out DIR for the report")
     from nmt.plugins import import_plugins

@@ -24,6 +24,36 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
 
 
 @dataclass(frozen=True)
+class LauncherSpec:
+    """Where a study's runs train (docs/cluster.md): ``local``, this machine, ``--jobs``
+    at a time; ``slurm``, every unfinished run as one job of a SLURM job array
+    through submitit (nmt.compare.slurm), with these resources per run."""
+
+    kind: Literal["local", "slurm"] = "local"
+    partition: str | None = None  # null: the cluster's default
+    time: int = 240  # minutes per job; a job cut at its limit is requeued and resumes
+    cpus: int = 2  # CPUs per run (its PyTorch threads)
+    gpus: int = 0  # GPUs per run (then --device cuda)
+    mem_gb: float | None = None  # null: the partition's default
+    account: str | None = None
+    max_running: int | None = None  # jobs of the array running at once; null: no cap
+    sbatch: dict[str, str] = field(default_factory=dict)  # any other option, e.g. {qos: high}
+
+    def __post_init__(self) -> None:
+        check(1 <= self.time <= 525_600, "time", "must be 1..525,600 minutes (a year)")
+        check(1 <= self.cpus <= 4096, "cpus", "must be in 1..4,096")
+        check(0 <= self.gpus <= 64, "gpus", "must be in 0..64")
+        check(self.mem_gb is None or 0 < self.mem_gb <= 2**20, "mem_gb", "must be positive")
+        check(
+            self.max_running is None or 1 <= self.max_running <= 100_000,
+            "max_running",
+            "must be in 1..100,000 (or null)",
+        )
+        for key in self.sbatch:
+            check(bool(re.fullmatch(r"[a-z][a-z0-9_-]*", key)), f"sbatch.{key}", "not an option")
+
+
+@dataclass(frozen=True)
 class SignificanceSpec:
     """How a difference from the baseline is tested (docs/compare.md). ``bootstrap``:
     Koehn's paired bootstrap on seed-averaged BLEU; ``paired_bs`` / ``paired_ar``:
@@ -72,6 +102,7 @@ class CompareSpec:
         False  # also score each variant's seeds as one ensemble (nmt.compare.ensembles)
     )
     significance: SignificanceSpec = field(default_factory=SignificanceSpec)
+    launcher: LauncherSpec = field(default_factory=LauncherSpec)
     plugins: tuple[str, ...] = ()  # imported first, and stored in every run (nmt.plugins)
 
     def __post_init__(self) -> None:

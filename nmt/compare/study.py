@@ -40,8 +40,13 @@ def run_study(
     overrides: list[str] | None = None,
     jobs: int = 1,
     plugins: tuple[str, ...] = (),
+    launcher: str | None = None,
+    wait: bool = True,
 ) -> Path:
-    """``nmt compare SPEC``: train or reuse every variant × seed, then report."""
+    """``nmt compare SPEC``: train or reuse every variant × seed, then report.
+    ``launcher`` (default: the spec's ``launcher.kind``): ``local``, or ``slurm`` (a
+    job array; with ``wait=False`` it returns once submitted)."""
+    overrides = [*(overrides or []), *([f"launcher.kind={launcher}"] if launcher else [])]
     spec, planned = load_spec(spec_path, overrides, plugins)
     for run in planned:
         check_reusable(run)
@@ -51,7 +56,15 @@ def run_study(
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = apply_overrides(read_yaml(spec_path), overrides or [])
         write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
-        outcomes = bring_up_all(planned, spec.splits or (), device, jobs)
+        if spec.launcher.kind == "slurm":
+            from nmt.compare.slurm import launch
+
+            launched = launch(planned, spec.splits or (), device, spec.launcher, out, wait)
+            if launched is None:
+                return out
+            outcomes = launched
+        else:
+            outcomes = bring_up_all(planned, spec.splits or (), device, jobs)
         report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     fail_if_any_failed(outcomes, out)
     return out

@@ -1,0 +1,135 @@
+"""``nmt compare --launcher slurm`` against a real SLURM cluster (scripts/slurm-cluster.sh
+starts one on this machine; .ci/run does, and forbids skipping here): the study's
+report equals a local one, a job requeued mid-run resumes to the parameters of an
+uninterrupted run, and a failing variant is reported with its job while the rest
+finish."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.env import flag
+from tests.compare.test_compare import write_spec
+from tests.conftest import require_extra
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def slurm() -> None:
+    """A SLURM cluster that answers, or a skip with the reason (a failure in CI)."""
+    require_extra("submitit", "slurm")
+    check = subprocess.run(["bash", str(ROOT / "scripts/slurm-cluster.sh"), "check"])
+    if check.returncode != 0:
+        message = "no SLURM cluster answers here (scripts/slurm-cluster.sh starts one, as root)"
+        if flag("NMT_REQUIRE_SLURM"):
+            pytest.fail(message + " (NMT_REQUIRE_SLURM=1 forbids skipping)")
+        pytest.skip(message)
+
+
+def slurm_spec(tmp_path: Path, toy_dir: Path, variants: dict, seeds=(1, 2), **train) -> Path:
+    spec = write_spec(tmp_path, toy_dir, variants, seeds)
+    data = yaml.safe_load(spec.read_text())
+    data["launcher"] = {"kind": "slurm", "cpus": 1, "time": 10}
+    data["set"] += [f"train.{k}={v}" for k, v in train.items()]
+    spec.write_text(yaml.safe_dump(data))
+    return spec
+
+
+def local_twin(spec: Path, out: Path) -> Path:
+    """The same study, trained here one run at a time on one thread each."""
+    data = yaml.safe_load(spec.read_text())
+    data["out_dir"] = str(out)
+    data["launcher"]["kind"] = "local"
+    twin = spec.with_name("local.yaml")
+    twin.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(twin), "--device", "cpu", "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "last.pt", weights_only=True)["model"]
+
+
+def test_a_study_through_slurm_reports_as_a_local_one(slurm, tmp_path, toy_dir):
+    variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
+    spec = slurm_spec(tmp_path, toy_dir, variants)
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "submitted 4 of 4 runs as SLURM job array" in result.output
+    out = tmp_path / "study"
+    local = local_twin(spec, tmp_path / "local")
+    ours, theirs = (json.loads((d / "results.json").read_text())["rows"] for d in (out, local))
+    keys = ("variant", "split", "bleu", "chrf", "bleu_ci_low", "p_value", "length_ratio")
+    assert [{k: r[k] for k in keys} for r in ours] == [{k: r[k] for k in keys} for r in theirs]
+    for variant in variants:
+        for seed in (1, 2):
+            run = f"runs/{variant}/seed{seed}"
+            a, b = weights(out / run), weights(local / run)
+            assert all(torch.equal(a[k], b[k]) for k in a)
+    # collected again: every run is reused, nothing is submitted
+    again = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert again.exit_code == 0 and "submitted" not in again.output
+
+
+def test_a_job_requeued_mid_run_resumes_to_the_uninterrupted_parameters(slurm, tmp_path, toy_dir):
+    spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,), max_steps=60, log_every=1)
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--no-wait"])
+    assert result.exit_code == 0, result.output
+    out, run = tmp_path / "study", tmp_path / "study/runs/global/seed1"
+    (job,) = json.loads((out / "slurm/jobs.json").read_text()).values()
+    log = run / "metrics.jsonl"
+    deadline = time.monotonic() + 180
+    while not (log.is_file() and '"step": 15' in log.read_text()):
+        assert time.monotonic() < deadline, "the job did not reach step 15 in 180 s"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    # SLURM holds a requeued job for about two minutes; a test need not wait for that
+    while "PENDING" not in squeue_state(job):
+        assert time.monotonic() < deadline, "the job was not requeued"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+    done = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert done.exit_code == 0, done.output
+    steps = [json.loads(x)["step"] for x in log.read_text().splitlines() if '"loss"' in x]
+    assert steps == list(range(1, 61))  # every update once: none lost, none twice
+    log_err = out / "slurm" / job.split("_")[0] / f"{job}_0_log.err"
+    assert "CANCELLED" in log_err.read_text() and "resumed at step" in log_err.read_text()
+    local = local_twin(spec, tmp_path / "local")
+    a, b = weights(run), weights(local / "runs/global/seed1")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def squeue_state(job: str) -> str:
+    return subprocess.run(
+        ["squeue", "--array", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True
+    ).stdout
+
+
+def test_a_failing_variant_is_reported_with_its_job_and_the_rest_finish(slurm, tmp_path, toy_dir):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(toy_dir, damaged)
+    lines = (toy_dir / "train.src").read_bytes().split(b"\n")
+    (damaged / "train.src").write_bytes(b"\n".join([b"caf\xe9", *lines[1:]]))
+    variants = {"global": [], "broken": [f"data.dir={damaged}"]}
+    spec = slurm_spec(tmp_path, toy_dir, variants, seeds=(1,))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 2, result.output
+    results = json.loads((tmp_path / "study/results.json").read_text())
+    assert [r["variant"] for r in results["rows"]] == ["global"]
+    (failure,) = results["failed"]
+    assert failure["error"].startswith("SLURM job ") and "not UTF-8" in failure["error"]
+    assert "error: 1 of 2 runs failed (broken seed 1: SLURM job" in " ".join(result.output.split())
