@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -30,31 +31,26 @@ def recipe(toy_dir: Path, run: Path, accumulate: int) -> Path:
     )
 
 
-@pytest.mark.slow
-def test_two_gloo_ranks_match_one_process(toy_dir, tmp_path):
-    env = subprocess_env()
-    single = recipe(toy_dir, tmp_path / "single", accumulate=2)
+def train_alone(toy_dir: Path, run: Path) -> None:
+    """The reference: one process, two batches accumulated per update."""
+    single = recipe(toy_dir, run, accumulate=2)
     subprocess.run(
         [sys.executable, "-m", "nmt", "train", str(single), "--device", "cpu"],
         check=True,
-        env=env,
+        env=subprocess_env(),
         capture_output=True,
         timeout=300,
     )
-    ddp = recipe(toy_dir, tmp_path / "ddp", accumulate=1)
-    done = subprocess.run(
-        [sys.executable, "-m", "nmt", "train", str(ddp), "--device", "cpu", "--nproc", "2"],
-        env={**env, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    a = checkpoint.load(tmp_path / "single" / "last.pt")
-    b = checkpoint.load(tmp_path / "ddp" / "last.pt")
+
+
+def assert_same_training(single: Path, ddp: Path, ranks: int) -> None:
+    """The data-parallel run took the single process's updates: the same steps, tokens
+    and parameters (float tolerance), and one RNG state per rank."""
+    a = checkpoint.load(single / "last.pt")
+    b = checkpoint.load(ddp / "last.pt")
     assert a["state"]["step"] == b["state"]["step"] == STEPS
     assert a["state"]["tokens"] == b["state"]["tokens"]
-    assert len(b["rng"]) == 2  # one RNG state per rank
+    assert len(b["rng"]) == ranks
     for name, tensor in a["model"].items():
         other = b["model"][name]
         if name.endswith(("qkv.bias", "k_proj.bias")):
@@ -69,6 +65,22 @@ def test_two_gloo_ranks_match_one_process(toy_dir, tmp_path):
             tensor, other = tensor.clone(), other.clone()
             tensor[keys] = other[keys] = 0
         torch.testing.assert_close(other, tensor, atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_match_one_process(toy_dir, tmp_path):
+    env = subprocess_env()
+    train_alone(toy_dir, tmp_path / "single")
+    ddp = recipe(toy_dir, tmp_path / "ddp", accumulate=1)
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt", "train", str(ddp), "--device", "cpu", "--nproc", "2"],
+        env={**env, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_same_training(tmp_path / "single", tmp_path / "ddp", ranks=2)
     # only rank 0 wrote: one training-log record per logged step
     logged = [yaml.safe_load(x)["step"] for x in (tmp_path / "ddp" / "metrics.jsonl").open()]
     assert len(logged) == len(set(logged)) + 1  # training log + validation at the last step
@@ -87,3 +99,35 @@ def test_sigterm_to_nmt_train_nproc_reaches_every_rank(toy_dir, tmp_path):
     assert checkpoint.load(run / "last.pt")["state"]["step"] >= 1
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # nothing of the session is left
+
+
+@pytest.mark.slow
+def test_two_nodes_under_torchrun_c10d_match_one_process(toy_dir, tmp_path):
+    """``torchrun --nnodes 2`` with a c10d rendezvous, both "nodes" on this machine
+    (gloo): the same updates as one process; the data cache is prepared once (by the
+    first rank of the first node) and read by both."""
+    train_alone(toy_dir, tmp_path / "single")
+    ddp = recipe(toy_dir, tmp_path / "ddp", accumulate=1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**subprocess_env(), "OMP_NUM_THREADS": "1", "NMT_CACHE_DIR": str(tmp_path / "cache")}
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
+    torchrun += ["--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "nmt-test"]
+    torchrun += ["--rdzv-endpoint", f"127.0.0.1:{port}", "-m", "nmt", "train", str(ddp)]
+    nodes = [
+        subprocess.Popen(
+            [*torchrun, "--device", "cpu"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    assert_same_training(tmp_path / "single", tmp_path / "ddp", ranks=2)
+    entries = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert [p.name[:5] for p in entries if p.name.startswith("data-")] == ["data-"]
+    assert sum("preparing" in o for o in outputs) == 1  # one rank encoded the corpus
