@@ -165,6 +165,7 @@ def main() -> None:
     parser.add_argument("--score-only", action="store_true", help="score an existing run again")
     args = parser.parse_args()
     run_dir = Path(args.run_dir or f"runs/ttq-{Path(args.recipe).stem}").resolve()
+    started = {"commit": commit(), "date": time.strftime("%Y-%m-%d")}  # the code that trains
     wall = None if args.score_only else train(args, run_dir)
     rows = snapshots(args, run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -176,8 +177,7 @@ def main() -> None:
         "every": args.every,
         "average": args.average,
         "hardware": hardware(args.device),
-        "commit": commit(),
-        "date": time.strftime("%Y-%m-%d"),
+        **started,
         "steps": summary["steps"],
         "train_s": max((r.train_s for r in rows), default=0.0),
         "process_wall_s": wall,
