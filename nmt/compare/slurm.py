@@ -32,10 +32,13 @@ import torch
 
 from nmt.compare.runs import RunResult, bring_up, finished_run
 from nmt.compare.spec import LauncherSpec, PlannedRun
+from nmt.config import from_dict
 from nmt.errors import NmtError
 from nmt.evaluate import read_results
 from nmt.files import write_text
+from nmt.plugins import with_plugins
 from nmt.progress import console, progress_bar
+from nmt.recipe import RunConfig
 from nmt.training.signals import Interrupted, Terminated
 
 JOBS = "jobs.json"  # in OUT/slurm: run directory -> the SLURM job id of its last submission
@@ -46,16 +49,22 @@ LOG_LINES = 12  # of a failed job's log, in its error
 
 
 class RunJob:
-    """What one job of the array runs: bring one run up with the job's CPUs."""
+    """What one job of the array runs: bring one run up with the job's CPUs. It holds
+    plain data only (the requested recipe, not its config objects), so that the job
+    unpickles it before importing the recipe's plug-ins, and then builds the run."""
 
     def __init__(self, run: PlannedRun, splits: tuple[str, ...], device: str) -> None:
-        self.run, self.splits, self.device = run, splits, device
+        self.variant, self.seed, self.run_dir = run.variant, run.seed, run.run_dir
+        self.recipe, self.splits, self.device = run.recipe, splits, device
 
     def __call__(self) -> RunResult:
         torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", torch.get_num_threads())))
         signal.signal(signal.SIGUSR2, _requeue_me)
+        recipe = with_plugins(self.recipe)  # imports them, as load_spec did
+        cfg = from_dict(RunConfig, recipe)
+        run = PlannedRun(self.variant, self.seed, self.run_dir, recipe, cfg)
         try:
-            return bring_up(self.run, self.splits, self.device)
+            return bring_up(run, self.splits, self.device)
         except (Interrupted, Terminated, KeyboardInterrupt) as e:
             # Stopped by the scheduler (requeued, pre-empted, cancelled): last.pt is
             # saved. No result, so that the study waits for the requeued job.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -133,3 +134,29 @@ def test_a_failing_variant_is_reported_with_its_job_and_the_rest_finish(slurm, t
     (failure,) = results["failed"]
     assert failure["error"].startswith("SLURM job ") and "not UTF-8" in failure["error"]
     assert "error: 1 of 2 runs failed (broken seed 1: SLURM job" in " ".join(result.output.split())
+
+
+def test_a_job_holds_plain_data_that_a_fresh_process_unpickles_before_any_plugin(tmp_path, toy_dir):
+    """A job is unpickled by a fresh interpreter before anything else: a run whose
+    attention kind comes from a plug-in file must not need the plug-in to unpickle,
+    and builds its config once the plug-in is imported."""
+    submitit = require_extra("submitit", "slurm")
+    from nmt.compare.slurm import RunJob
+    from nmt.compare.spec import load_spec
+
+    plugin = ROOT / "tests/plugins/uniform_attention.py"
+    variants = {"global": [], "uniform": ["model.attention.kind=uniform"]}
+    _, (_, run) = load_spec(write_spec(tmp_path, toy_dir, variants, (1,)), plugins=(str(plugin),))
+    path = tmp_path / "job.pkl"
+    submitit.core.utils.cloudpickle_dump(RunJob(run, ("test",), "cpu"), path)
+    check = (
+        "import cloudpickle, sys; job = cloudpickle.load(open(sys.argv[1], 'rb'));"
+        "from nmt.config import from_dict; from nmt.plugins import with_plugins;"
+        "from nmt.recipe import RunConfig;"
+        "print(from_dict(RunConfig, with_plugins(job.recipe)).model.attention.kind)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "uniform"
