@@ -86,7 +86,14 @@ def test_a_study_through_slurm_reports_as_a_local_one(slurm, tmp_path, toy_dir):
     assert again.exit_code == 0 and "submitted" not in again.output
 
 
-def test_a_job_requeued_mid_run_resumes_to_the_uninterrupted_parameters(slurm, tmp_path, toy_dir):
+def test_a_job_warned_of_its_time_limit_requeues_itself_and_resumes_exactly(
+    slurm, tmp_path, toy_dir
+):
+    """Mid-run, the job gets the SIGUSR2 that SLURM sends before the time limit
+    (``scancel --signal=USR2``): it has SLURM requeue it (``scontrol requeue``, what
+    pre-emption does too), the SIGTERM that follows saves last.pt at the current
+    update, the requeued job resumes, and the run ends with the parameters of an
+    uninterrupted one, every update logged once."""
     spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,), max_steps=60, log_every=1)
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--no-wait"])
     assert result.exit_code == 0, result.output
@@ -97,7 +104,7 @@ def test_a_job_requeued_mid_run_resumes_to_the_uninterrupted_parameters(slurm, t
     while not (log.is_file() and '"step": 15' in log.read_text()):
         assert time.monotonic() < deadline, "the job did not reach step 15 in 180 s"
         time.sleep(0.5)
-    subprocess.run(["scontrol", "requeue", job], check=True)
+    subprocess.run(["scancel", "--signal=USR2", job], check=True)
     # SLURM holds a requeued job for about two minutes; a test need not wait for that
     while "PENDING" not in squeue_state(job):
         assert time.monotonic() < deadline, "the job was not requeued"
