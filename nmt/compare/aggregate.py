@@ -84,17 +84,14 @@ def diagnostic_figures(
     of each seed's ratio of sums (NaN where a bucket is empty)."""
     whole: dict[str, float] = {}
     buckets: list[dict[str, float]] = [{} for _ in range(len(edges) + 1)]
+    seeds = [(sentence_pairs(p), bucket_index(p.src_words, edges)) for p in parts]
     for key in DIAGNOSTICS:
-        per_seed = [
-            (sentence_pairs(p)[key], p.src_words) for p in parts if key in sentence_pairs(p)
-        ]
+        per_seed = [(pairs[key], which) for pairs, which in seeds if key in pairs]
         if not per_seed:
             continue
         whole[key] = _mean([ratio(pairs) for pairs, _ in per_seed])
         for b, figures in enumerate(buckets):
-            figures[key] = _mean(
-                [ratio(pairs[bucket_index(words, edges) == b]) for pairs, words in per_seed]
-            )
+            figures[key] = _mean([ratio(pairs[which == b]) for pairs, which in per_seed])
     return whole, buckets
 
 

@@ -17,6 +17,7 @@ Nothing is written into the data directory; outputs are named by the whole name
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from nmt.errors import NmtError
 
@@ -39,14 +40,20 @@ def derive(split: str, src: list[str], tgt: list[str]) -> tuple[list[str], list[
         return join(src, k), join(tgt, k)
     if longer := LONGER.fullmatch(split):
         n = int(longer.group("n"))
-        kept = [i for i, line in enumerate(src) if words(line) > n]
-        return [src[i] for i in kept], [tgt[i] for i in kept]
+        return pairs_where(src, tgt, lambda length: length > n)
     return src, tgt
 
 
 def shorter(src: list[str], tgt: list[str], n: int) -> tuple[list[str], list[str]]:
     """The pairs whose source has at most ``n`` words (``data.train_max_words``)."""
-    kept = [i for i, line in enumerate(src) if words(line) <= n]
+    return pairs_where(src, tgt, lambda length: length <= n)
+
+
+def pairs_where(
+    src: list[str], tgt: list[str], keep: Callable[[int], bool]
+) -> tuple[list[str], list[str]]:
+    """The pairs whose source length in words ``keep`` accepts."""
+    kept = [i for i, line in enumerate(src) if keep(words(line))]
     return [src[i] for i in kept], [tgt[i] for i in kept]
 
 
