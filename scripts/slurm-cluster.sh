@@ -5,7 +5,7 @@
 # munge key and /etc/slurm/slurm.conf once, starts each daemon that is not running,
 # and returns when `sinfo` shows the node idle and `srun hostname` runs. As root.
 #
-#   scripts/slurm-cluster.sh          # up (about a minute the first time)
+#   scripts/slurm-cluster.sh          # up (its cost in CI: docs/benchmarks.md)
 #   scripts/slurm-cluster.sh check    # exit 0 if the cluster answers, else 1 (no changes)
 set -euo pipefail
 

@@ -9,8 +9,8 @@ and G = −d²/2σ², local-p's weights over its window are
 - ``bias`` (Yang et al. 2018, eq. 4): softmax(scores + G).
 
 Autograd through the mask, the softmax, the square and the exponential makes
-twelve passes over the (…,Q,K) grid in the backward of ``multiply`` (counted in
-its dispatched operations at S = 4096) and keeps their inputs. With
+twelve passes over the (…,Q,K) grid in the backward of ``multiply`` (its
+dispatched operations) and keeps their inputs. With
 t = ∂L/∂w ∘ w the gradients are, for ``multiply``,
 ∂L/∂scores = t − a·Σ_K t and ∂L/∂p = Σ_K t·d/σ²; for ``bias``, with
 z = w ∘ (∂L/∂w − Σ_K ∂L/∂w ∘ w), ∂L/∂scores = z and ∂L/∂p = Σ_K z·d/σ². These take
