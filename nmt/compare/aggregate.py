@@ -22,7 +22,7 @@ from nmt.compare.spec import SignificanceSpec
 from nmt.errors import NmtError
 from nmt.metrics import bleu_from_stats, paired_bootstrap
 
-ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "aer")
+ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "center_distance", "aer")
 DIAGNOSTICS = ("length_ratio", *SENTENCE_KEYS)  # nmt.compare.diagnostics
 EXAMPLES = 2  # sentences shown each way where a variant differs most from the baseline
 

@@ -22,7 +22,9 @@ from nmt.attention_maps import (
 from nmt.compare.diagnostics import (
     SENTENCE_KEYS,
     backward,
+    center_distance,
     dropped,
+    ratio,
     repetition,
     word_accuracy,
     word_counts,
@@ -51,7 +53,7 @@ class SplitAnalysis:
     refs: list[str]
     stats: np.ndarray  # (N, 10) sentence BLEU statistics, for resampling and buckets
     src_words: np.ndarray  # (N,) source length in words, for the length buckets
-    attention: dict[str, float]  # entropy, peak_distance, [center_spread], [aer]
+    attention: dict[str, float]  # entropy, peak_distance, [center_spread, center_distance], [aer]
     src: list[str] = field(default_factory=list)
     # per sentence (N,2) numerator and denominator of each of diagnostics.SENTENCE_KEYS
     sentences: dict[str, np.ndarray] = field(default_factory=dict)
@@ -108,13 +110,15 @@ def attention_figures(
     entropy: mean entropy (nats) of each layer's, head's and target position's
     distribution over source pieces. peak_distance: mean |argmax_s − d_t| in source
     pieces, d_t = t·(S−1)/(T−1) the diagonal. center_spread: standard deviation of the
-    predicted centres' offsets p_t − d_t (local variants). aer: alignment error rate of
-    the argmax word alignment of the layer- and head-averaged attention (gold given).
+    predicted centres' offsets p_t − d_t (local variants). center_distance: mean
+    |p_t − aligned position| (diagnostics.center_distance: gold links where given,
+    else the diagonal). aer: alignment error rate of the argmax word alignment of the
+    layer- and head-averaged attention (gold given).
     """
     limit = loaded.model.cfg.max_positions - 1
     src_ids = encode_source(loaded.vocabs.src, src, limit)
     tgt_ids = encode_source(loaded.vocabs.tgt, refs, limit)
-    entropy, distance, offsets, predicted, maps = [], [], [], [], {}
+    entropy, distance, offsets, misses, predicted, maps = [], [], [], [], [], {}
     v = loaded.vocabs
     for i, amap in each_attention_map(
         loaded.model, v.src, v.tgt, src_ids, tgt_ids, range(len(src))
@@ -126,6 +130,7 @@ def attention_figures(
         distance.append(float(np.abs(w.argmax(-1) - diag).mean()))
         if amap.centers is not None:
             offsets.append((amap.centers - diag).ravel())  # (L·Hc·T,)
+            misses.append(center_distance(amap, gold[i] if gold is not None else None))
         if gold is not None:
             predicted.append(word_alignment(amap, supervised_heads(loaded.cfg)))
         if i in keep:
@@ -133,6 +138,7 @@ def attention_figures(
     figures = {"entropy": float(np.mean(entropy)), "peak_distance": float(np.mean(distance))}
     if offsets:
         figures["center_spread"] = float(np.concatenate(offsets).std())
+        figures["center_distance"] = ratio(np.array(misses, dtype=np.float64))
     if gold is not None:
         figures["aer"] = aer(predicted, gold)
     return figures, maps

@@ -19,6 +19,14 @@ of sums:
   target step (the sum of max(0, a_{t−1} − a_t) over the argmax positions a_t of
   the layer- and head-mean attention): 0 for a strictly monotone reading.
 
+``center_distance`` (local variants, read on the references) is how far the
+window's centre p_t (local-p's predicted one, Luong et al. 2015, eq. 9; local-m's
+set by position) lands from the source position that target piece t is aligned
+to, in source pieces: the mean position of the pieces of the source words that
+gold links align its word to, where the split has gold alignments, else the
+diagonal t·(S−1)/(T−1). A window of half-width w only sees the aligned word while
+this distance stays under w.
+
 ``word_accuracy`` is compare-mt's word F-measure by frequency bucket (Neubig et
 al. 2019): each target word bucketed by its count in the training targets, an
 output word matching a reference word at most as often as the reference has it.
@@ -33,6 +41,7 @@ from collections.abc import Iterable
 import numpy as np
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
+from nmt.alignment import Alignment, word_ids
 from nmt.attention_maps import AttentionMap
 
 DROPPED_BELOW = 0.5  # attention mass over the whole output under which a word counts as dropped
@@ -76,6 +85,32 @@ def backward(amap: AttentionMap) -> tuple[float, int]:
     peaks = amap.weights.mean((0, 1))[:-1].argmax(-1)  # (T−1,)
     moves = np.diff(peaks)
     return float(np.clip(-moves, 0, None).sum()), len(moves)
+
+
+def aligned_positions(amap: AttentionMap, links: Alignment | None = None) -> np.ndarray:
+    """(T,) the source piece position each target piece is aligned to: with gold word
+    ``links``, the mean position of the pieces of the source words its word is linked
+    to (NaN for an unlinked word and for ``</s>``); without, the diagonal."""
+    T, S = len(amap.tgt), len(amap.src)
+    if links is None:
+        return np.arange(T) * (S - 1) / max(T - 1, 1)
+    src_word = np.array(word_ids(amap.src[:-1]))  # (S−1,) the word of each source piece
+    at = np.full(T, np.nan)
+    for t, j in enumerate(word_ids(amap.tgt[:-1])):
+        linked = np.isin(src_word, [i for i, k in links if k == j])
+        if linked.any():
+            at[t] = np.flatnonzero(linked).mean()
+    return at
+
+
+def center_distance(amap: AttentionMap, links: Alignment | None = None) -> tuple[float, int]:
+    """(Σ |p_t − aligned_t| over layers, centre heads and aligned target pieces; their
+    count) of one sentence; (0, 0) for a variant without predicted centres."""
+    if amap.centers is None:
+        return 0.0, 0
+    gap = np.abs(amap.centers - aligned_positions(amap, links))  # (L,Hc,T)
+    known = ~np.isnan(gap)
+    return float(gap[known].sum()), int(known.sum())
 
 
 def ratio(pairs: np.ndarray) -> float:

@@ -33,14 +33,15 @@ COLUMNS = [  # (header, key, format); a None key is computed in _cells
     ("entropy", "entropy", "{:.2f}"),
     ("peak dist", "peak_distance", "{:.2f}"),
     ("centre spread", "center_spread", "{:.2f}"),
+    ("centre dist", "center_distance", "{:.2f}"),
     ("AER", "aer", "{:.3f}"),
 ]
 CSV_KEYS = [
     "variant", "split", "seeds", "bleu", "bleu_std", "bleu_ci_low", "bleu_ci_high", "p_value",
     "signs_agree", "significant", "p_holm", "significant_holm", "chrf", "chrf_std", "params",
     "train_steps", "train_minutes", "tokens_per_s", "sentences_per_s", "entropy",
-    "peak_distance", "center_spread", "aer", "length_ratio", "repetition", "dropped",
-    "backward",
+    "peak_distance", "center_spread", "center_distance", "aer", "length_ratio", "repetition",
+    "dropped", "backward",
 ]  # fmt: skip
 # (key, name, format) of the diagnostics (nmt.compare.diagnostics), whole split and by length
 DIAGNOSTIC_COLUMNS = [
@@ -49,6 +50,7 @@ DIAGNOSTIC_COLUMNS = [
     ("dropped", "dropped", "{:.3f}"),
     ("backward", "backward", "{:.2f}"),
     ("entropy", "entropy", "{:.2f}"),
+    ("center_distance", "centre dist", "{:.2f}"),
 ]
 BY_LENGTH = [("bleu", "BLEU", "{:.2f}"), *DIAGNOSTIC_COLUMNS[:4]]
 
@@ -266,8 +268,10 @@ def write_markdown(
         "there is no verdict); p, Holm: p adjusted for the split's tests against the "
         "baseline as one family (Holm 1979). Attention figures are read while "
         "the model reads the references: entropy (nats) of the cross-attention, distance "
-        "of its peak from the diagonal and spread of the predicted centres (in source "
-        "pieces), and AER of its argmax word alignments where gold alignments exist."
+        "of its peak from the diagonal, spread of the predicted centres around it and "
+        "their distance from the aligned source position (the gold links where the "
+        "split has them, else the diagonal; in source pieces), and AER of the argmax "
+        "word alignments where gold alignments exist."
     )
     for split in splits:
         parts += ["", f"## {split}", "", markdown_table(rows, split, failures), ""]
@@ -309,7 +313,9 @@ def diagnostics_section(rows: list[dict[str, Any]], split: str, baseline: str) -
         f"(share of repeated word bigrams; the references: {_number(ref, '{:.3f}')}), dropped "
         "(share of source words whose attention mass over the whole output is under 0.5: "
         "coverage, Tu et al. 2016), backward (source pieces the attention's peak moves "
-        "back per target step) and entropy (nats, while reading the references):",
+        "back per target step); read while the model reads the references: entropy "
+        "(nats) and, for local variants, centre dist (source pieces between the window's "
+        "centre and the aligned source position: gold links, else the diagonal):",
         "",
         diagnostics_table(rows, split),
         "",

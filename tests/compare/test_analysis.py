@@ -60,3 +60,4 @@ def test_centre_spread_is_the_std_of_every_centres_offset_from_the_diagonal(monk
     offsets = [1, -1, 1, 0, 0, 0, 3, 0]
     got = figures(monkeypatch, [a, b])
     assert got["center_spread"] == pytest.approx(float(np.std(offsets)))
+    assert got["center_distance"] == pytest.approx(np.abs(offsets).mean())  # no gold: diagonal

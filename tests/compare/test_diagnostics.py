@@ -51,6 +51,22 @@ def test_backward_sums_how_far_the_peak_moves_back_per_step():
     assert d.backward(amap(src, monotone)) == (0.0, 3)
 
 
+def test_centre_distance_measures_from_the_gold_aligned_pieces_or_the_diagonal():
+    src = ["▁the", "▁bl", "ue", "▁cat", "</s>"]  # words the (0), blue (pieces 1, 2), cat (3)
+    tgt = ["▁die", "▁bla", "u", "</s>"]  # words die (0), blau (pieces 1, 2)
+    centers = np.array([[[1.0, 2.0, 4.0, 3.0]]])  # (L=1, Hc=1, T=4) predicted p_t
+    local_p = AttentionMap(src, tgt, np.full((1, 1, 4, 5), 0.2), centers)
+    links = {(0, 0), (1, 1), (2, 1)}  # blau -> blue and cat: pieces 1, 2, 3, mean 2
+    np.testing.assert_allclose(d.aligned_positions(local_p, links), [0, 2, 2, np.nan])
+    assert d.center_distance(local_p, links) == (3.0, 3)  # |1-0| + |2-2| + |4-2|; </s> left out
+    # without gold: the diagonal t·(S−1)/(T−1) = 0, 4/3, 8/3, 4
+    total, count = d.center_distance(local_p)
+    assert (total, count) == (pytest.approx(1 + 2 / 3 + 4 / 3 + 1), 4)
+    unlinked = d.aligned_positions(local_p, {(0, 0)})  # blau has no link: NaN, not counted
+    assert np.isnan(unlinked[1:]).all() and d.center_distance(local_p, {(0, 0)}) == (1.0, 1)
+    assert d.center_distance(AttentionMap(src, tgt, local_p.weights, None)) == (0.0, 0)
+
+
 def test_word_accuracy_follows_compare_mts_rule_by_hand():
     counts = Counter({"a": 1000, "cat": 3, "sat": 1})  # "mat" unseen
     edges = (1, 2, 5)  # buckets <1, 1, [2,5), >=5
