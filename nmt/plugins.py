@@ -13,6 +13,7 @@ checkpoints load again wherever those plug-ins can be imported.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -59,7 +60,10 @@ def import_plugins(names: Iterable[str], why: str = "") -> None:
 def _import_file(path: Path) -> None:
     if not path.is_file():
         raise NmtError(f"plug-in {path}: no such file")
-    module = f"nmt_plugin_{path.stem}"
+    # the file's own module name: two files of one stem (lab/a/attn.py, lab/b/attn.py)
+    # must not share one, and a worker process that imports the file gets the same
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+    module = f"nmt_plugin_{path.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(module, path)
     if spec is None or spec.loader is None:
         raise NmtError(f"plug-in {path}: not a Python module")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmt import checkpoint
+from nmt import checkpoint, plugins
 from tests.conftest import subprocess_env, tiny_recipe_dict
 
 PLUGIN = Path(__file__).parent / "plugins" / "uniform_attention.py"
@@ -113,3 +113,20 @@ def test_without_the_plugin_the_kind_is_unknown_and_named(tiny_recipe):
     recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
     done = nmt("train", recipe, "--device", "cpu", plugin_dir=None)
     assert done.returncode == 2 and "unknown attention kind 'uniform'" in done.stderr
+
+
+def test_two_plugin_files_of_one_name_are_two_modules(tmp_path, monkeypatch):
+    """lab/a/attn.py and lab/b/attn.py: the second must not replace the first."""
+    monkeypatch.setattr(plugins, "_loaded", set())
+    files = []
+    for lab in ("a", "b"):
+        (tmp_path / lab).mkdir()
+        files.append(tmp_path / lab / "attn.py")
+        files[-1].write_text(f"WHICH = {lab!r}\n")
+    before = set(sys.modules)
+    plugins.import_plugins(map(str, files))
+    added = {name: sys.modules[name] for name in set(sys.modules) - before}
+    for name in added:
+        monkeypatch.delitem(sys.modules, name)
+    assert sorted(m.WHICH for m in added.values()) == ["a", "b"]
+    assert all(name.startswith("nmt_plugin_attn_") for name in added)
