@@ -7,6 +7,10 @@
 #   benchmarks/gpu.sh converge DATA_DIR   # reference recipes for MINUTES (default 7):
 #                                         # de-en, en-de, de-en with scheduled sampling,
 #                                         # de-en with 4x the batch
+#   benchmarks/gpu.sh ttq      DATA_DIR   # time to quality (docs/benchmarks.md): each
+#                                         # setting of SETTINGS alone on the GPU, scored
+#                                         # on SPLIT (default val: tune; then
+#                                         # SPLIT=test_2016_flickr with the chosen one)
 #   benchmarks/gpu.sh study    DATA_DIR   # the Multi30k studies of docs/results.md, all
 #                                         # runs sharing the GPU through MPS; idempotent:
 #                                         # each call starts what is not yet running,
@@ -15,8 +19,8 @@
 #
 # DATA_DIR holds Multi30k (train/val/test_2016_flickr .de/.en, gzipped or not).
 set -uo pipefail
-mode=${1:?usage: benchmarks/gpu.sh checks|converge DATA_DIR}
-data=$(realpath "${2:?usage: benchmarks/gpu.sh checks|converge DATA_DIR}")
+mode=${1:?usage: benchmarks/gpu.sh checks|converge|ttq|study DATA_DIR}
+data=$(realpath "${2:?usage: benchmarks/gpu.sh checks|converge|ttq|study DATA_DIR}")
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -81,6 +85,28 @@ converge() {
     done
 }
 
+ttq() {
+    # One run at a time: a time is only a time on a GPU of its own. Settings are
+    # separated by ';', each a list of recipe overrides. The shipped recipe first,
+    # then GPU-sized batches over fewer updates (a GPU step costs about the same
+    # for 1k and 8k tokens: it is bound by kernel launches).
+    local default="train.seed=1;train.batch_tokens=4096 train.max_steps=1500 train.warmup=200"
+    default+=";train.batch_tokens=8192 train.max_steps=1000 train.warmup=150 train.lr=3e-3"
+    IFS=';' read -ra settings <<<"${SETTINGS:-$default}"
+    split=${SPLIT:-val}
+    for setting in "${settings[@]}"; do
+        sets=()
+        for s in $setting; do sets+=(--set "$s"); done
+        name=$(echo "$setting" | tr ' =' '_-' | tr -cd '[:alnum:]_.-')
+        step "time to quality on $split: $setting"
+        rm -rf "/tmp/nmt-ttq-$name"
+        $py benchmarks/time_to_quality.py recipes/multi30k-de-en.yaml --device cuda \
+            --data "$data" --split "$split" --every "${EVERY:-250}" \
+            --run-dir "/tmp/nmt-ttq-$name" "${sets[@]}" 2>&1 | grep -v Warning | tail -n 16
+        cp "/tmp/nmt-ttq-$name/time_to_quality-$split.json" "$out/ttq-$name-$split.json"
+    done
+}
+
 mps() {
     # MPS lets the runs' small kernels share the GPU's SMs instead of taking turns
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
@@ -100,8 +126,7 @@ study() {
     [[ $(realpath data/multi30k 2>/dev/null) == "$data" ]] || ln -sfn "$data" data/multi30k
     export OMP_NUM_THREADS=1
     deadline=$((SECONDS + ${WAIT:-540}))
-    specs=(${SPECS:-compare-multi30k compare-multi30k-architectures compare-multi30k-length
-        compare-multi30k-train-short})
+    specs=(${SPECS:-compare-multi30k compare-multi30k-length compare-multi30k-train-short})
     outdir() { $py -c "import yaml; print(yaml.safe_load(open('recipes/$1.yaml'))['out_dir'])"; }
     # a spec is done when its out_dir's results.json has every split and variant it names
     # (two specs may share an out_dir: the length study reuses the headline's runs)

@@ -18,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--recipe", default="recipes/multi30k-de-en.yaml")
+    p.add_argument("--recipe", default="recipes/multi30k-de-en-40ep.yaml")
     p.add_argument("--data", default=str(SHARED_MULTI30K))
     p.add_argument("--steps", type=int, default=40, help="batches per pass and profiled steps")
     p.add_argument("--device", default="cpu")

@@ -12,7 +12,8 @@ run's peak RSS, the hardware and the commit. The scoring is not counted.
 run ending there with ``decode.average_last: K`` would translate with).
 
 Tune a recipe on the dev split (``--split val``); the test split reports, it never
-chooses. Results go to RUN/time_to_quality.json; docs/benchmarks.md has the table.
+chooses. Results go to RUN/time_to_quality-SPLIT.json; docs/benchmarks.md has the
+table.
 
     python benchmarks/time_to_quality.py recipes/multi30k-de-en.yaml --every 250
     python benchmarks/time_to_quality.py recipes/multi30k-de-en.yaml --split val \\
@@ -151,6 +152,16 @@ def commit() -> str:
     return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def trained_as(run_dir: Path) -> dict:
+    """How an earlier run of this benchmark trained ``run_dir`` (commit, date,
+    overrides, wall time), read from the result it wrote, so that scoring it again
+    on another split reports the same run."""
+    for earlier in sorted(run_dir.glob("time_to_quality*.json")):
+        known = json.loads(earlier.read_text())
+        return {k: known.get(k) for k in ("commit", "date", "overrides", "process_wall_s")}
+    return {"commit": "unknown", "date": None, "overrides": [], "process_wall_s": None}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recipe")
@@ -165,28 +176,30 @@ def main() -> None:
     parser.add_argument("--score-only", action="store_true", help="score an existing run again")
     args = parser.parse_args()
     run_dir = Path(args.run_dir or f"runs/ttq-{Path(args.recipe).stem}").resolve()
-    started = {"commit": commit(), "date": time.strftime("%Y-%m-%d")}  # the code that trains
-    wall = None if args.score_only else train(args, run_dir)
+    if args.score_only:
+        trained = trained_as(run_dir)
+    else:  # the code and settings that train, taken before training
+        trained = {"commit": commit(), "date": time.strftime("%Y-%m-%d"), "overrides": args.set}
+        trained["process_wall_s"] = train(args, run_dir)
     rows = snapshots(args, run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     reached = {str(t): first_reached(rows, t) for t in args.thresholds}
     result = {
         "recipe": args.recipe,
-        "overrides": args.set,
         "split": args.split,
         "every": args.every,
         "average": args.average,
         "hardware": hardware(args.device),
-        **started,
+        **trained,
         "steps": summary["steps"],
         "train_s": max((r.train_s for r in rows), default=0.0),
-        "process_wall_s": wall,
         "peak_rss_mb": summary.get("peak_rss_mb"),
         "reached": reached,
         "snapshots": [asdict(r) for r in rows],
     }
-    (run_dir / "time_to_quality.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\n{args.recipe} {' '.join(args.set)}: {result['hardware']}, commit {result['commit']}")
+    (run_dir / f"time_to_quality-{args.split}.json").write_text(json.dumps(result, indent=2) + "\n")
+    overrides = " ".join(result["overrides"])
+    print(f"\n{args.recipe} {overrides}: {result['hardware']}, commit {result['commit']}")
     print(f"peak RSS {result['peak_rss_mb']:.0f} MB; {summary['steps']} updates")
     for threshold, first in reached.items():
         when = (

@@ -72,7 +72,7 @@ def ours(seconds: int, recipe: str, overrides: list[str]) -> tuple[float, float]
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=int, default=300, help="training time for each")
-    p.add_argument("--recipe", default="recipes/multi30k-de-en.yaml")
+    p.add_argument("--recipe", default="recipes/multi30k-de-en-40ep.yaml")
     p.add_argument("--set", action="append", default=[], dest="overrides")
     args = p.parse_args()
     if not (SHARED_MULTI30K / "train.de.gz").is_file():

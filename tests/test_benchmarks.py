@@ -68,7 +68,7 @@ def test_time_to_quality_scores_every_snapshot_and_finds_the_thresholds(toy_dir,
         command, capture_output=True, text=True, env=env, timeout=300, cwd=BENCHMARKS.parent
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads((run_dir / "time_to_quality.json").read_text())
+    result = json.loads((run_dir / "time_to_quality-test.json").read_text())
     steps = [s["step"] for s in result["snapshots"]]
     seconds = [s["train_s"] for s in result["snapshots"]]
     assert steps == [15, 30, 45] and seconds == sorted(seconds)
@@ -76,3 +76,14 @@ def test_time_to_quality_scores_every_snapshot_and_finds_the_thresholds(toy_dir,
     assert [s["averaged_bleu"] is None for s in result["snapshots"]] == [True, False, False]
     assert result["reached"]["0.0"]["step"] == 15 and result["reached"]["101.0"] is None
     assert "BLEU >= 101.0 on test: not reached" in done.stdout
+
+    # scored again on another split, the result still names how the run was trained
+    again = [*command[:3], "--data", str(toy_dir), "--run-dir", str(run_dir), "--score-only"]
+    done = subprocess.run(
+        [*again, "--split", "val"], capture_output=True, text=True, env=env, cwd=BENCHMARKS.parent
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rescored = json.loads((run_dir / "time_to_quality-val.json").read_text())
+    kept = ("commit", "date", "overrides", "process_wall_s")
+    assert {k: rescored[k] for k in kept} == {k: result[k] for k in kept}
+    assert [s["step"] for s in rescored["snapshots"]] == steps and rescored["split"] == "val"

@@ -353,7 +353,8 @@ def test_shipped_specs_load(spec, monkeypatch):
     loaded, runs = load_spec(spec)
     assert loaded.baseline_name in loaded.variants
     assert {r.variant for r in runs} == set(loaded.variants)
-    if spec.name in ("compare-toy.yaml", "compare-multi30k.yaml"):  # every variant and trainer
+    headline = ("compare-toy.yaml", "compare-multi30k.yaml", "compare-multi30k-40ep.yaml")
+    if spec.name in headline:  # every variant and trainer
         assert {r.cfg.model.attention.kind for r in runs} == {
             "global",
             "local_m",
@@ -484,8 +485,12 @@ def test_a_length_study_with_joined_and_held_out_splits_reports_every_diagnostic
         assert 0 <= row["dropped"] <= 1 and row["backward"] >= 0
         assert len(row["word_f"]) == 9 and all(0 <= f <= 1 for f in row["word_f"].values())
         assert all("length_ratio" in b for b in row["length_buckets"].values())
+        centred = row["variant"] == "local_p"  # the predicted centre's distance from alignment
+        assert (row["center_distance"] is not None) == centred
+        assert not centred or 0 <= row["center_distance"] < 30
     report = (out / "report.md").read_text()
-    for words in ("length ratio", "repetition", "dropped", "backward", "Word accuracy by"):
+    named = ("length ratio", "repetition", "dropped", "backward", "centre dist", "Word accuracy")
+    for words in named:
         assert words in report
     assert "## test*3" in report and "## train>20" in report
     assert (out / "attention_test*3_line0.png").read_bytes()[:4] == b"\x89PNG"
