@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,22 @@ def test_shipped_recipes_load(recipe):
     updates (a decaying schedule ends at max_steps)."""
     cfg = load_recipe(recipe)
     assert cfg.data.test and (cfg.train.max_epochs or cfg.train.max_steps)
+
+
+def test_the_multi30k_recipes_differ_only_in_their_training_schedule():
+    """The shipped Multi30k de->en recipe, its 10-minute budget and the recipe of the
+    40-epoch studies share data, vocabulary, model and decoding (docs/design.md), so
+    that time-to-quality figures compare schedules and nothing else; the 10-minute
+    recipe is the shipped one over a third of the updates."""
+    shipped, ten, old = (
+        load_recipe(Path(__file__).resolve().parents[1] / "recipes" / f"multi30k-de-en{s}.yaml")
+        for s in ("", "-10min", "-40ep")
+    )
+    shared = (shipped.data, shipped.model, shipped.decode)
+    assert (ten.data, ten.model, ten.decode) == shared == (old.data, old.model, old.decode)
+    budget = {"max_steps": 1500, "valid_every": 500}
+    assert ten.train == dataclasses.replace(shipped.train, **budget)
+    assert shipped.train.max_steps == 4500 and old.train.lr_schedule == "inverse_sqrt"
 
 
 @pytest.mark.parametrize(
