@@ -56,7 +56,7 @@ checks() {
     rm -rf /tmp/nmt-ddp
     torchrun --nproc_per_node="$nproc" -m nmt train recipes/multi30k-de-en.yaml \
         --device cuda --set "data.dir=$data" --set run_dir=/tmp/nmt-ddp \
-        --set train.max_steps=300 --set train.valid_every=300 2>&1 | tail -n 12
+        --set train.max_steps=300 --set train.warmup=100 --set train.valid_every=300 2>&1 | tail -n 12
 }
 
 converge() {
