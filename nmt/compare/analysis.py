@@ -23,6 +23,7 @@ from nmt.compare.diagnostics import (
     SENTENCE_KEYS,
     backward,
     center_distance,
+    diagonal,
     dropped,
     ratio,
     repetition,
@@ -125,7 +126,7 @@ def attention_figures(
     ):
         w = amap.weights  # (L,H,T,S)
         T, S = w.shape[-2:]
-        diag = np.arange(T) * (S - 1) / max(T - 1, 1)  # (T,)
+        diag = diagonal(T, S)  # (T,)
         entropy.append(attention_entropy(w))
         distance.append(float(np.abs(w.argmax(-1) - diag).mean()))
         if amap.centers is not None:

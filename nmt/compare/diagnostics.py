@@ -87,19 +87,27 @@ def backward(amap: AttentionMap) -> tuple[float, int]:
     return float(np.clip(-moves, 0, None).sum()), len(moves)
 
 
+def diagonal(T: int, S: int) -> np.ndarray:
+    """(T,) d_t = t·(S−1)/(T−1): where a monotone reading of S source positions stands
+    at each of T target positions (0 for a single target position)."""
+    return np.arange(T) * (S - 1) / max(T - 1, 1)
+
+
 def aligned_positions(amap: AttentionMap, links: Alignment | None = None) -> np.ndarray:
     """(T,) the source piece position each target piece is aligned to: with gold word
     ``links``, the mean position of the pieces of the source words its word is linked
     to (NaN for an unlinked word and for ``</s>``); without, the diagonal."""
-    T, S = len(amap.tgt), len(amap.src)
     if links is None:
-        return np.arange(T) * (S - 1) / max(T - 1, 1)
+        return diagonal(len(amap.tgt), len(amap.src))
     src_word = np.array(word_ids(amap.src[:-1]))  # (S−1,) the word of each source piece
-    at = np.full(T, np.nan)
+    linked: dict[int, list[int]] = {}  # target word -> its source words
+    for i, j in links:
+        linked.setdefault(j, []).append(i)
+    at = np.full(len(amap.tgt), np.nan)
     for t, j in enumerate(word_ids(amap.tgt[:-1])):
-        linked = np.isin(src_word, [i for i, k in links if k == j])
-        if linked.any():
-            at[t] = np.flatnonzero(linked).mean()
+        pieces = np.flatnonzero(np.isin(src_word, linked.get(j, [])))
+        if pieces.size:
+            at[t] = pieces.mean()
     return at
 
 
