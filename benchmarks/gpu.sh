@@ -88,8 +88,8 @@ converge() {
 ttq() {
     # One run at a time: a time is only a time on a GPU of its own. Settings are
     # separated by ';', each a list of recipe overrides. The shipped recipe first,
-    # then GPU-sized batches over fewer updates (a GPU step costs about the same
-    # for 1k and 8k tokens: it is bound by kernel launches).
+    # then GPU-sized batches over fewer updates (a small batch leaves a GPU waiting
+    # on kernel launches, so a larger one costs little more per step).
     local default="train.seed=1;train.batch_tokens=4096 train.max_steps=1500 train.warmup=200"
     default+=";train.batch_tokens=8192 train.max_steps=1000 train.warmup=150 train.lr=3e-3"
     IFS=';' read -ra settings <<<"${SETTINGS:-$default}"
