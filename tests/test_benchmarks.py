@@ -80,7 +80,12 @@ def test_time_to_quality_scores_every_snapshot_and_finds_the_thresholds(toy_dir,
     # scored again on another split, the result still names how the run was trained
     again = [*command[:3], "--data", str(toy_dir), "--run-dir", str(run_dir), "--score-only"]
     done = subprocess.run(
-        [*again, "--split", "val"], capture_output=True, text=True, env=env, cwd=BENCHMARKS.parent
+        [*again, "--split", "val"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=BENCHMARKS.parent,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     rescored = json.loads((run_dir / "time_to_quality-val.json").read_text())

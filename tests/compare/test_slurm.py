@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.env import flag
 from tests.compare.test_compare import write_spec
-from tests.conftest import require_extra
+from tests.conftest import require_extra, subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -163,7 +163,12 @@ def test_a_job_holds_plain_data_that_a_fresh_process_unpickles_before_any_plugin
         "print(from_dict(RunConfig, with_plugins(job.recipe)).model.attention.kind)"
     )
     done = subprocess.run(
-        [sys.executable, "-c", check, str(path)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", check, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=subprocess_env(),  # this checkout importable from any directory
+        cwd=tmp_path,  # not the suite's working directory: a job starts elsewhere
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "uniform"
