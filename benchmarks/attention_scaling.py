@@ -31,8 +31,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.attention import ATTENTION
+from nmt.attention.base import Context
 from nmt.config import from_dict
 from nmt.model.config import ModelConfig
+from nmt.training.objective import attention_loss
 
 VARIANTS = {  # name: recipe options
     "global": {"kind": "global"},  # PyTorch's fused kernel: never holds a T x S matrix
@@ -81,10 +83,10 @@ def one(variant: str, size: int, device: str, repeats: int, d_model: int, heads:
     tgt_mask = torch.ones(1, size, dtype=torch.bool, device=device)
 
     def step() -> None:
-        need = variant in NEED_WEIGHTS
-        out = layer(query, layer.project_memory(memory, src_mask), src_mask, positions, need)
+        ctx = Context(positions, need_weights=variant in NEED_WEIGHTS)
+        out = layer(query, layer.project_memory(memory, src_mask), ctx)
         loss = out.context.sum()
-        extra, _ = layer.extra_loss([out], reward, tgt_mask)  # as the trainer does every step
+        extra, _ = attention_loss([[out]], reward, tgt_mask)  # as the objective does every step
         (loss if extra is None else loss + extra).backward()
 
     if device == "cuda":

@@ -30,7 +30,7 @@ class PrefixState(DecoderState):
     def select(self, index: Tensor, same_source: bool = False) -> PrefixState:
         base = super().select(index, same_source)
         prefix = None if self.prefix is None else self.prefix[index]
-        return PrefixState(base.memories, base.src_mask, None, 0, prefix=prefix)
+        return PrefixState(base.memories, None, 0, prefix=prefix)
 
 
 class Recompute(torch.nn.Module):
@@ -47,7 +47,7 @@ class Recompute(torch.nn.Module):
         self, memory: Tensor, src_mask: Tensor, incremental: bool = False
     ) -> PrefixState:
         state = self.model.decoder_state(memory, src_mask)
-        return PrefixState(state.memories, state.src_mask)
+        return PrefixState(state.memories)
 
     def decode(self, last: Tensor, state: PrefixState) -> Tensor:
         state.prefix = last if state.prefix is None else torch.cat([state.prefix, last], 1)

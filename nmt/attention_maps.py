@@ -47,7 +47,7 @@ def attention_maps(
     _, records = model.decode_states(tgt_in, state, need_weights=True)
     attended = [calls[0] for calls in records]  # per layer, the stream that predicts
     weights = torch.stack([a.weights for a in attended], 1).float()  # (B,L,H,T,S)
-    found = [getattr(a.extras, "centers", None) for a in attended]  # local attention's p_t
+    found = [a.centers for a in attended]  # local attention's p_t
     centers = torch.stack(found, 1) if found[0] is not None else None  # (B,L,Hc,T)
     out = []
     for b, (s, t) in enumerate(zip(src_ids, tgt_ids)):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import os
 import pickle
-import re
 import shutil
 import zipfile
 from pathlib import Path
@@ -16,9 +15,9 @@ import torch
 
 from nmt.errors import NmtError
 from nmt.files import atomic_write
+from nmt.migrations import VERSION, upgrade_checkpoint
 
 FORMAT = "nmt-checkpoint"
-VERSION = 1
 
 
 def check_entries(payload: dict[str, Any], path: str | Path, kinds: dict[str, type]) -> None:
@@ -115,28 +114,6 @@ def check_dtypes(weights: dict[str, Any], expected: dict[str, Any], path: str | 
             raise NmtError(f"{path}: damaged: {name} is {value.dtype}, the model's is {want.dtype}")
 
 
-# Parameter names that moved: BiDAF fusion wrapped the cross-attention (its variant
-# under ``attn``, w_q in the score) before it became a decoder-layer module of its own.
-RENAMED = (
-    (re.compile(r"^(decoder\.\d+)\.cross_attn\.attn\.score\.w_q$"), r"\1.fusion.query_term"),
-    (re.compile(r"^(decoder\.\d+)\.cross_attn\.attn\.(.+)$"), r"\1.cross_attn.\2"),
-    (re.compile(r"^(decoder\.\d+)\.cross_attn\.proj\.(.+)$"), r"\1.fusion.proj.\2"),
-)
-
-
-def upgrade_weights(weights: dict[str, Any]) -> dict[str, Any]:
-    """A model's tensors under today's parameter names (``RENAMED``); the same order,
-    so that an optimiser's state, kept by position, still fits."""
-    out = {}
-    for name, value in weights.items():
-        for pattern, new in RENAMED:
-            name, found = pattern.subn(new, name)
-            if found:
-                break
-        out[name] = value
-    return out
-
-
 def load(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint without executing code; every failure is one clear line."""
     path = Path(path)
@@ -166,11 +143,4 @@ def load(path: str | Path) -> dict[str, Any]:
         ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise NmtError(f"{path}: not an nmt checkpoint")
-    if payload.get("version") != VERSION:
-        raise NmtError(
-            f"{path}: checkpoint format version {payload.get('version')!r} is not "
-            f"supported (this nmt reads version {VERSION})"
-        )
-    if isinstance(payload.get("model"), dict):
-        payload["model"] = upgrade_weights(payload["model"])
-    return payload
+    return upgrade_checkpoint(payload, path)

@@ -103,7 +103,7 @@ def ctranslate2_spec(model: Transformer, vocabs: Any) -> Any:
         _ffn(layer_spec.ffn, layer)
     _inputs(dec, model.tgt_embed)
     _norm(dec.layer_norm, model.decoder_norm)
-    _linear(dec.projection, model.generator)
+    _linear(dec.projection, model.output)
     for layer_spec, layer in zip(dec.layer, model.decoder):
         _linear(layer_spec.self_attention.linear[0], layer.self_attn.qkv)
         _linear(layer_spec.self_attention.linear[1], layer.self_attn.out_proj)

@@ -3,12 +3,12 @@
 ``load_recipe`` reads a YAML file, applies ``--set`` overrides and validates it
 into a :class:`RunConfig` (errors name the file and the dotted key);
 ``config_from_dict`` rebuilds one stored in a checkpoint or a run directory
-(``upgrade`` first brings a stored recipe of an earlier layout to today's).
+(:func:`nmt.migrations.upgrade_recipe` first brings a stored recipe of an
+earlier layout to today's).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ from nmt.config import apply_overrides, check, from_dict, read_yaml
 from nmt.data.config import DataConfig
 from nmt.decode_config import DecodeConfig
 from nmt.errors import ConfigError, NmtError
+from nmt.migrations import upgrade_recipe
 from nmt.model.config import ModelConfig
 from nmt.plugins import with_plugins
 from nmt.training.config import TrainConfig
@@ -92,7 +93,7 @@ def load_recipe(
 
 def check_moved_keys(data: dict[str, Any], where: str) -> None:
     """Refuse a recipe that names a key in its earlier place, naming today's (a stored
-    recipe is upgraded instead: :func:`upgrade`)."""
+    recipe is upgraded instead: :func:`nmt.migrations.upgrade_recipe`)."""
     if isinstance(data.get("train"), dict) and "scheduled_sampling" in data["train"]:
         raise NmtError(
             f"{where}: train.scheduled_sampling: its options now go under train.trainer, "
@@ -110,51 +111,7 @@ def check_moved_keys(data: dict[str, Any], where: str) -> None:
 def config_from_dict(data: dict[str, Any], source: str = "the run") -> RunConfig:
     """Rebuild a RunConfig stored in a checkpoint or a run directory (``source``,
     for messages), importing the plug-ins it was trained with."""
-    data = upgrade(data)
+    data = upgrade_recipe(data)
     if isinstance(data, dict):
         data = with_plugins(data, why=f" ({source} was trained with it)")
     return from_dict(RunConfig, data)
-
-
-# Options every earlier checkpoint stored for each encoder block and decoder kind,
-# whichever was chosen, at their defaults where another one was.
-_OTHER_KINDS = {
-    ("encoder", "block", "qanet"): ("convs", "kernel", "survival"),
-    ("decoder", "kind", "two_stream"): ("order",),
-}
-
-
-def upgrade(stored: Any) -> Any:
-    """A recipe stored (in a checkpoint or a run directory) before trainers, encoder
-    blocks and decoders had configs of their own, in today's layout: ``train.trainer``
-    was a name with its options under ``train.scheduled_sampling``, a checkpoint
-    held every block's and decoder's options whichever was chosen, and fusion was
-    ``model.attention.fusion`` (now ``model.decoder.fusion``). Today's layout is
-    returned as it is, so that such runs still load, resume and are reused by
-    ``compare``."""
-    if not isinstance(stored, dict):
-        return stored
-    data = copy.deepcopy(stored)
-    train = data.get("train")
-    if isinstance(train, dict) and (
-        isinstance(train.get("trainer"), str) or "scheduled_sampling" in train
-    ):
-        kind = train.get("trainer", "teacher_forcing")
-        options = train.pop("scheduled_sampling", None) or {}
-        train["trainer"] = {"kind": kind, **(options if kind == "scheduled_sampling" else {})}
-    model = data.get("model")
-    attention = model.get("attention") if isinstance(model, dict) else None
-    if isinstance(attention, dict) and "fusion" in attention:  # fusion became the decoder's
-        fusion = attention.pop("fusion")
-        if fusion != "none":
-            decoder = model.setdefault("decoder", {})
-            if isinstance(decoder, dict):
-                decoder["fusion"] = fusion
-        if not attention:
-            del model["attention"]
-    for (section, key, kind), keys in _OTHER_KINDS.items():
-        part = model.get(section) if isinstance(model, dict) else None
-        if isinstance(part, dict) and part.get(key) != kind:
-            for name in keys:
-                part.pop(name, None)
-    return data

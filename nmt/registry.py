@@ -15,6 +15,7 @@ the installed plug-ins (:mod:`nmt.plugins`).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 from collections.abc import Callable
@@ -25,12 +26,20 @@ from nmt.errors import NmtError, shown
 T = TypeVar("T")
 
 
+def _resolve(target: str) -> Any:
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 class Registry(Generic[T]):
     """Maps names to classes (and their configs); ``get`` on an unknown name lists
-    the valid ones."""
+    the valid ones. ``base`` ("module:Class", imported when first needed): the
+    class every entry must subclass, checked when the entry is registered (a class)
+    or first imported (a "module:attribute" target)."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, base: str | None = None) -> None:
         self.what = what
+        self.base = base
         self._items: dict[str, T | str] = {}  # a class, or "module:attr" not yet imported
         self._configs: dict[str, type] = {}
 
@@ -38,11 +47,21 @@ class Registry(Generic[T]):
         self, name: str, config: type | None = None, target: str | None = None
     ) -> Callable[[T], T]:
         """Add ``name``: with ``target`` ("module:attribute", imported when first
-        needed) at once, else as a decorator of the class itself."""
+        needed) at once, else as a decorator of the class itself. A name that is not
+        a string, a config that is not a dataclass, or a class that does not
+        subclass the registry's ``base`` is refused here, not when a recipe uses it."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a {self.what} is registered under a non-empty string, not {name!r}")
+        if config is not None and not (
+            isinstance(config, type) and dataclasses.is_dataclass(config)
+        ):
+            raise TypeError(f"{self.what} {name!r}: its config must be a dataclass, not {config!r}")
 
         def add(item: T | str) -> Any:
             if name in self._items:
                 raise ValueError(f"{self.what} {name!r} registered twice")
+            if not isinstance(item, str):
+                self._check(name, item)
             self._items[name] = item
             if config is not None:
                 self._configs[name] = config
@@ -66,8 +85,20 @@ class Registry(Generic[T]):
             raise NmtError(self.unknown(name))
         item = self._items[name]
         if isinstance(item, str):
-            module, _, attribute = item.partition(":")
-            item = self._items[name] = getattr(importlib.import_module(module), attribute)
+            item = self._check(name, _resolve(item))
+            self._items[name] = item
+        return item
+
+    def _check(self, name: str, item: Any) -> Any:
+        """``item`` if it is a class that subclasses ``base``; else a TypeError."""
+        if self.base is None:
+            return item
+        base = _resolve(self.base)
+        if not (isinstance(item, type) and issubclass(item, base)):
+            raise TypeError(
+                f"{self.what} {name!r}: {item!r} does not subclass {base.__module__}."
+                f"{base.__qualname__}, the contract every {self.what} implements"
+            )
         return item
 
     def config(self, name: str) -> type:

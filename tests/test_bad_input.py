@@ -271,9 +271,9 @@ EDITS = {  # damage inside a readable checkpoint
     "no config": lambda p: p.pop("config"),
     "weights not a mapping": lambda p: p.update(model=[1]),
     "vocabulary not bytes": lambda p: p["vocab"].update(src=5),
-    "NaN weights": lambda p: p["model"]["generator.weight"].fill_(float("nan")),
+    "NaN weights": lambda p: p["model"]["output.weight"].fill_(float("nan")),
     "weights of another dtype": lambda p: p["model"].update(
-        {"generator.weight": p["model"]["generator.weight"].to(torch.int32)}
+        {"output.weight": p["model"]["output.weight"].to(torch.int32)}
     ),
 }
 
@@ -298,7 +298,7 @@ CHECKPOINT_CASES = {
     "weights not a mapping": "not a usable checkpoint: a damaged (list) 'model' entry",
     "vocabulary not bytes": "(source vocabulary): not a SentencePiece model (damaged",
     "NaN weights": "damaged: tgt_embed.tokens.weight holds NaN or infinite values",
-    "weights of another dtype": "damaged: generator.weight is torch.int32, the model's is",
+    "weights of another dtype": "damaged: output.weight is torch.int32, the model's is",
     "flipped bytes": "does not match its checksum (CRC-32)",
 }
 

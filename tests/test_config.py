@@ -9,7 +9,8 @@ import yaml
 from nmt.attention import ATTENTION
 from nmt.data.pipeline import check_files
 from nmt.errors import NmtError
-from nmt.recipe import RunConfig, config_from_dict, load_recipe, upgrade
+from nmt.migrations import upgrade_recipe as upgrade
+from nmt.recipe import RunConfig, config_from_dict, load_recipe
 
 
 def write(tmp_path: Path, data) -> Path:

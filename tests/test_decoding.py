@@ -92,7 +92,7 @@ def test_a_beam_that_prunes_nothing_finds_the_exhaustive_n_best(alpha, limit):
     torch.manual_seed(4)
     V, n_best = 7, 12
     model = Transformer(tiny_model().cfg, VOCAB, V, PAD, share_embeddings=False).eval()
-    model.generator.weight.mul_(4)  # sharper than at initialisation: fewer near-ties
+    model.output.weight.mul_(4)  # sharper than at initialisation: fewer near-ties
     src = random_batch([5])
     content = [t for t in range(V) if t not in (PAD, BOS, EOS)]
     outputs = [list(o) for n in range(limit) for o in itertools.product(content, repeat=n)]
@@ -153,7 +153,7 @@ def test_a_pruning_beam_finds_what_the_plain_beam_search_finds(beam, alpha):
     outcome: the batched search must keep the same ones as the plain one."""
     torch.manual_seed(5)
     model = Transformer(tiny_model().cfg, VOCAB, 9, PAD, share_embeddings=False).eval()
-    model.generator.weight.mul_(3)  # sharper than at initialisation: EOS comes and goes
+    model.output.weight.mul_(3)  # sharper than at initialisation: EOS comes and goes
     for n, limit in ((5, 6), (3, 4), (8, 7)):
         src = random_batch([n])
         want = reference_beam_search(model, src, limit, beam, alpha, beam)
@@ -174,8 +174,8 @@ def test_no_output_holds_pad_or_bos_however_probable(beam, sampling):
     direction = torch.randn(model.cfg.d_model)
     model.decoder_norm.weight.zero_()  # every decoder state is ``direction``
     model.decoder_norm.bias.copy_(direction)
-    model.generator.weight[PAD] = 5 * direction
-    model.generator.weight[BOS] = 4 * direction
+    model.output.weight[PAD] = 5 * direction
+    model.output.weight[BOS] = 4 * direction
     src = [torch.randint(4, VOCAB, (n,)).tolist() for n in (3, 8, 5)]
     cfg = DecodeConfig(beam=beam, n_best=beam)
     for hyps in translate_ids(model, src, cfg, torch.device("cpu"), sampling=sampling):
@@ -190,7 +190,7 @@ def test_a_model_gone_to_nan_still_gives_one_output_per_sentence(beam):
     search must still return a hypothesis per sentence, so that translate writes
     one line per input line."""
     model = tiny_model().eval()
-    model.generator.weight.fill_(float("nan"))
+    model.output.weight.fill_(float("nan"))
     src = [torch.randint(4, VOCAB, (n,)).tolist() for n in (3, 8)]
     cfg = DecodeConfig(beam=beam, n_best=beam)
     for hyps in translate_ids(model, src, cfg, torch.device("cpu")):

@@ -114,7 +114,7 @@ DAMAGED_LAST = {  # how last.pt is damaged -> what the error says
     "rng": (lambda p: p.update(rng=[{"torch": torch.zeros(3)}]), "must be a torch.ByteTensor"),
     "state key": (lambda p: p["state"].update(zzz=1), "(zzz: unknown key)"),
     "state type": (lambda p: p["state"].update(step="x"), "(step: expected an integer"),
-    "NaN": (lambda p: p["model"]["generator.weight"].fill_(float("nan")), "NaN or infinite"),
+    "NaN": (lambda p: p["model"]["output.weight"].fill_(float("nan")), "NaN or infinite"),
 }
 
 

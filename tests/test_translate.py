@@ -25,7 +25,7 @@ def system(toy_dir):
     vocab = Vocab.train([*lines, "ünïcödé 中文 русский العربية"], size=120, model_type="unigram")
     torch.manual_seed(0)
     model = tiny_model()
-    model.generator = torch.nn.Linear(32, len(vocab), bias=False)
+    model.output = torch.nn.Linear(32, len(vocab), bias=False)
     model.tgt_embed.tokens = torch.nn.Embedding(len(vocab), 32, padding_idx=1)
     model.src_embed = model.tgt_embed
     model.cfg = dataclasses.replace(model.cfg, max_positions=64)

@@ -1,15 +1,20 @@
 """The cross-attention contract shared by every variant, and its score functions.
 
-Contract (shape legend in docs/design.md): ``query (B,T,D)``, memory keys/values
-projected once per sentence (:meth:`CrossAttention.project_memory`),
-``src_mask (B,1,S)`` (True = real token), ``positions (T,)`` the absolute
-target positions of the queries -> ``context (B,T,D)`` and, on request,
-``weights (B,H,T,S)`` that are zero outside what was attended.
+Contract (shape legend in docs/design.md): a query ``(B,T,D)``, the source side
+as a :class:`Memory` (per-head keys and values projected once per sentence by
+:meth:`CrossAttention.project_memory`, the source mask and lengths) and the
+target side as a :class:`Context` (the queries' positions, the training update,
+whether the weights are wanted) -> an :class:`AttentionOutput`: ``context
+(B,T,D)`` and, on request, ``weights (B,H,T,S)`` that are zero outside what was
+attended.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -23,22 +28,58 @@ SCORES: Registry[type[Score]] = Registry("attention score")
 
 
 class Memory(NamedTuple):
-    """Encoder output projected to per-head keys and values, computed once."""
+    """The source side of a cross-attention call: the encoder output projected to
+    per-head keys and values (once per sentence), and which positions are real."""
 
     key: Tensor  # (B,H,S,Dh)
     value: Tensor  # (B,H,S,Dh)
+    mask: Tensor  # (B,1,S) True = a real source token
     lengths: Tensor  # (B,) real source lengths
+
+    def select(self, index: Tensor) -> Memory:
+        """Keep batch rows ``index`` (B',) (beam search, finished sentences)."""
+        return Memory(*(x[index] for x in self))
+
+
+@dataclass(frozen=True)
+class Context:
+    """The target side of a cross-attention call, which flows down with the queries
+    from the decoder stack through every layer (fairseq's and Hugging Face's
+    decoders pass the same things as separate arguments)."""
+
+    positions: Tensor  # (T,) the target position of each query
+    update: int = 0  # the optimiser update in training (0-based): schedules read it
+    need_weights: bool = False  # return the weights (B,H,T,S) too
+
+
+class LossTerm(ABC):
+    """A training loss term of a variant's own (REINFORCE's, for hard attention),
+    returned with the output that made it and added by the objective: nothing
+    travels back down to the module."""
+
+    @abstractmethod
+    def total(
+        self, calls: list[LossTerm], reward: Tensor, tgt_mask: Tensor
+    ) -> tuple[Tensor, dict[str, float]]:
+        """The summed term of one layer's ``calls`` (this one among them: a
+        two-stream decoder calls each layer twice a batch) and figures to log.
+
+        reward (B,T): detached reward of each target token, minus its label-smoothed
+        training loss (0 at padding); tgt_mask (B,T): real target positions."""
 
 
 @dataclass(frozen=True)
 class AttentionOutput:
-    """What a cross-attention layer returns: the context, the weights when asked,
-    and ``extras``, whatever else the variant returns, in a type of its own, for its
-    own loss term or for the plots (hard attention's sampled choices, local
-    attention's centres). A new variant never edits this class."""
+    """What a cross-attention layer returns: the context, with the weights the
+    centres of a variant that looks through a window around one (local attention's
+    p_t, for the plots and the diagnostics) when asked, a training loss term of the
+    variant's own (hard attention's REINFORCE), and ``extras``, whatever else a
+    variant returns, in a type of its own. A new variant never edits this class."""
 
     context: Tensor  # (B,T,D)
     weights: Tensor | None = None  # (B,H,T,S), zero outside the attended span
+    centers: Tensor | None = None  # (B,Hc,T), Hc = H or 1 (shared by the heads)
+    loss: LossTerm | None = None
     extras: Any = None
 
 
@@ -152,11 +193,30 @@ class TrilinearScore(Score):
 # --------------------------------------------------------------- the contract
 
 
+def split_heads(x: Tensor, heads: int) -> Tensor:
+    """(B,L,D) -> (B,H,L,Dh)."""
+    B, L, D = x.shape
+    return x.view(B, L, heads, D // heads).transpose(1, 2)  # (B,H,L,Dh)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(B,H,L,Dh) -> (B,L,D)."""
+    B, H, L, Dh = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * Dh)  # (B,L,D)
+
+
+# What ``use_kernels`` receives: the fast functions of ``train.kernels: auto`` by
+# name (nmt.kernels.KERNELS).
+Kernels = Mapping[str, Callable[..., Any]]
+
+
 class CrossAttention(nn.Module):
-    """Multi-head encoder-decoder attention; subclasses decide where to look.
+    """Multi-head encoder-decoder attention; subclasses decide where to look, in
+    ``forward(query, memory, ctx)``.
 
     Parameter names (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``, ``score``)
-    are the checkpoint format.
+    are the checkpoint format. :meth:`queries` and :meth:`scores` are public: BiDAF
+    fusion scores with the layer's own variant through them.
     """
 
     normalised = True  # weights sum to one over the attended span
@@ -171,45 +231,45 @@ class CrossAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
-        self.score = SCORES.get(getattr(cfg, "score", "dot"))(heads, self.head_dim)
+        self.score = SCORES.get(cfg.score)(heads, self.head_dim)
 
-    def split(self, x: Tensor) -> Tensor:
-        B, L, _ = x.shape
-        return x.view(B, L, self.heads, self.head_dim).transpose(1, 2)  # (B,H,L,Dh)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse, when the class is defined, a variant whose ``forward`` does not take
+        the contract's arguments (a plug-in written for another signature)."""
+        super().__init_subclass__(**kwargs)
+        params = list(inspect.signature(cls.forward).parameters)
+        if params[:4] != ["self", "query", "memory", "ctx"]:
+            raise TypeError(
+                f"{cls.__qualname__}.forward({', '.join(params[1:])}) does not follow the "
+                "cross-attention contract forward(query, memory, ctx) (docs/extending.md)"
+            )
 
-    def merge(self, x: Tensor) -> Tensor:
-        B, H, L, Dh = x.shape
-        return x.transpose(1, 2).reshape(B, L, H * Dh)  # (B,L,D)
+    def queries(self, query: Tensor) -> Tensor:
+        """query (B,T,D) -> per-head queries (B,H,T,Dh)."""
+        return split_heads(self.q_proj(query), self.heads)
+
+    def scores(self, q: Tensor, memory: Memory, ctx: Context) -> Tensor:
+        """Per-head queries (B,H,T,Dh) against every source position -> scores
+        (B,H,T,S), before masking."""
+        return self.score(q, memory.key)
 
     def project_memory(self, memory: Tensor, src_mask: Tensor) -> Memory:
         """memory (B,S,D), src_mask (B,1,S) -> per-head keys/values, once per sentence."""
         return Memory(
-            self.split(self.k_proj(memory)),
-            self.split(self.v_proj(memory)),
+            split_heads(self.k_proj(memory), self.heads),
+            split_heads(self.v_proj(memory), self.heads),
+            src_mask,
             src_mask.sum(dim=(1, 2)),
         )
 
-    def forward(
-        self,
-        query: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
+    def output(self, ctx: Tensor) -> Tensor:
+        """Per-head contexts (B,H,T,Dh) -> the layer's context (B,T,D)."""
+        return self.out_proj(merge_heads(ctx))
+
+    def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
         raise NotImplementedError
 
-    def start_update(self, step: int) -> None:
-        """Called by the trainer before optimiser update ``step`` (0-based), for
-        variants whose training follows a schedule (hard attention's Gumbel τ)."""
-
-    def extra_loss(
-        self, outputs: list[AttentionOutput], reward: Tensor, tgt_mask: Tensor
-    ) -> tuple[Tensor | None, dict[str, float]]:
-        """An auxiliary training loss (summed, else None) and statistics to log, from
-        what this layer's forward calls returned for one batch (``outputs``).
-
-        reward (B,T): detached reward of each target token, minus its label-smoothed
-        training loss (0 at padding); tgt_mask (B,T).
-        """
-        return None, {}
+    def use_kernels(self, kernels: Kernels) -> None:
+        """Called once when training starts under ``train.kernels: auto``, with the
+        fast functions by name: a variant takes the ones that compute its own
+        functions (local_p: its Gaussian window with a hand-written gradient)."""

@@ -12,7 +12,7 @@ import numpy as np
 from nmt.config import check
 from nmt.registry import Registry
 
-ATTENTION: Registry = Registry("attention kind")
+ATTENTION: Registry = Registry("attention kind", base="nmt.attention.base:CrossAttention")
 
 ScoreName = Literal["dot", "general", "concat", "trilinear"]
 
@@ -23,6 +23,17 @@ class AttentionConfig:
     variant registers a subclass with its own typed options."""
 
     kind: str = "global"
+
+    @property
+    def score(self) -> ScoreName:
+        """The score function; a variant with a ``score`` option declares it as a
+        field, one without scores with the scaled dot product."""
+        return "dot"
+
+    def needs_left_to_right(self) -> bool:
+        """Whether training assumes a left-to-right factorisation order (REINFORCE's
+        reward to go)."""
+        return False
 
     def from_data(self, lengths: np.ndarray) -> tuple[AttentionConfig, str | None]:
         """The config with values measured on the training data filled in, given its
@@ -97,6 +108,9 @@ class HardConfig(AttentionConfig):
         check(0 <= self.expected_prob <= 1, "expected_prob", "must be in [0, 1]")
         check(0 < self.tau_min <= self.tau, "tau_min", "must be positive and at most tau")
         check(self.anneal >= 0, "anneal", "must be non-negative")
+
+    def needs_left_to_right(self) -> bool:
+        return self.estimator == "reinforce"
 
     def inert_keys(self) -> dict[str, str]:
         est = self.estimator

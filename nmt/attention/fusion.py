@@ -28,7 +28,15 @@ import dataclasses
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import AttentionOutput, CrossAttention, Memory, masked_softmax
+from nmt.attention.base import (
+    AttentionOutput,
+    Context,
+    CrossAttention,
+    Memory,
+    masked_softmax,
+    merge_heads,
+    split_heads,
+)
 
 
 class BiDAFFusion(nn.Module):
@@ -52,24 +60,24 @@ class BiDAFFusion(nn.Module):
         attended: AttentionOutput,
         attn: CrossAttention,
         memory: Memory,
-        src_mask: Tensor,
+        ctx: Context,
         see: Tensor | None = None,
         cache: dict[str, Tensor] | None = None,
     ) -> AttentionOutput:
         """h (B,T,D) the normed decoder states (the cross-attention's queries), what
-        the layer's cross-attention ``attn`` returned for them, src_mask (B,1,S) ->
+        the layer's cross-attention ``attn`` returned for them, and what it read ->
         the same :class:`AttentionOutput` with the fused context (B,T,D). ``see`` (B,T,t)
         which target positions each query may summarise (None: causal); ``cache``
         this module's own state between incremental decoding steps (m and h of
         earlier positions; None in training)."""
         # 1) m_t = max over real source positions of the full score, per head
-        q = attn.split(attn.q_proj(h))  # (B,H,T,Dh)
-        scores = attn.score(q, memory.key)  # (B,H,T,S)
-        mask = src_mask.unsqueeze(1)  # (B,1,1,S)
+        q = attn.queries(h)  # (B,H,T,Dh)
+        scores = attn.scores(q, memory, ctx)  # (B,H,T,S)
+        mask = memory.mask.unsqueeze(1)  # (B,1,1,S)
         m = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).amax(-1)  # (B,H,T)
         if self.query_term is not None:  # w_qᵀq, constant over s: added after the max
             m = m + (q @ self.query_term.unsqueeze(-1)).squeeze(-1)  # (B,H,T)
-        states = attn.split(h)  # (B,H,T,Dh)
+        states = split_heads(h, attn.heads)  # (B,H,T,Dh)
         if cache is not None:
             if "m" in cache:
                 m = torch.cat([cache["m"], m], -1)  # (B,H,t)
@@ -81,7 +89,7 @@ class BiDAFFusion(nn.Module):
             rows = torch.arange(t - T, t, device=h.device).unsqueeze(1)  # (T,1)
             see = torch.arange(t, device=h.device) <= rows  # (T,t)
         b = masked_softmax(m.unsqueeze(-2), see.unsqueeze(-3))  # (B,H,T,t)
-        summary = attn.merge(b @ states)  # (B,T,D)
+        summary = merge_heads(b @ states)  # (B,T,D)
         c = attended.context
         fused = self.proj(torch.cat([h, c, h * c, h * summary], -1))  # (B,T,D)
         return dataclasses.replace(attended, context=fused)

@@ -6,6 +6,7 @@ from torch import Tensor
 
 from nmt.attention.base import (
     AttentionOutput,
+    Context,
     CrossAttention,
     Memory,
     key_bias,
@@ -22,24 +23,16 @@ class GlobalAttention(CrossAttention):
     context c_t = sum_s a_t(s) v_s.
     """
 
-    def forward(
-        self,
-        query: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
-        q = self.split(self.q_proj(query))  # (B,H,T,Dh)
-        mask = src_mask.unsqueeze(1)  # (B,1,1,S)
-        if self.cfg.score == "dot" and not need_weights:
+    def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
+        q = self.queries(query)  # (B,H,T,Dh)
+        mask = memory.mask.unsqueeze(1)  # (B,1,1,S)
+        if self.cfg.score == "dot" and not ctx.need_weights:
             # Fused kernel. A finite bias (not a boolean mask) keeps a fully masked
             # row NaN-free; multiplying by ``any`` then zeroes it, as masked_softmax does.
             bias = key_bias(mask, q.dtype)  # (B,1,1,S)
             p = self.dropout.p if self.training else 0.0
-            ctx = scaled_dot_product(q, memory.key, memory.value, bias, dropout=p)  # (B,H,T,Dh)
-            ctx = ctx * mask.any(dim=-1, keepdim=True)
-            return AttentionOutput(self.out_proj(self.merge(ctx)))
-        weights = masked_softmax(self.score(q, memory.key), mask)  # (B,H,T,S)
-        ctx = self.dropout(weights) @ memory.value  # (B,H,T,Dh)
-        return AttentionOutput(self.out_proj(self.merge(ctx)), weights if need_weights else None)
+            heads = scaled_dot_product(q, memory.key, memory.value, bias, dropout=p)  # (B,H,T,Dh)
+            return AttentionOutput(self.output(heads * mask.any(dim=-1, keepdim=True)))
+        weights = masked_softmax(self.scores(q, memory, ctx), mask)  # (B,H,T,S)
+        heads = self.dropout(weights) @ memory.value  # (B,H,T,Dh)
+        return AttentionOutput(self.output(heads), weights if ctx.need_weights else None)

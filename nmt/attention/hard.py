@@ -30,7 +30,7 @@ Inference is deterministic: the argmax position.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -38,19 +38,13 @@ from torch import Tensor
 
 from nmt.attention.base import (
     AttentionOutput,
+    Context,
     CrossAttention,
+    LossTerm,
     Memory,
     masked_softmax,
 )
 from nmt.attention.config import HardConfig
-
-
-class Choices(NamedTuple):
-    """REINFORCE's extra output, for :meth:`HardAttention.extra_loss`: log α(ŝ) of
-    the sampled positions and the entropy H(α), each (B,H,T)."""
-
-    log_prob: Tensor
-    entropy: Tensor
 
 
 def leave_one_out(reward: Tensor, mask: Tensor) -> Tensor:
@@ -68,29 +62,19 @@ class HardAttention(CrossAttention):
     def __init__(self, cfg: HardConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)
         self.register_buffer("baseline", torch.zeros(()))  # per-token reward average
-        self.register_buffer("updates", torch.zeros((), dtype=torch.long))  # for Gumbel's τ
 
-    def start_update(self, step: int) -> None:
-        """Gumbel's temperature follows the optimiser update, not the forward call:
-        scheduled sampling's passes, accumulated micro-batches and the two-stream
-        decoder's second call each run a forward within one update."""
-        self.updates.fill_(step)
-
-    def temperature(self) -> float:
+    def temperature(self, update: int) -> float:
+        """Gumbel's τ at optimiser ``update``: it follows the update, not the forward
+        call (scheduled sampling's passes, accumulated micro-batches and the
+        two-stream decoder's second call each run a forward within one update)."""
         c = self.cfg
-        return max(c.tau_min, c.tau * float(torch.exp(-c.anneal * self.updates.float())))
+        decayed = torch.exp(-c.anneal * torch.tensor(update, dtype=torch.float32))
+        return max(c.tau_min, c.tau * float(decayed))
 
-    def forward(
-        self,
-        query: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
-        q = self.split(self.q_proj(query))  # (B,H,T,Dh)
-        mask = src_mask.unsqueeze(1)  # (B,1,1,S)
-        scores = self.score(q, memory.key).masked_fill(~mask, torch.finfo(q.dtype).min)
+    def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
+        q = self.queries(query)  # (B,H,T,Dh)
+        mask = memory.mask.unsqueeze(1)  # (B,1,1,S)
+        scores = self.scores(q, memory, ctx).masked_fill(~mask, torch.finfo(q.dtype).min)
         alpha = masked_softmax(scores, mask)  # (B,H,T,S)
         has_key = mask.any(-1, keepdim=True)  # (B,1,1,1)
         log_prob = entropy = None
@@ -100,7 +84,7 @@ class HardAttention(CrossAttention):
         elif self.cfg.estimator == "gumbel":
             # A row without a real key gets finite scores: finfo.min / τ is −inf for τ < 1.
             finite = scores.masked_fill(~has_key, 0.0)
-            weights = F.gumbel_softmax(finite, tau=self.temperature(), dim=-1) * has_key
+            weights = F.gumbel_softmax(finite, tau=self.temperature(ctx.update), dim=-1) * has_key
         else:
             probs = alpha.detach() + ~has_key  # a fully masked row samples uniformly
             sample = torch.multinomial(probs.flatten(0, 2), 1).view(alpha.shape[:-1])  # (B,H,T)
@@ -110,11 +94,12 @@ class HardAttention(CrossAttention):
             else:
                 weights, log_prob, entropy = self._reinforce(alpha, sample, one_hot)
         # 2) the context is the chosen position's value
-        ctx = weights @ memory.value  # (B,H,T,Dh)
-        context = self.out_proj(self.merge(ctx))
-        shown = alpha if need_weights else None  # α, the distribution the samples come from
-        choices = Choices(log_prob, entropy) if log_prob is not None else None
-        return AttentionOutput(context, shown, choices)
+        context = self.output(weights @ memory.value)  # (B,T,D) from (B,H,T,Dh)
+        shown = alpha if ctx.need_weights else None  # α, the distribution the samples come from
+        if log_prob is None:
+            return AttentionOutput(context, shown)
+        term = Reinforce(log_prob, entropy, self.baseline, self.cfg)
+        return AttentionOutput(context, shown, loss=term)
 
     def _reinforce(
         self, alpha: Tensor, sample: Tensor, one_hot: Tensor
@@ -130,19 +115,24 @@ class HardAttention(CrossAttention):
             weights = torch.where(soft.unsqueeze(-1), alpha, one_hot)
         return weights, log_prob, entropy
 
-    def extra_loss(
-        self, outputs: list[AttentionOutput], reward: Tensor, tgt_mask: Tensor
-    ) -> tuple[Tensor | None, dict[str, float]]:
-        """The REINFORCE surrogate of the choices in ``outputs`` (this layer's forward
-        calls for one batch: a two-stream decoder calls each layer twice), summed,
-        and the reward, baseline and entropy to log.
 
-        reward (B,T): detached reward of each target token, minus its label-smoothed
-        training loss (0 at padding); tgt_mask (B,T): real target positions.
-        """
-        chosen = [r.extras for r in outputs if r.extras is not None]
-        if not chosen:
-            return None, {}
+@dataclass(frozen=True)
+class Reinforce(LossTerm):
+    """REINFORCE's loss term for one forward call: log α(ŝ) of the sampled positions
+    and the entropy H(α), each (B,H,T), and the layer's moving-average baseline (a
+    buffer of :class:`HardAttention`, moved in place once a batch)."""
+
+    log_prob: Tensor
+    entropy: Tensor
+    baseline: Tensor
+    cfg: HardConfig
+
+    def total(
+        self, calls: list[Reinforce], reward: Tensor, tgt_mask: Tensor
+    ) -> tuple[Tensor, dict[str, float]]:
+        """The REINFORCE surrogate of one layer's choices in ``calls``, summed, and
+        the reward, baseline and entropy to log; the baseline moves once a batch."""
+        chosen = calls
         # Every recorded choice for position t shapes tokens t, t+1, … only: the
         # same reward to go applies to each; their log-probs and entropy bonuses add up.
         log_prob = torch.stack([c.log_prob for c in chosen]).sum(0)  # (B,H,T)

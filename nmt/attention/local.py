@@ -6,31 +6,25 @@ real source positions around a centre p_t. The two variants differ in p_t.
 This file holds the equations, computed densely: scores over all S positions,
 masked to the window, O(T·S). ``model.attention.path`` (``auto``, the default,
 or ``windowed``) computes the same weights over bands of keys in O(T·W)
-(nmt.kernels.banded); ``dense`` always takes the path here.
+(nmt.attention.bands); ``dense`` always takes the path here.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.attention import bands
 from nmt.attention.base import (
     AttentionOutput,
+    Context,
     CrossAttention,
+    Kernels,
     Memory,
     masked_softmax,
 )
 from nmt.attention.config import LocalConfig, LocalMConfig, LocalPConfig
-from nmt.kernels import banded, gaussian
-
-
-class Centers(NamedTuple):
-    """Local attention's extra output, for the plots: the centres p_t, (B,Hc,T)."""
-
-    centers: Tensor
 
 
 class LocalAttention(CrossAttention):
@@ -43,7 +37,7 @@ class LocalAttention(CrossAttention):
         self.window = cfg.window
         self.width = 2 * cfg.window + 1  # W
 
-    def centers(self, query: Tensor, memory: Memory, positions: Tensor) -> Tensor:
+    def centers(self, query: Tensor, memory: Memory, ctx: Context) -> Tensor:
         """Real-valued p_t, (B,H,T) or (B,1,T) when shared by all heads."""
         raise NotImplementedError
 
@@ -52,26 +46,19 @@ class LocalAttention(CrossAttention):
         local_m: the softmax over the window (eq. 7)."""
         return masked_softmax(scores, mask)
 
-    def forward(
-        self,
-        query: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
-        q = self.split(self.q_proj(query))  # (B,H,T,Dh)
-        p = self.centers(query, memory, positions)  # (B,Hc,T)
+    def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
+        q = self.queries(query)  # (B,H,T,Dh)
+        p = self.centers(query, memory, ctx)  # (B,Hc,T)
         lo = torch.round(p.detach()).long() - self.window  # (B,Hc,T) first window position
-        bands = None
+        banded = None
         if self.cfg.path != "dense":
             auto = self.cfg.path == "auto"
-            bands = banded.banded_attention(self, q, memory, p, lo, need_weights, auto)
-        ctx, weights = bands or self.dense(q, memory, p, lo)
-        out = self.out_proj(self.merge(ctx))
-        if not need_weights:
+            banded = bands.banded_attention(self, q, memory, p, lo, ctx.need_weights, auto)
+        heads, weights = banded or self.dense(q, memory, ctx, p, lo)
+        out = self.output(heads)
+        if not ctx.need_weights:
             return AttentionOutput(out)
-        return AttentionOutput(out, weights, Centers(p))
+        return AttentionOutput(out, weights, centers=p)
 
     def window_weights(
         self, scores: Tensor, pos: Tensor, p: Tensor, lo: Tensor, lengths: Tensor
@@ -85,12 +72,14 @@ class LocalAttention(CrossAttention):
         mask = (pos >= lo) & (pos < lo + self.width) & real  # (B,Hc,…,Q,K)
         return self.window_softmax(scores, mask, pos, p)
 
-    def dense(self, q: Tensor, memory: Memory, p: Tensor, lo: Tensor) -> tuple[Tensor, Tensor]:
+    def dense(
+        self, q: Tensor, memory: Memory, ctx: Context, p: Tensor, lo: Tensor
+    ) -> tuple[Tensor, Tensor]:
         """Every source position, masked to the window -> context (B,H,T,Dh), weights
         (B,H,T,S)."""
         S = memory.key.size(2)
         pos = torch.arange(S, device=q.device)  # (S,)
-        weights = self.window_weights(self.score(q, memory.key), pos, p, lo, memory.lengths)
+        weights = self.window_weights(self.scores(q, memory, ctx), pos, p, lo, memory.lengths)
         return self.dropout(weights) @ memory.value, weights
 
 
@@ -107,8 +96,8 @@ class LocalMonotonicAttention(LocalAttention):
         if cfg.center == "length_ratio" and cfg.ratio is None:
             raise ValueError("local_m length_ratio needs a ratio (the trainer measures it)")
 
-    def centers(self, query: Tensor, memory: Memory, positions: Tensor) -> Tensor:
-        p = positions.to(query.dtype)  # (T,)
+    def centers(self, query: Tensor, memory: Memory, ctx: Context) -> Tensor:
+        p = ctx.positions.to(query.dtype)  # (T,)
         if self.cfg.center == "length_ratio":
             p = p / self.cfg.ratio
         last = (memory.lengths - 1).clamp(min=0).to(query.dtype)  # (B,)
@@ -132,17 +121,17 @@ class LocalPredictiveAttention(LocalAttention):
         self.normalised = cfg.gaussian == "bias"
         self.gaussian = gaussian_window  # the equations; see use_kernels
 
-    def centers(self, query: Tensor, memory: Memory, positions: Tensor) -> Tensor:
+    def centers(self, query: Tensor, memory: Memory, ctx: Context) -> Tensor:
         hidden = torch.tanh(self.center_proj(query))  # (B,T,D)
         # (B,T,Hc), then a transposed view, so that the gradient reaching tanh is
         # contiguous (docs/benchmarks.md, "local-p's centre predictor")
         logits = F.linear(hidden, self.center_v).transpose(1, 2)  # (B,Hc,T)
         return memory.lengths.to(query.dtype).view(-1, 1, 1) * torch.sigmoid(logits)
 
-    def use_kernels(self) -> None:
+    def use_kernels(self, kernels: Kernels) -> None:
         """Under ``train.kernels: auto`` (nmt.kernels.install): the same Gaussian
-        window with a hand-written gradient."""
-        self.gaussian = gaussian.gaussian_window
+        window with a hand-written gradient (nmt.kernels.gaussian)."""
+        self.gaussian = kernels["gaussian_window"]
 
     def window_softmax(self, scores: Tensor, mask: Tensor, pos: Tensor, p: Tensor) -> Tensor:
         return self.gaussian(scores, p, pos, mask, self.sigma, self.cfg.gaussian == "multiply")

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from nmt.attention.base import (
     AttentionOutput,
+    Context,
     CrossAttention,
     Memory,
 )
@@ -47,15 +48,8 @@ class SparsemaxAttention(CrossAttention):
     """a_t = sparsemax_s(score(q_t, k_s)) over real source positions s;
     context c_t = Σ_s a_t(s) v_s (Martins & Astudillo 2016, sec. 4)."""
 
-    def forward(
-        self,
-        query: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
-        q = self.split(self.q_proj(query))  # (B,H,T,Dh)
-        weights = sparsemax(self.score(q, memory.key), src_mask.unsqueeze(1))  # (B,H,T,S)
-        ctx = self.dropout(weights).to(memory.value.dtype) @ memory.value  # (B,H,T,Dh)
-        return AttentionOutput(self.out_proj(self.merge(ctx)), weights if need_weights else None)
+    def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
+        q = self.queries(query)  # (B,H,T,Dh)
+        weights = sparsemax(self.scores(q, memory, ctx), memory.mask.unsqueeze(1))  # (B,H,T,S)
+        heads = self.dropout(weights).to(memory.value.dtype) @ memory.value  # (B,H,T,Dh)
+        return AttentionOutput(self.output(heads), weights if ctx.need_weights else None)

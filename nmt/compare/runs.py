@@ -23,8 +23,8 @@ from nmt.compare.watch import study_progress
 from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.files import write_text
+from nmt.migrations import upgrade_recipe
 from nmt.progress import console, progress_bar, warn
-from nmt.recipe import upgrade
 from nmt.rundir import flatten
 from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.signals import Interrupted, Terminated, terminable
@@ -62,7 +62,7 @@ def check_reusable(run: PlannedRun) -> None:
         requested = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
-    if without_logging(upgrade(requested)) != without_logging(run.recipe):
+    if without_logging(upgrade_recipe(requested)) != without_logging(run.recipe):
         raise NmtError(
             f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
             "move it away or choose another out_dir"
@@ -84,7 +84,7 @@ def default_changes(run: PlannedRun) -> list[str]:
     if not path.is_file():  # training never started
         return []
     try:
-        trained = flatten(without_logging(upgrade(yaml.safe_load(path.read_text("utf-8")))))
+        trained = flatten(without_logging(upgrade_recipe(yaml.safe_load(path.read_text("utf-8")))))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as e:
         warn(f"{path}: damaged ({type(e).__name__}); its defaults are not checked")
         return []

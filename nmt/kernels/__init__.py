@@ -7,12 +7,12 @@ the papers' equations (local attention's dense window). The trainer, under
 each computing the same function: :func:`install` re-classes the model's
 ``nn.Dropout`` modules as :class:`~nmt.kernels.dropout.PCGDropout` (cheaper
 masks on the CPU; no state is added, so parameter names, checkpoints and hooks
-are untouched) and lets a module that offers a kernel take it (``use_kernels``:
+are untouched) and offers every cross-attention the kernels by name (``use_kernels``:
 local-p's Gaussian window with a hand-written gradient,
 :mod:`nmt.kernels.gaussian`), and the trainer's loss runs the output
 layer fused with the label-smoothed loss (:mod:`nmt.kernels.loss`, CPU and
 GPU). ``off`` trains the plain model. Local attention's banded path
-(:mod:`nmt.kernels.banded`) is the one kernel switched by a model key,
+(:mod:`nmt.attention.bands`) is switched by a model key instead,
 ``model.attention.path``, as it serves decoding too. ``python
 benchmarks/kernels.py`` measures what each saves, side by side;
 docs/benchmarks.md has the figures, including those of the kernels that were
@@ -23,21 +23,24 @@ from __future__ import annotations
 
 from torch import nn
 
+from nmt.attention.base import CrossAttention
+from nmt.kernels import gaussian
 from nmt.kernels.dropout import PCGDropout
+
+# The fast functions a cross-attention may take, by name (``use_kernels``).
+KERNELS = {"gaussian_window": gaussian.gaussian_window}
 
 
 def install(model: nn.Module) -> int:
-    """Re-class every ``nn.Dropout`` of ``model`` as :class:`PCGDropout` and call
-    ``use_kernels()`` on every module that has one (local-p takes its Gaussian
-    window with a hand-written gradient; a plug-in variant may offer its own);
-    returns how many modules it took over."""
+    """Re-class every ``nn.Dropout`` of ``model`` as :class:`PCGDropout` and offer
+    every cross-attention the kernels (``use_kernels``: local-p takes its Gaussian
+    window with a hand-written gradient; a plug-in variant may take one too);
+    returns how many dropout modules it re-classed."""
     taken = 0
     for module in model.modules():
         if type(module) is nn.Dropout:
             module.__class__ = PCGDropout
-        elif callable(getattr(module, "use_kernels", None)):
-            module.use_kernels()
-        else:
-            continue
-        taken += 1
+            taken += 1
+        elif isinstance(module, CrossAttention):
+            module.use_kernels(KERNELS)
     return taken

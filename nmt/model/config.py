@@ -65,10 +65,10 @@ class TwoStreamConfig(DecoderConfig):
 
 # The encoder blocks and decoder stacks: config, and the module built from it
 # (imported when a model is built).
-ENCODER_BLOCKS = Registry("encoder block")
+ENCODER_BLOCKS = Registry("encoder block", base="torch.nn:Module")
 ENCODER_BLOCKS.register("transformer", EncoderConfig, "nmt.model.layers:EncoderLayer")
 ENCODER_BLOCKS.register("qanet", QANetConfig, "nmt.model.qanet:QANetBlock")
-DECODERS = Registry("decoder kind")
+DECODERS = Registry("decoder kind", base="nmt.model.decoder:DecoderStack")
 DECODERS.register("standard", DecoderConfig, "nmt.model.decoder:StandardDecoder")
 DECODERS.register("two_stream", TwoStreamConfig, "nmt.model.two_stream:TwoStreamDecoder")
 
@@ -126,8 +126,7 @@ class ModelConfig:
         check(e is None or 0.0 <= e < 1.0, "embed_dropout", "must be in [0, 1) or null")
         check(8 <= self.max_positions <= 2**20, "max_positions", "must be in 8..1,048,576")
         check(
-            self.decoder.trains_left_to_right()
-            or getattr(self.attention, "estimator", None) != "reinforce",
+            self.decoder.trains_left_to_right() or not self.attention.needs_left_to_right(),
             "decoder.order",
             "REINFORCE's reward to go assumes a left-to-right order; "
             "use estimator gumbel or straight_through with a random order",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import AttentionOutput, Memory
+from nmt.attention.base import AttentionOutput, Context, Memory
 from nmt.model.config import ModelConfig
 from nmt.model.layers import Caches, DecoderLayer, Embedding
 
@@ -22,7 +22,6 @@ class DecoderState:
     """Everything the decoder needs besides the target prefix; reorderable for beams."""
 
     memories: list[Memory]  # per decoder layer: projected encoder keys/values
-    src_mask: Tensor  # (B,1,S)
     caches: list[Caches] | None = None  # the stack's ``new_caches``, filled
     offset: int = 0  # target positions already decoded (incremental mode)
 
@@ -42,9 +41,8 @@ class DecoderState:
             ]
         )
         if same_source:
-            return DecoderState(self.memories, self.src_mask, caches, self.offset)
-        memories = [Memory(m.key[index], m.value[index], m.lengths[index]) for m in self.memories]
-        return DecoderState(memories, self.src_mask[index], caches, self.offset)
+            return DecoderState(self.memories, caches, self.offset)
+        return DecoderState([m.select(index) for m in self.memories], caches, self.offset)
 
 
 class DecoderStack(nn.ModuleList):
@@ -62,19 +60,31 @@ class DecoderStack(nn.ModuleList):
         fusion's history), under the sub-module's name."""
         return [{} for _ in self]
 
+    def new_state(self, memory: Tensor, src_mask: Tensor, incremental: bool) -> DecoderState:
+        """The encoder output (B,S,D) projected once for each layer, and, when
+        ``incremental``, empty caches."""
+        memories = [layer.project_memory(memory, src_mask) for layer in self]
+        return DecoderState(memories, self.new_caches() if incremental else None)
+
+    def context(self, state: DecoderState, T: int, update: int, need_weights: bool) -> Context:
+        """What flows down with T queries after ``state.offset`` decoded positions."""
+        device = state.memories[0].key.device
+        positions = torch.arange(state.offset, state.offset + T, device=device)  # (T,)
+        return Context(positions, update, need_weights)
+
     def forward(
         self,
         embeds: Tensor,
         embedding: Embedding,
         state: DecoderState,
-        need_weights: bool,
+        ctx: Context,
         tgt_mask: Tensor | None = None,
     ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         """Raw token embeddings (B,T,D) of the target inputs -> states (B,T,D) before
         the final norm, and per layer what each of its cross-attention calls
-        returned, the call of the stream that predicts first (its weights, when
-        ``need_weights``, are what maps, alignments and guided alignment read; hard
-        attention's REINFORCE choices travel in the calls' ``extras``). ``tgt_mask``
+        returned, the call of the stream that predicts first (its weights, under
+        ``ctx.need_weights``, are what maps, alignments and guided alignment read;
+        hard attention's REINFORCE term travels in the calls' ``loss``). ``tgt_mask``
         (B,T) marks real target inputs (None: all real); the causal mask already
         keeps a left-to-right stream off later padding. Does not advance
         ``state.offset``."""
@@ -89,17 +99,13 @@ class StandardDecoder(DecoderStack):
         embeds: Tensor,
         embedding: Embedding,
         state: DecoderState,
-        need_weights: bool,
+        ctx: Context,
         tgt_mask: Tensor | None = None,
     ) -> tuple[Tensor, list[list[AttentionOutput]]]:
-        T = embeds.size(1)
-        positions = torch.arange(state.offset, state.offset + T, device=embeds.device)  # (T,)
         x = embedding(embeds, offset=state.offset)  # (B,T,D)
         attention = []
         for i, layer in enumerate(self):
             cache = state.caches[i] if state.caches is not None else None
-            x, attended = layer(
-                x, state.memories[i], state.src_mask, positions, cache, need_weights
-            )
+            x, attended = layer(x, state.memories[i], ctx, cache)
             attention.append([attended])
         return x, attention

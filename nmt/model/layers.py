@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention.bias import causal_lower_right
 
-from nmt.attention.base import AttentionOutput, Memory
+from nmt.attention.base import AttentionOutput, Context, Memory
 from nmt.attention.config import ATTENTION
 from nmt.attention.fusion import BiDAFFusion
 from nmt.attention.sdpa import scaled_dot_product
@@ -168,39 +168,30 @@ class DecoderLayer(nn.Module):
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)
 
+    def project_memory(self, memory: Tensor, src_mask: Tensor) -> Memory:
+        """The encoder output (B,S,D) as this layer's cross-attention reads it."""
+        return self.cross_attn.project_memory(memory, src_mask)
+
     def forward(
-        self,
-        x: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        cache: Caches | None = None,
-        need_weights: bool = False,
+        self, x: Tensor, memory: Memory, ctx: Context, cache: Caches | None = None
     ) -> tuple[Tensor, AttentionOutput]:
         """x (B,T,D) -> (B,T,D) and what the cross-attention returned; ``cache`` holds
         each sub-module's state of earlier steps (incremental decoding)."""
         self_cache = own(cache, "self_attn")
         x = x + self.dropout(self.self_attn(self.self_norm(x), causal=True, cache=self_cache))
-        return self.cross_sublayer(x, memory, src_mask, positions, need_weights, None, cache)
+        return self.cross_sublayer(x, memory, ctx, None, cache)
 
     def cross_sublayer(
-        self,
-        x: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        need_weights: bool,
-        see: Tensor | None,
-        cache: Caches | None,
+        self, x: Tensor, memory: Memory, ctx: Context, see: Tensor | None, cache: Caches | None
     ) -> tuple[Tensor, AttentionOutput]:
         """x + drop(cross-attention(LN(x))) (fused, if the layer fuses), then the
         feed-forward sub-layer; ``see`` (B,T,t) the target positions the fusion's
         queries may summarise (None: causal)."""
         h = self.cross_norm(x)
-        attended = self.cross_attn(h, memory, src_mask, positions, need_weights)
+        attended = self.cross_attn(h, memory, ctx)
         if self.fusion is not None:
             history = own(cache, "fusion")
-            attended = self.fusion(h, attended, self.cross_attn, memory, src_mask, see, history)
+            attended = self.fusion(h, attended, self.cross_attn, memory, ctx, see, history)
         return self.feed_forward(x + self.dropout(attended.context)), attended
 
     def feed_forward(self, x: Tensor) -> Tensor:

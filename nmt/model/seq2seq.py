@@ -7,7 +7,6 @@ qanet) and ``DECODERS`` (standard, two_stream).
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import AttentionOutput, key_bias
@@ -39,10 +38,10 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(d)
         self.decoder = DECODERS.get(cfg.decoder.kind)(cfg)
         self.decoder_norm = nn.LayerNorm(d)
-        self.generator = nn.Linear(d, tgt_vocab, bias=False)
+        self.output = nn.Linear(d, tgt_vocab, bias=False)  # the output layer: states -> logits
         self.apply(self._init_weights)
         if cfg.tie_embeddings:
-            self.generator.weight = self.tgt_embed.tokens.weight
+            self.output.weight = self.tgt_embed.tokens.weight
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -66,9 +65,7 @@ class Transformer(nn.Module):
         self, memory: Tensor, src_mask: Tensor, incremental: bool = False
     ) -> DecoderState:
         """Project the memory once per layer; ``incremental`` keeps the decoder's caches."""
-        memories = [layer.cross_attn.project_memory(memory, src_mask) for layer in self.decoder]
-        caches = self.decoder.new_caches() if incremental else None
-        return DecoderState(memories, src_mask, caches)
+        return self.decoder.new_state(memory, src_mask, incremental)
 
     def decode(
         self, tgt_in: Tensor | None, state: DecoderState, embeds: Tensor | None = None
@@ -79,7 +76,7 @@ class Transformer(nn.Module):
         caches advance. (:meth:`decode_states` also returns what each layer's
         cross-attention returned: its weights, when asked, reach callers there.)
         """
-        return self.generator(self.decode_states(tgt_in, state, embeds)[0])
+        return self.output(self.decode_states(tgt_in, state, embeds)[0])
 
     def decode_states(
         self,
@@ -88,58 +85,36 @@ class Transformer(nn.Module):
         embeds: Tensor | None = None,
         need_weights: bool = False,
         tgt_mask: Tensor | None = None,
+        update: int = 0,
     ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         """As :meth:`decode`, but the final decoder states (B,T,D) before the output
-        projection (for callers that need logits at a few positions only), and per
-        decoder layer what its cross-attention calls returned (for
-        :meth:`extra_loss`). ``tgt_mask`` (B,T) marks the real target inputs when
-        ``embeds`` replace ``tgt_in``."""
+        layer (for callers that need logits at a few positions only), and per
+        decoder layer what its cross-attention calls returned (their weights, and
+        their own loss terms for the objective). ``tgt_mask`` (B,T) marks the real
+        target inputs when ``embeds`` replace ``tgt_in``; ``update`` is the training
+        update (0-based), for variants whose training follows a schedule."""
         if embeds is None:
             embeds = self.tgt_embed.tokens(tgt_in)  # (B,T,D)
             tgt_mask = tgt_in != self.pad  # (B,T)
-        x, attention = self.decoder(embeds, self.tgt_embed, state, need_weights, tgt_mask)
+        ctx = self.decoder.context(state, embeds.size(1), update, need_weights)
+        x, attention = self.decoder(embeds, self.tgt_embed, state, ctx, tgt_mask)
         if state.caches is not None:
             state.offset += embeds.size(1)
         return self.decoder_norm(x), attention  # (B,T,D)
 
     def states(
-        self, src: Tensor, tgt_in: Tensor, need_weights: bool = False
+        self, src: Tensor, tgt_in: Tensor, need_weights: bool = False, update: int = 0
     ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         """Teacher forcing up to the output layer: src (B,S), tgt_in (B,T) -> the
         final decoder states (B,T,D) and the cross-attention outputs of
         :meth:`decode_states` (with the weights under ``need_weights``: guided
-        alignment). What training runs: its loss applies the output layer, fused
-        with it under ``train.kernels: auto``; ``train.compile`` compiles this."""
+        alignment) at training ``update``. What training runs: its loss applies the
+        output layer, fused with it under ``train.kernels: auto``; ``train.compile``
+        compiles this."""
         memory, src_mask = self.encode(src)
-        return self.decode_states(
-            tgt_in, self.decoder_state(memory, src_mask), need_weights=need_weights
-        )
+        state = self.decoder_state(memory, src_mask)
+        return self.decode_states(tgt_in, state, need_weights=need_weights, update=update)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: src (B,S), tgt_in (B,T) -> logits (B,T,V)."""
-        return self.generator(self.states(src, tgt_in)[0])
-
-    def start_update(self, step: int) -> None:
-        """Tell every cross-attention layer that optimiser update ``step`` begins."""
-        for layer in self.decoder:
-            layer.cross_attn.start_update(step)
-
-    def extra_loss(
-        self, attention: list[list[AttentionOutput]], reward: Tensor, tgt_mask: Tensor
-    ) -> tuple[Tensor | None, dict[str, float]]:
-        """Sum of the cross-attention layers' auxiliary losses (hard attention's
-        REINFORCE) from ``attention`` (per layer, from :meth:`decode_states`), and the
-        mean over layers of their statistics, as ``attn_*``.
-
-        reward (B,T): detached reward of each target token (minus its training loss);
-        tgt_mask (B,T).
-        """
-        losses, stats = [], {}
-        for layer, calls in zip(self.decoder, attention):
-            loss, layer_stats = layer.cross_attn.extra_loss(calls, reward, tgt_mask)
-            if loss is not None:
-                losses.append(loss)
-            for k, v in layer_stats.items():
-                stats.setdefault(f"attn_{k}", []).append(v)
-        total = torch.stack(losses).sum() if losses else None
-        return total, {k: sum(v) / len(v) for k, v in stats.items()}
+        return self.output(self.states(src, tgt_in)[0])

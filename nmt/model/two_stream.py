@@ -24,12 +24,13 @@ from that layer's input, are).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import AttentionOutput, Memory
+from nmt.attention.base import AttentionOutput, Context, Memory
 from nmt.model.config import ModelConfig
 from nmt.model.decoder import DecoderStack, DecoderState
 from nmt.model.layers import Caches, DecoderLayer, Embedding, extend_cache, own
@@ -71,11 +72,9 @@ class TwoStreamLayer(DecoderLayer):
         h: Tensor,
         g: Tensor,
         memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
+        ctx: Context,
         masks: Masks,
         caches: tuple[Caches, Caches] | None,
-        need_weights: bool,
         content: bool,
     ) -> tuple[Tensor, Tensor, list[AttentionOutput]]:
         """Content h and query g (B,T,D) -> the next h and g, and what the
@@ -90,13 +89,13 @@ class TwoStreamLayer(DecoderLayer):
             k, v = extend_cache(self_cache, k, v)  # (B,H,t,Dh)
         q_g = self.self_attn.query(self.self_norm(g))  # (B,H,T,Dh)
         g = g + self.dropout(self.self_attn.attend(q_g, k, v, masks.query, masks.causal))
-        source = (memory, src_mask, positions)
-        g, attended = self.cross_sublayer(g, *source, need_weights, masks.fusion_query, query_cache)
+        g, attended = self.cross_sublayer(g, memory, ctx, masks.fusion_query, query_cache)
         attention = [attended]
         if content:
             h = h + self.dropout(self.self_attn.attend(q_h, k, v, masks.content, masks.causal))
+            unweighed = dataclasses.replace(ctx, need_weights=False)
             h, attended = self.cross_sublayer(
-                h, *source, False, masks.fusion_content, content_cache
+                h, memory, unweighed, masks.fusion_content, content_cache
             )
             attention.append(attended)
         return h, g, attention
@@ -143,12 +142,11 @@ class TwoStreamDecoder(DecoderStack):
         embeds: Tensor,
         embedding: Embedding,
         state: DecoderState,
-        need_weights: bool,
+        ctx: Context,
         tgt_mask: Tensor | None = None,
     ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         B, T, _ = embeds.shape
         off = state.offset
-        positions = torch.arange(off, off + T, device=embeds.device)  # (T,) decoding steps
         h = embedding(embeds, offset=off)  # (B,T,D) content
         g = embedding(self.query_init.expand(B, T, -1), offset=off + 1)  # (B,T,D) query
         random = self.training and self.cfg.decoder.order == "random" and state.caches is None
@@ -159,15 +157,7 @@ class TwoStreamDecoder(DecoderStack):
             if state.caches is not None:
                 caches = (state.caches[i], state.caches[len(self) + i])
             h, g, calls = layer.streams(
-                h,
-                g,
-                state.memories[i],
-                state.src_mask,
-                positions,
-                masks,
-                caches,
-                need_weights,
-                content=i < len(self) - 1,
+                h, g, state.memories[i], ctx, masks, caches, content=i < len(self) - 1
             )
             attention.append(calls)
         return g, attention

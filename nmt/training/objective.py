@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -55,7 +56,7 @@ class TeacherForcing(nn.Module):
     def forward(self, batch: Batch, step: int) -> Loss:
         """The loss of ``batch`` at optimiser update ``step`` (0-based)."""
         guided = self.guide is not None
-        states, attention = self.model.states(batch.src, batch.tgt_in, need_weights=guided)
+        states, attention = self.model.states(batch.src, batch.tgt_in, guided, step)
         return self.model_loss(states, attention, batch)
 
     def fused_token_loss(self, states: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
@@ -65,13 +66,13 @@ class TeacherForcing(nn.Module):
         (B,T), 0 at padding: hard attention's reward. One objective for both, so
         REINFORCE's score-function term and the pathwise gradient add up to the
         gradient of the expected smoothed loss."""
-        weight = self.model.generator.weight
+        weight = self.model.output.weight
         loss = projected_smoothed_nll(states, weight, batch.tgt_out, self.label_smoothing, PAD)
         return loss.sum(), -loss.detach()  # loss (B,T)
 
     def plain_token_loss(self, states: Tensor, batch: Batch) -> tuple[Tensor, Tensor]:
         """:meth:`fused_token_loss` through PyTorch's own output layer and loss."""
-        logits = self.model.generator(states).float()  # (B,T,V)
+        logits = self.model.output(states).float()  # (B,T,V)
         loss = F.cross_entropy(
             logits.transpose(1, 2),
             batch.tgt_out,
@@ -88,7 +89,7 @@ class TeacherForcing(nn.Module):
         own loss term (from the decoder's ``attention``) and guided alignment."""
         loss, reward = self.token_loss(states, batch)
         token_loss = float(loss.detach())
-        extra, stats = self.model.extra_loss(attention, reward, batch.tgt_out != PAD)
+        extra, stats = attention_loss(attention, reward, batch.tgt_out != PAD)
         if extra is not None:
             loss = loss + extra
         if self.guide is not None:
@@ -100,3 +101,26 @@ class TeacherForcing(nn.Module):
     def summary(self, step_seconds: float) -> dict[str, Any]:
         """Figures for the run's summary, given the time spent in training steps."""
         return {}
+
+
+def attention_loss(
+    attention: list[list[AttentionOutput]], reward: Tensor, tgt_mask: Tensor
+) -> tuple[Tensor | None, dict[str, float]]:
+    """The cross-attention's own loss terms (hard attention's REINFORCE) that came
+    up with its outputs, per layer (what the decoder returned), summed (None: there
+    are none), and the mean over layers of their figures, as ``attn_*``.
+
+    reward (B,T): detached reward of each target token (minus its training loss);
+    tgt_mask (B,T).
+    """
+    losses, stats = [], {}
+    for calls in attention:
+        terms = [call.loss for call in calls if call.loss is not None]
+        if not terms:
+            continue
+        loss, layer_stats = terms[0].total(terms, reward, tgt_mask)
+        losses.append(loss)
+        for k, v in layer_stats.items():
+            stats.setdefault(f"attn_{k}", []).append(v)
+    total = torch.stack(losses).sum() if losses else None
+    return total, {k: sum(v) / len(v) for k, v in stats.items()}

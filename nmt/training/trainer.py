@@ -179,7 +179,6 @@ class Trainer:
         """One update over ``batches`` (gradient accumulation); None if it was skipped
         because the loss or gradient was not finite."""
         self.model.train()
-        self.model.start_update(self.state.step)
         # Normalise by the tokens of the whole update, over all ranks.
         (tokens,) = self.dist.sum([sum(b.tgt_tokens for b in batches)])
         self.step_tokens = int(tokens)

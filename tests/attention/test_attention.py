@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from nmt.attention import ATTENTION
+from nmt.attention.base import Context
 from tests.helpers import attention_config
 
 D, H = 32, 4
@@ -39,7 +40,7 @@ def inputs(lengths=(9, 4), T=6):
 def test_weights_are_a_distribution_over_real_source(kind):
     attn = build(kind)
     query, memory, src_mask, pos = inputs()
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos, need_weights=True)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos, need_weights=True))
     w = out.weights
     assert w.shape == (2, H, 6, 9) and out.context.shape == (2, 6, D)
     assert (w >= 0).all()
@@ -54,7 +55,7 @@ def test_fully_masked_row_gives_no_nan(kind):
     query, memory, src_mask, pos = inputs()
     src_mask[1] = False
     for need in (False, True):
-        out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos, need)
+        out = attn(query, attn.project_memory(memory, src_mask), Context(pos, need_weights=need))
         assert torch.isfinite(out.context).all()
         if need:
             assert torch.isfinite(out.weights).all() and (out.weights[1] == 0).all()
@@ -65,8 +66,8 @@ def test_context_with_and_without_weights_agree(kind):
     attn = build(kind)
     query, memory, src_mask, pos = inputs()
     mem = attn.project_memory(memory, src_mask)
-    a = attn(query, mem, src_mask, pos, need_weights=False).context
-    b = attn(query, mem, src_mask, pos, need_weights=True).context
+    a = attn(query, mem, Context(pos, need_weights=False)).context
+    b = attn(query, mem, Context(pos, need_weights=True)).context
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
@@ -74,7 +75,7 @@ def test_context_with_and_without_weights_agree(kind):
 def test_global_scores_normalise_and_learn(score):
     attn = build("global", score=score).train()
     query, memory, src_mask, pos = inputs()
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos, need_weights=True)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos, need_weights=True))
     torch.testing.assert_close(out.weights.sum(-1), torch.ones(2, H, 6))
     out.context.sum().backward()
     assert all(p.grad is not None for p in attn.score.parameters())

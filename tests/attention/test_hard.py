@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
-from nmt.attention.base import AttentionOutput
-from nmt.attention.hard import Choices
+from nmt.attention.base import Context, merge_heads, split_heads
+from nmt.attention.hard import Reinforce
 from nmt.config import ConfigError
 from nmt.data.vocab import PAD
+from nmt.training.objective import attention_loss
 from tests.attention.test_attention import D, build, global_twin, inputs
 from tests.helpers import random_batch, tiny_model
 
@@ -19,10 +18,10 @@ def test_argmax_context_is_the_value_at_the_argmax():
     attn = build("hard")
     query, memory, src_mask, pos = inputs((9, 4), 5)
     mem = attn.project_memory(memory, src_mask)
-    out = attn(query, mem, src_mask, pos, need_weights=True)
+    out = attn(query, mem, Context(pos, need_weights=True))
     best = out.weights.argmax(-1)  # (B,H,T)
     value = mem.value.gather(2, best.unsqueeze(-1).expand(-1, -1, -1, mem.value.size(-1)))
-    expected = attn.out_proj(attn.merge(value))
+    expected = attn.out_proj(merge_heads(value))
     torch.testing.assert_close(out.context, expected)
     assert (best[1] < 4).all()  # never a padding position
 
@@ -31,11 +30,11 @@ def test_argmax_context_is_the_value_at_the_argmax():
 def test_estimators_give_score_gradients(estimator):
     attn = build("hard", estimator=estimator).train()
     query, memory, src_mask, pos = inputs((9, 4), 5)
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos))
     loss = out.context.pow(2).sum()
     if estimator == "reinforce":
         reward = -out.context.pow(2).sum(2).detach()  # (B,T)
-        extra, stats = attn.extra_loss([out], reward, torch.ones(2, 5, dtype=torch.bool))
+        extra, stats = out.loss.total([out.loss], reward, torch.ones(2, 5, dtype=torch.bool))
         loss = loss + extra
         assert set(stats) == {"reward", "baseline", "entropy"}
     loss.backward()
@@ -49,7 +48,7 @@ def test_samples_follow_alpha_and_avoid_padding():
     query, memory, src_mask = (x[1:].expand(4000, *x.shape[1:]) for x in (query, memory, src_mask))
     mem = attn.project_memory(memory, src_mask)
     with torch.no_grad():
-        alpha = attn.eval()(query, mem, src_mask, pos, need_weights=True).weights[0, 0, 0]
+        alpha = attn.eval()(query, mem, Context(pos, need_weights=True)).weights[0, 0, 0]
         picks = []
         attn.train()
         original = torch.nn.functional.one_hot
@@ -60,7 +59,7 @@ def test_samples_follow_alpha_and_avoid_padding():
 
         torch.nn.functional.one_hot = spy
         try:
-            attn(query, mem, src_mask, pos)
+            attn(query, mem, Context(pos))
         finally:
             torch.nn.functional.one_hot = original
     freq = torch.bincount(picks[0][:, 0, 0], minlength=6).float() / 4000
@@ -86,7 +85,7 @@ def test_reinforce_matches_the_exact_gradient(T):
 
     # exact: enumerate the joint choice of the H heads, separately for each query
     mem = attn.project_memory(memory, src_mask)
-    alpha = attn.eval()(query, mem, src_mask, pos, need_weights=True).weights[0]  # (H,T,S)
+    alpha = attn.eval()(query, mem, Context(pos, need_weights=True)).weights[0]  # (H,T,S)
     H = alpha.size(0)
     grid = torch.cartesian_prod(*[torch.arange(S)] * H).view(-1, H)  # (S^H,H)
     values = mem.value[0].detach()  # (H,S,Dh)
@@ -105,9 +104,9 @@ def test_reinforce_matches_the_exact_gradient(T):
     attn.zero_grad()
     attn.train()
     mem = attn.project_memory(memory.expand(N, -1, -1), src_mask.expand(N, -1, -1))
-    out = attn(query.expand(N, -1, -1), mem, src_mask.expand(N, -1, -1), pos)
+    out = attn(query.expand(N, -1, -1), mem, Context(pos))
     loss = loss_of(out.context)  # (N,T)
-    surrogate, _ = attn.extra_loss([out], -loss.detach(), torch.ones(N, T, dtype=torch.bool))
+    surrogate, _ = out.loss.total([out.loss], -loss.detach(), torch.ones(N, T, dtype=torch.bool))
     (surrogate / N).backward()
     estimate = attn.q_proj.weight.grad
     error = (estimate - exact).norm() / exact.norm()
@@ -120,23 +119,33 @@ def test_training_on_a_row_without_source_gives_zeros_at_low_temperature(estimat
     with no real source position gets a zero context (out_proj's bias), not NaN."""
     cold = {"tau": 1.0, "tau_min": 0.05, "anneal": 1.0} if estimator == "gumbel" else {}
     attn = build("hard", estimator=estimator, **cold).train()
-    attn.start_update(100)
-    assert estimator != "gumbel" or attn.temperature() == pytest.approx(0.05)
+    assert estimator != "gumbel" or attn.temperature(100) == pytest.approx(0.05)
     query, memory, src_mask, pos = inputs((9, 4), 5)
     src_mask[1] = False
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos, update=100))
     assert torch.isfinite(out.context).all()
     torch.testing.assert_close(out.context[1], attn.out_proj.bias.expand(5, D))
 
 
 def test_gumbel_temperature_anneals_by_update_not_by_forward():
+    """τ is read from the update the context carries: forward calls within one update
+    (scheduled sampling's passes, accumulated micro-batches) draw at the same τ, and
+    nothing in the module counts them."""
     attn = build("hard", estimator="gumbel", tau=1.0, tau_min=0.01, anneal=0.1).train()
+    assert attn.temperature(3) == pytest.approx(torch.exp(torch.tensor(-0.3)).item())
+    assert attn.temperature(10**6) == pytest.approx(0.01)
     query, memory, src_mask, pos = inputs((9, 4), 5)
     mem = attn.project_memory(memory, src_mask)
-    attn.start_update(3)
-    for _ in range(4):  # e.g. scheduled sampling's passes or accumulated micro-batches
-        attn(query, mem, src_mask, pos)
-    assert attn.temperature() == pytest.approx(torch.exp(torch.tensor(-0.3)).item())
+
+    def drawn(update):
+        torch.manual_seed(0)
+        return attn(query, mem, Context(pos, update=update)).context
+
+    first = drawn(3)
+    for _ in range(3):
+        torch.testing.assert_close(drawn(3), first)
+    assert not torch.allclose(drawn(40), first)  # a colder τ: sharper weights
+    assert not any(b.dtype == torch.long for b in attn.buffers())
 
 
 @pytest.mark.parametrize("estimator", ["reinforce", "straight_through", "gumbel"])
@@ -152,7 +161,7 @@ def test_each_head_of_each_training_query_takes_one_real_source_value(estimator)
         attn.out_proj.bias.zero_()
     query, memory, src_mask, pos = inputs((9, 4), 5)
     mem = attn.project_memory(memory, src_mask)
-    heads = attn.split(attn(query, mem, src_mask, pos).context)  # (B,H,T,Dh)
+    heads = split_heads(attn(query, mem, Context(pos)).context, attn.heads)  # (B,H,T,Dh)
     for b, length in enumerate((9, 4)):
         gap = (heads[b].unsqueeze(2) - mem.value[b, :, None, :length]).abs().amax(-1)
         assert (gap.amin(-1) < 1e-4).all()  # (H,T): some real position's value
@@ -167,7 +176,7 @@ def test_straight_through_passes_the_softmax_gradient_back():
     query, memory, src_mask, pos = inputs((9, 4), 5)
     direction = torch.randn(2, 5, D)
     for module in (attn, glob):
-        context = module(query, module.project_memory(memory, src_mask), src_mask, pos).context
+        context = module(query, module.project_memory(memory, src_mask), Context(pos)).context
         (context * direction).sum().backward()
     torch.testing.assert_close(attn.q_proj.weight.grad, glob.q_proj.weight.grad)
     torch.testing.assert_close(attn.k_proj.weight.grad, glob.k_proj.weight.grad)
@@ -184,17 +193,17 @@ def test_reinforce_loss_is_minus_reward_to_go_times_log_prob_minus_the_entropy_b
     torch.manual_seed(0)
     attn = build("hard", estimator="reinforce", entropy_weight=0.3).train()
     query, memory, src_mask, pos = inputs((9, 4), 5)
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos, need_weights=True)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos, need_weights=True))
     alpha = out.weights  # (B,H,T,S)
-    sampled = out.extras.log_prob.exp().unsqueeze(-1)  # α at each sampled position
+    sampled = out.loss.log_prob.exp().unsqueeze(-1)  # α at each sampled position
     assert torch.isclose(alpha, sampled).any(-1).all()
     m = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
     reward = torch.randn(2, 5) * m
     attn.baseline.fill_(-0.4)
-    loss, stats = attn.extra_loss([out], reward, m)
+    loss, stats = out.loss.total([out.loss], reward, m)
     centred = (reward + 0.4) * m
     to_go = torch.stack([centred[:, t:].sum(-1) for t in range(5)], -1)  # (B,T)
-    surrogate = -(to_go.unsqueeze(1) * out.extras.log_prob * m.unsqueeze(1)).sum()
+    surrogate = -(to_go.unsqueeze(1) * out.loss.log_prob * m.unsqueeze(1)).sum()
     entropy = (entropy_of(alpha) * m.unsqueeze(1)).sum()
     torch.testing.assert_close(loss, surrogate - 0.3 * entropy)
     mean_reward = float(reward.sum() / 8)
@@ -206,11 +215,11 @@ def test_reinforce_loss_is_minus_reward_to_go_times_log_prob_minus_the_entropy_b
 def test_the_baseline_starts_at_the_first_reward_then_moves_by_its_decay():
     attn = build("hard", estimator="reinforce", baseline_decay=0.8).train()
     query, memory, src_mask, pos = inputs((9, 4), 5)
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos))
     m = torch.ones(2, 5, dtype=torch.bool)
-    attn.extra_loss([out], torch.full((2, 5), -3.0), m)
+    out.loss.total([out.loss], torch.full((2, 5), -3.0), m)
     assert float(attn.baseline) == pytest.approx(-3.0)
-    attn.extra_loss([out], torch.full((2, 5), -1.0), m)
+    out.loss.total([out.loss], torch.full((2, 5), -1.0), m)
     assert float(attn.baseline) == pytest.approx(0.8 * -3.0 + 0.2 * -1.0)
 
 
@@ -220,10 +229,10 @@ def test_expected_prob_one_gives_soft_contexts_and_no_policy_term():
     attn = build("hard", estimator="reinforce", expected_prob=1.0).train()
     glob = global_twin(attn)
     query, memory, src_mask, pos = inputs((9, 4), 5)
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
-    soft = glob(query, glob.project_memory(memory, src_mask), src_mask, pos).context
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos))
+    soft = glob(query, glob.project_memory(memory, src_mask), Context(pos)).context
     torch.testing.assert_close(out.context, soft)
-    assert (out.extras.log_prob == 0).all()
+    assert (out.loss.log_prob == 0).all()
 
 
 def test_expected_prob_chooses_soft_contexts_at_that_rate():
@@ -231,8 +240,8 @@ def test_expected_prob_chooses_soft_contexts_at_that_rate():
     attn = build("hard", estimator="reinforce", expected_prob=0.3).train()
     query, memory, src_mask, pos = inputs((9, 4), 5)
     query, memory, src_mask = (x.repeat(200, 1, 1) for x in (query, memory, src_mask))
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
-    assert float((out.extras.log_prob == 0).float().mean()) == pytest.approx(0.3, abs=0.02)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos))
+    assert float((out.loss.log_prob == 0).float().mean()) == pytest.approx(0.3, abs=0.02)
 
 
 @pytest.mark.parametrize(
@@ -261,20 +270,19 @@ def test_estimator_settings_are_accepted_up_to_their_bounds(estimator, options, 
             build("hard", estimator=estimator, **options)
 
 
-def test_the_model_sums_each_layers_loss_and_averages_its_statistics():
-    """Transformer.extra_loss: the REINFORCE terms of every decoder layer add up; each
-    logged ``attn_*`` figure is the mean of the layers' own."""
+def test_the_objective_sums_each_layers_loss_and_averages_its_statistics():
+    """attention_loss: the REINFORCE terms that came up with every decoder layer's
+    outputs add up; each logged ``attn_*`` figure is the mean of the layers' own."""
     torch.manual_seed(0)
     model = tiny_model("hard", estimator="reinforce").train()
     src, tgt = random_batch([5, 7]), random_batch([4, 6])
     _, attention = model.states(src, tgt)
     mask, reward = tgt != PAD, -torch.rand(tgt.shape)
-    alone = copy.deepcopy(model)  # each call moves the baseline: start both from one
-    loss, stats = model.extra_loss(attention, reward, mask)
-    layers = [
-        layer.cross_attn.extra_loss(calls, reward, mask)
-        for layer, calls in zip(alone.decoder, attention)
-    ]
+    baselines = [float(layer.cross_attn.baseline) for layer in model.decoder]
+    loss, stats = attention_loss(attention, reward, mask)
+    for layer, start in zip(model.decoder, baselines):  # each term moved its baseline
+        layer.cross_attn.baseline.fill_(start)
+    layers = [calls[0].loss.total([calls[0].loss], reward, mask) for calls in attention]
     torch.testing.assert_close(loss, sum(layer_loss for layer_loss, _ in layers))
     assert len(layers) == 2 and stats.keys() == {f"attn_{k}" for k in layers[0][1]}
     for k in layers[0][1]:
@@ -289,15 +297,14 @@ def test_the_first_updates_baseline_does_not_depend_on_the_sentences_own_reward(
     torch.manual_seed(0)
     attn = build("hard", estimator="reinforce", entropy_weight=0.0).train()
     query, memory, src_mask, pos = inputs((9, 4), 5)
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
-    log_prob = out.extras.log_prob.detach().requires_grad_()
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos))
+    log_prob = out.loss.log_prob.detach().requires_grad_()
     m = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.bool)
     reward = -torch.rand(2, 5) * m
 
     def to_go(reward):  # −∂loss/∂log α summed over heads: (B,T) advantages
-        fresh = copy.deepcopy(attn)
-        chosen = AttentionOutput(out.context, extras=Choices(log_prob, out.extras.entropy))
-        loss, stats = fresh.extra_loss([chosen], reward, m)
+        chosen = Reinforce(log_prob, out.loss.entropy, attn.baseline.clone(), attn.cfg)
+        loss, stats = chosen.total([chosen], reward, m)
         (grad,) = torch.autograd.grad(loss, log_prob)
         return -grad[:, 0], stats
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from nmt.attention import ATTENTION
+from nmt.attention.base import Context
 from tests.attention.test_attention import H, build, global_twin, inputs
 
 LOCAL = [
@@ -22,7 +23,9 @@ def run(attn, lengths, T, need_weights=True, positions=None):
     torch.manual_seed(1)  # the same inputs for every call
     query, memory, src_mask, pos = inputs(lengths, T)
     mem = attn.project_memory(memory, src_mask)
-    return attn(query, mem, src_mask, pos if positions is None else positions, need_weights)
+    return attn(
+        query, mem, Context(pos if positions is None else positions, need_weights=need_weights)
+    )
 
 
 @pytest.mark.parametrize(("kind", "options"), LOCAL)
@@ -31,7 +34,7 @@ def test_weight_falls_on_exactly_the_window_on_the_source(kind, options):
     sentence: every one of them gets weight, no other position does."""
     attn = build(kind, window=2, **options)
     out = run(attn, (30, 11), 25)
-    lo = torch.round(out.extras.centers).long().unsqueeze(-1) - 2  # (B,Hc,T,1)
+    lo = torch.round(out.centers).long().unsqueeze(-1) - 2  # (B,Hc,T,1)
     s = torch.arange(30)
     inside = (s >= lo) & (s <= lo + 4) & (s < torch.tensor([30, 11]).view(2, 1, 1, 1))
     assert torch.equal(out.weights > 0, inside.expand_as(out.weights))
@@ -49,7 +52,7 @@ def test_local_p_weights_follow_their_formulas(gaussian, window):
     local = build("local_p", window=window, gaussian=gaussian)
     glob = global_twin(local)
     out, g = run(local, (30, 11), 25), run(glob, (30, 11), 25).weights  # (B,H,T,S)
-    p = out.extras.centers.unsqueeze(-1)  # (B,H,T,1)
+    p = out.centers.unsqueeze(-1)  # (B,H,T,1)
     s = torch.arange(30)
     inside = (s >= torch.round(p) - window) & (s <= torch.round(p) + window)
     gauss = torch.exp(-((s - p) ** 2) / (2 * (window / 2) ** 2))
@@ -73,15 +76,15 @@ def test_local_m_with_a_covering_window_equals_global():
 def test_local_m_centres_follow_positions_and_stay_on_the_source():
     attn = build("local_m", window=1, center="length_ratio", ratio=2.0)
     out = run(attn, (10, 4), 30, positions=torch.arange(30))
-    assert out.extras.centers[0, 0, 6].item() == 3.0  # 6 / 2
-    assert out.extras.centers[1].max().item() == 3.0  # clamped to the last real position
+    assert out.centers[0, 0, 6].item() == 3.0  # 6 / 2
+    assert out.centers[1].max().item() == 3.0  # clamped to the last real position
 
 
 def test_local_p_centres_scale_with_each_sentence_length():
     attn = build("local_p")
     out = run(attn, (40, 8), 10)
-    assert (out.extras.centers[0] <= 40).all() and (out.extras.centers[1] <= 8).all()
-    assert (out.extras.centers >= 0).all()
+    assert (out.centers[0] <= 40).all() and (out.centers[1] <= 8).all()
+    assert (out.centers >= 0).all()
 
 
 @pytest.mark.parametrize("gaussian", ["multiply", "bias"])

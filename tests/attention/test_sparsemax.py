@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from nmt.attention.base import Context
 from nmt.attention.sparsemax import SparsemaxAttention, sparsemax
 from tests.helpers import attention_config
 
@@ -73,6 +74,6 @@ def test_weights_sum_to_one_under_bf16_autocast():
     mask = torch.ones(8, 1, 30, dtype=torch.bool)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         keys = layer.project_memory(memory, mask)
-        attended = layer(query, keys, mask, torch.arange(20), need_weights=True)
+        attended = layer(query, keys, Context(torch.arange(20), need_weights=True))
     assert attended.weights.dtype == torch.float32
     torch.testing.assert_close(attended.weights.sum(-1), torch.ones(8, 4, 20), atol=1e-5, rtol=0)

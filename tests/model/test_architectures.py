@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.attention import ATTENTION
-from nmt.attention.base import DotScore, TrilinearScore
+from nmt.attention.base import Context, DotScore, TrilinearScore, merge_heads, split_heads
 from nmt.config import from_dict
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import ConfigError
@@ -110,8 +110,8 @@ def test_bidaf_fusion_uses_the_full_trilinear_score():
     h = torch.randn(2, 6, D)
     _, memory, src_mask, positions = inputs(lengths=(9, 4))
     mem = attn.project_memory(memory, src_mask)
-    attended = attn(h, mem, src_mask, positions)
-    q = attn.split(attn.q_proj(h))  # (B,H,T,Dh)
+    attended = attn(h, mem, Context(positions))
+    q = attn.queries(h)  # (B,H,T,Dh)
     full = (
         torch.einsum("bhtd,hd->bht", q, fusion.query_term).unsqueeze(-1)
         + torch.einsum("bhsd,hd->bhs", mem.key, s.w_k).unsqueeze(-2)
@@ -120,10 +120,10 @@ def test_bidaf_fusion_uses_the_full_trilinear_score():
     m = full.masked_fill(~src_mask.unsqueeze(1), float("-inf")).amax(-1)  # (B,H,T)
     causal = torch.ones(6, 6, dtype=torch.bool).tril()
     b = m.unsqueeze(-2).expand(2, H, 6, 6).masked_fill(~causal, float("-inf")).softmax(-1)
-    summary = attn.merge(b @ attn.split(h))  # (B,T,D)
+    summary = merge_heads(b @ split_heads(h, H))  # (B,T,D)
     context = attended.context
     want = fusion.proj(torch.cat([h, context, h * context, h * summary], -1))
-    got = fusion(h, attended, attn, mem, src_mask).context
+    got = fusion(h, attended, attn, mem, Context(positions)).context
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
@@ -144,10 +144,10 @@ def test_trilinear_starts_as_the_scaled_dot_product():
 def test_every_variant_takes_the_trilinear_score(kind):
     attn = build(kind, score="trilinear", **differentiable(kind))
     query, memory, src_mask, pos = inputs(lengths=(9, 4))
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos, True)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos, need_weights=True))
     assert (out.weights[1, :, :, 4:] == 0).all() and torch.isfinite(out.context).all()
     attn.train()
-    out = attn(query, attn.project_memory(memory, src_mask), src_mask, pos)
+    out = attn(query, attn.project_memory(memory, src_mask), Context(pos))
     out.context.square().sum().backward()
     assert attn.score.w_m.grad is not None and attn.score.w_m.grad.abs().sum() > 0
 

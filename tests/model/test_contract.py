@@ -8,70 +8,120 @@ import ast
 from pathlib import Path
 
 import pytest
-import torch
 
 from nmt import checkpoint
-from nmt.data.vocab import PAD
 from nmt.errors import NmtError
-from nmt.model.load import load_model
-from nmt.recipe import config_from_dict, load_recipe
+from nmt.recipe import load_recipe
 from tests.helpers import random_batch, tiny_model
 
 PACKAGE = Path(__file__).resolve().parents[2] / "nmt"
 FUSED = {"decoder": {"fusion": "bidaf"}}
 
 
+MODEL_CODE = [*(PACKAGE / "model").glob("*.py"), *(PACKAGE / "attention").glob("*.py")]
+
+
+def calls(name: str):
+    """(file, call) for every call of the builtin ``name`` in the model's code."""
+    for path in MODEL_CODE:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == name:
+                yield path.name, node
+
+
 def test_no_model_or_attention_module_tests_another_modules_type():
     """``isinstance`` in the model and the attention variants only ever asks about
     PyTorch's own types (``_init_weights`` dispatching on ``nn.Linear``), never about
     an nmt module: a decoder calls every cross-attention the same way."""
-    for path in [*(PACKAGE / "model").glob("*.py"), *(PACKAGE / "attention").glob("*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
-                asked = ast.unparse(node.args[1])
-                assert asked.startswith(("nn.", "torch.")), f"{path.name}: isinstance(…, {asked})"
+    for where, node in calls("isinstance"):
+        asked = ast.unparse(node.args[1])
+        assert asked.startswith(("nn.", "torch.")), f"{where}: isinstance(…, {asked})"
 
 
-def old_names(weights: dict) -> dict:
-    """A fused model's tensors under the names of checkpoints written before fusion
-    became a decoder-layer module (the inverse of checkpoint.RENAMED)."""
-    out = {}
-    for name, value in weights.items():
-        layer, _, rest = name.partition(".cross_attn.")
-        if rest:
-            name = f"{layer}.cross_attn.attn.{rest}"
-        layer, _, rest = name.partition(".fusion.")
-        if rest == "query_term":
-            name = f"{layer}.cross_attn.attn.score.w_q"
-        elif rest:
-            name = f"{layer}.cross_attn.{rest}"
-        out[name] = value
-    return out
+def test_no_model_or_attention_module_probes_another_for_an_attribute():
+    """No ``hasattr``, and ``getattr`` only on the module's own fields: what one
+    module needs of another is in the contract (a method, a typed field)."""
+    assert not list(calls("hasattr"))
+    for where, node in calls("getattr"):
+        assert ast.unparse(node.args[0]) == "self", f"{where}: {ast.unparse(node)}"
 
 
-@pytest.mark.parametrize("score", ["dot", "trilinear"])
-def test_a_fused_checkpoint_of_the_earlier_layout_translates_the_same(tiny_run, tmp_path, score):
-    payload = checkpoint.load(tiny_run / "best.pt")
-    config = payload["config"]
-    model_cfg = {**config["model"], "decoder": {"kind": "standard", "fusion": "bidaf"}}
-    model_cfg["attention"] = {**model_cfg["attention"], "score": score}
-    new = {**config, "model": model_cfg}
-    model = load_model(tiny_run, torch.device("cpu")).model
-    vocab = model.generator.weight.size(0)
-    fused = type(model)(config_from_dict(new).model, vocab, vocab, PAD, True)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for p in fused.parameters():
-            p.add_(torch.randn_like(p) * 0.1)  # w_q and everything else away from its start
-    stored = {k: v for k, v in fused.state_dict().items()}
-    old_model = {**model_cfg, "decoder": {"kind": "standard"}}
-    old_model["attention"] = {**model_cfg["attention"], "fusion": "bidaf"}
-    old = {**payload, "config": {**config, "model": old_model}, "model": old_names(stored)}
-    assert any(".cross_attn.attn." in k for k in old["model"])
-    checkpoint.save(tmp_path / "old.pt", {k: v for k, v in old.items() if k != "format"})
-    loaded = load_model(tmp_path / "old.pt", torch.device("cpu")).model
-    src, tgt = random_batch([5, 7]), random_batch([4, 6])
-    torch.testing.assert_close(loaded.eval()(src, tgt), fused.eval()(src, tgt))
+def imports(path: Path) -> set[str]:
+    """The nmt modules that ``path`` imports, at any level (type-only ones too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nmt"):
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("nmt")}
+    return found
+
+
+def module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def test_the_model_packages_import_each_other_one_way():
+    """nmt.kernels, nmt.attention and nmt.model import each other in one direction
+    only (kernels -> attention <- model), type-only imports included."""
+    units = ("nmt.kernels", "nmt.attention", "nmt.model")
+    edges = set()
+    for unit in units:
+        for path in (PACKAGE / unit.split(".")[1]).glob("*.py"):
+            for name in imports(path):
+                other = next((u for u in units if name == u or name.startswith(u + ".")), None)
+                if other is not None and other != unit:
+                    edges.add((unit, other))
+    assert not {(a, b) for a, b in edges if (b, a) in edges}, sorted(edges)
+
+
+def test_no_nmt_module_imports_itself_back():
+    """No circle of imports between nmt's modules, type-only imports included."""
+    graph = {}
+    for path in PACKAGE.rglob("*.py"):
+        graph[module_name(path)] = imports(path)
+    graph = {m: {n for n in names if n in graph and n != m} for m, names in graph.items()}
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for nxt in sorted(graph[module]):
+            assert state.get(nxt) != 1, " -> ".join([*trail, module, nxt])
+            if nxt not in state:
+                visit(nxt, [*trail, module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+
+
+def test_the_registry_refuses_a_variant_that_does_not_implement_the_contract():
+    from dataclasses import dataclass
+
+    from torch import nn
+
+    from nmt.attention.base import CrossAttention
+    from nmt.attention.config import ATTENTION, AttentionConfig
+
+    @dataclass(frozen=True)
+    class Odd(AttentionConfig):
+        kind: str = "odd"
+
+    with pytest.raises(TypeError, match=r"does not subclass nmt\.attention\.base\.CrossAttention"):
+        ATTENTION.register("odd_module", Odd)(type("Plain", (nn.Module,), {}))
+    with pytest.raises(TypeError, match=r"forward\(query, memory, src_mask.* does not follow"):
+        type(
+            "OldSignature",
+            (CrossAttention,),
+            {"forward": lambda self, query, memory, src_mask, positions, need_weights=False: 0},
+        )
+    with pytest.raises(TypeError, match="must be a dataclass"):
+        ATTENTION.register("odd_config", dict)
+    with pytest.raises(TypeError, match="non-empty string"):
+        ATTENTION.register(3, Odd)
+    assert "odd_module" not in ATTENTION and "odd_config" not in ATTENTION
 
 
 def test_a_recipe_naming_attention_fusion_is_refused_with_the_new_key(tmp_path):

@@ -53,7 +53,7 @@ def test_decoder_is_causal():
 
 def test_tied_embeddings_share_storage():
     model = tiny_model()
-    assert model.generator.weight is model.tgt_embed.tokens.weight
+    assert model.output.weight is model.tgt_embed.tokens.weight
     assert model.src_embed is model.tgt_embed
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from nmt.attention.base import AttentionOutput, CrossAttention, Memory
+from nmt.attention.base import AttentionOutput, Context, CrossAttention, Memory
 from nmt.attention.config import ATTENTION, AttentionConfig
 
 
@@ -23,18 +23,9 @@ class UniformConfig(AttentionConfig):
 class UniformAttention(CrossAttention):
     """a_t(s) = 1/S_b over the real source positions s; c_t = Σ_s a_t(s) v_s."""
 
-    def forward(
-        self,
-        query: Tensor,
-        memory: Memory,
-        src_mask: Tensor,
-        positions: Tensor,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
+    def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
         B, T, _ = query.shape
-        real = src_mask.unsqueeze(1).to(query.dtype)  # (B,1,1,S)
+        real = memory.mask.unsqueeze(1).to(query.dtype)  # (B,1,1,S)
         weights = (real / real.sum(-1, keepdim=True).clamp(min=1)).expand(B, self.heads, T, -1)
         context = weights @ memory.value  # (B,H,T,Dh)
-        return AttentionOutput(
-            self.out_proj(self.merge(context)), weights if need_weights else None
-        )
+        return AttentionOutput(self.output(context), weights if ctx.need_weights else None)

@@ -81,9 +81,9 @@ def spy_decode(trainer):
     calls = []
     original = trainer.model.decode_states
 
-    def decode_states(tgt_in, state, embeds=None, need_weights=False, tgt_mask=None):
-        states, attention = original(tgt_in, state, embeds, need_weights, tgt_mask)
-        calls.append((embeds, trainer.model.generator(states)))
+    def decode_states(tgt_in, state, embeds=None, need_weights=False, tgt_mask=None, update=0):
+        states, attention = original(tgt_in, state, embeds, need_weights, tgt_mask, update)
+        calls.append((embeds, trainer.model.output(states)))
         return states, attention
 
     trainer.model.decode_states = decode_states
@@ -199,8 +199,9 @@ def test_works_with_every_attention_variant(tiny_config, model):
 
 
 def test_gumbel_temperature_follows_updates_through_passes_and_accumulation(tiny_config):
-    """Three updates of two accumulated batches, two passes each: every layer's
-    Gumbel temperature stands at update 2's value (one anneal step per update)."""
+    """Three updates of two accumulated batches, two passes each: every call of every
+    layer's cross-attention is told the update it belongs to (one anneal step per
+    update, not per forward call)."""
     cfg = tiny_config(
         model={"decoder_layers": 2, "attention": {"kind": "hard", "estimator": "gumbel"}},
         train={
@@ -209,9 +210,13 @@ def test_gumbel_temperature_follows_updates_through_passes_and_accumulation(tiny
         },
     )
     trainer = prepare(cfg, "cpu")
+    seen: dict[int, list[int]] = {}
+    for i, layer in enumerate(trainer.model.decoder):
+        layer.cross_attn.register_forward_pre_hook(
+            lambda m, args, i=i: seen.setdefault(i, []).append(args[2].update)
+        )
     plan = trainer.epochs.plan(0)
     for step in range(3):
         trainer.state.step = step
         trainer.train_step([trainer.data.train.collate(b) for b in plan[2 * step : 2 * step + 2]])
-    for layer in trainer.model.decoder:
-        assert int(layer.cross_attn.updates) == 2
+    assert seen == {i: [0] * 4 + [1] * 4 + [2] * 4 for i in range(2)}

@@ -188,12 +188,13 @@ def test_precision_sets_the_dtype_of_the_matmuls_only(tiny_config, precision, dt
     assert moments and {m.dtype for m in moments} == {torch.float32}
 
 
-def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
+def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config, monkeypatch):
     """Hard attention's reward is the same per-token objective the pathwise gradient
     comes from: minus the label-smoothed cross-entropy, 0 at padding."""
     import torch.nn.functional as F
 
     from nmt.data.vocab import PAD
+    from nmt.training import objective
 
     cfg = tiny_config(
         model={"dropout": 0.0, "attention": {"kind": "hard", "estimator": "reinforce"}}
@@ -202,11 +203,11 @@ def test_reinforce_reward_is_minus_the_smoothed_training_loss(tiny_config):
     batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
     seen = []
 
-    def extra_loss(attention, reward, mask):
+    def attention_loss(attention, reward, mask):
         seen.append(reward)
         return None, {}
 
-    trainer.model.extra_loss = extra_loss
+    monkeypatch.setattr(objective, "attention_loss", attention_loss)
     trainer.model.eval()  # argmax attention: the same logits in both computations
     with torch.no_grad():
         trainer.loss(batch)

@@ -22,20 +22,31 @@ is where it pays most.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from nmt.attention.base import Memory
-    from nmt.attention.local import LocalAttention
+from nmt.attention.base import Memory
 
 # ``auto`` uses the bands when their block slots × band length are at most
 # T·S / BAND_GAIN; above that the dense path's fewer, larger matmuls win
 # (benchmarks/attention_scaling.py, docs/benchmarks.md).
 BAND_GAIN = 4
+
+
+class Windowed(Protocol):
+    """What the bands need of a local attention (nmt.attention.local)."""
+
+    width: int  # W = 2w + 1
+    monotone: bool  # whether p_t never decreases along t
+    score: nn.Module  # (B,H,*,Q,Dh) x (B,H,*,K,Dh) -> (B,H,*,Q,K)
+    dropout: nn.Module
+
+    def window_weights(
+        self, scores: Tensor, pos: Tensor, p: Tensor, lo: Tensor, lengths: Tensor
+    ) -> Tensor: ...
 
 
 class Blocks(NamedTuple):
@@ -84,7 +95,7 @@ def tiled_blocks(lo: Tensor, width: int) -> Blocks:
 
 
 def banded_attention(
-    attn: LocalAttention,
+    attn: Windowed,
     q: Tensor,
     memory: Memory,
     p: Tensor,
@@ -105,7 +116,7 @@ def banded_attention(
 
 
 def _attend(
-    attn: LocalAttention,
+    attn: Windowed,
     q: Tensor,
     memory: Memory,
     p: Tensor,

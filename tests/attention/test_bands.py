@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.kernels import banded
+from nmt.attention import bands as banded
 from tests.attention.test_attention import H, build
 from tests.attention.test_local import LOCAL, run
 
