@@ -9,8 +9,10 @@ of sums:
 - ``length_ratio``: hypothesis words / reference words (sacreBLEU's 13a tokens,
   the lengths BLEU's brevity penalty compares): below 1 a model stops early,
   above 1 it runs on.
-- ``repetition``: the share of a hypothesis's word bigrams that repeat an earlier
-  bigram of the same sentence (seq-rep-2 of Welleck et al. 2020).
+- ``repetition``: seq-rep-2 of Welleck et al. 2020 (sec. 6): per sentence, the
+  share of its word bigrams that repeat an earlier bigram of the same sentence,
+  1 − unique / all, averaged over the sentences that have a bigram (each
+  sentence's pair is (its share, 1), so the ratio of sums is that mean).
 - ``dropped``: the share of source words whose attention mass summed over the
   whole output (mean over layers and heads, the word's pieces added up) stays
   below :data:`DROPPED_BELOW`: the coverage view of Tu et al. 2016, read while
@@ -57,11 +59,13 @@ def words(text: str) -> list[str]:
     return _tokenize(text.strip()).split()
 
 
-def repetition(hyp: str) -> tuple[int, int]:
-    """(bigrams that repeat an earlier one, bigrams) of one hypothesis."""
-    tokens = words(hyp)
-    grams = list(itertools.pairwise(tokens))
-    return len(grams) - len(set(grams)), len(grams)
+def repetition(hyp: str) -> tuple[float, int]:
+    """(seq-rep-2 of one hypothesis, 1); (0, 0) for one without a bigram, which
+    Welleck et al.'s mean over sequences leaves out."""
+    grams = list(itertools.pairwise(words(hyp)))
+    if not grams:
+        return 0.0, 0
+    return 1 - len(set(grams)) / len(grams), 1
 
 
 def source_word_mass(amap: AttentionMap) -> np.ndarray:

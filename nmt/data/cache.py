@@ -108,19 +108,29 @@ def remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def trained_lines(files: tuple[Path, Path], side: int, max_words: int | None) -> Iterator[str]:
+    """One side's lines of the pairs the model trains on: under ``max_words``
+    (``data.train_max_words``) the pairs of more source words are held out of the
+    vocabulary as they are of training, so that no piece is learned from them."""
+    if max_words is None:
+        return iter_lines(files[side])
+    return (pair[side] for pair in iter_parallel(*files) if words(pair[0]) <= max_words)
+
+
 def vocab_entry(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], None]) -> Path:
     """The directory holding the vocabulary that the recipe's settings train on
-    ``files``, trained now if no run has trained it before."""
+    ``files`` (the pairs ``data.train_max_words`` keeps), trained now if no run has
+    trained it before."""
     v = cfg.vocab
     settings = {k: getattr(v, k) for k in ("size", "joint", "type", "sample")}
-    entry = cache_root(cfg) / f"vocab-{digest([FORMAT, settings, *map(file_stamp, files)])}"
+    held = [] if cfg.train_max_words is None else [cfg.train_max_words]  # old keys unchanged
+    key = digest([FORMAT, settings, *map(file_stamp, files), *held])
+    entry = cache_root(cfg) / f"vocab-{key}"
     with building(entry, log) as tmp:
         if tmp is not None:
             check_corpus(files)
-            if v.joint:
-                sides = {"": itertools.chain(*map(iter_lines, files))}
-            else:
-                sides = {".src": iter_lines(files[0]), ".tgt": iter_lines(files[1])}
+            src, tgt = (trained_lines(files, side, cfg.train_max_words) for side in (0, 1))
+            sides = {"": itertools.chain(src, tgt)} if v.joint else {".src": src, ".tgt": tgt}
             crc = {}
             for suffix, lines in sides.items():
                 what = "a joint" if v.joint else f"the {suffix[1:]}"

@@ -20,12 +20,20 @@ def amap(src: list[str], weights: np.ndarray) -> AttentionMap:
     return AttentionMap(src, ["x"] * weights.shape[0], w, None)
 
 
-def test_repetition_counts_bigrams_that_repeat_an_earlier_one():
-    # bigrams: (a,b) (b,a) (a,b) (b,a) (a,c): two repeat an earlier one
-    assert d.repetition("a b a b a c") == (2, 5)
-    assert d.repetition("a man rides a horse") == (0, 4)  # a repeated word is no repeated bigram
-    assert d.repetition("one") == (0, 0)
-    assert d.ratio(np.array([d.repetition("a b a b a c"), d.repetition("x y z")])) == 2 / 7
+def test_repetition_is_seq_rep_2_averaged_over_sentences():
+    """Welleck et al. 2020's seq-rep-2, 1 − unique bigrams / bigrams, per sentence and
+    then averaged over sentences (not pooled over the split as a ratio of sums)."""
+    # bigrams: (a,b) (b,a) (a,b) (b,a) (a,c): 3 unique of 5
+    assert d.repetition("a b a b a c") == (pytest.approx(0.4), 1)
+    assert d.repetition("a man rides a horse") == (0, 1)  # a repeated word is no repeated bigram
+    assert d.repetition("one") == (0, 0)  # no bigram: left out of the mean
+    hand = ["a b a b a c", "x y z", "one", "the dog the dog the dog"]
+    # per sentence: 2/5, 0/2, (none), 1 − 2/5: the mean of the three is 0.4
+    assert d.ratio(np.array([d.repetition(h) for h in hand])) == pytest.approx(
+        (0.4 + 0.0 + 0.6) / 3
+    )
+    pooled = (2 + 0 + 3) / (5 + 2 + 5)  # what a ratio of bigram sums would say
+    assert pooled != pytest.approx(1 / 3)
 
 
 def test_a_word_is_dropped_when_its_pieces_receive_little_attention_over_the_output():

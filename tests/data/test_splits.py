@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from nmt.config import from_dict
 from nmt.data.config import DataConfig
-from nmt.data.pipeline import load_split
+from nmt.data.pipeline import load_split, recipe_vocabs, split_files
 from nmt.data.splits import base_split, derive
 from nmt.errors import NmtError
 from nmt.training.run import prepare
@@ -68,3 +69,21 @@ def test_train_max_words_holds_the_long_pairs_out_of_training_and_dev(tiny_confi
     assert data.dev_src and all(len(s.split()) <= n for s in data.dev_src)
     everything = prepare(tiny_config(), "cpu").data
     assert len(everything.train) == len(src) and len(everything.dev_src) > len(data.dev_src)
+
+
+def test_the_vocabulary_is_learned_on_the_pairs_the_model_trains_on(tmp_path, toy_dir):
+    """Under data.train_max_words the held-out long pairs teach SentencePiece nothing:
+    a character that only they hold is no piece of the vocabulary (it would be with
+    every pair), and the cache keeps the two vocabularies apart."""
+    for side in ("src", "tgt"):
+        lines = (toy_dir / f"train.{side}").read_text(encoding="utf-8").splitlines()
+        long = ["ž " * 30 + "ž"] * 50  # 31 source words: held out under train_max_words 20
+        (tmp_path / f"train.{side}").write_text("\n".join(lines + long) + "\n", encoding="utf-8")
+    pieces = {}
+    for held in (None, 20):
+        section = {"dir": str(tmp_path), "src_lang": "src", "tgt_lang": "tgt", "dev": "train"}
+        cfg = from_dict(DataConfig, {**section, "vocab": {"size": 200}, "train_max_words": held})
+        vocabs = recipe_vocabs(cfg, split_files(cfg, cfg.train), lambda line: None)
+        pieces[held] = {vocabs.src.sp.id_to_piece(i) for i in range(len(vocabs.src))}
+    assert any("ž" in p for p in pieces[None])
+    assert not any("ž" in p for p in pieces[20])
