@@ -3,9 +3,11 @@
 Every schedule warms up linearly to the peak ``train.lr`` over ``train.warmup``
 updates. After it, ``inverse_sqrt`` decays as 1/sqrt(step) with no end (Vaswani
 et al. 2017, eq. 3, with the peak made explicit); ``cosine`` (Loshchilov & Hutter
-2017, one cycle) and ``linear`` decay to zero at ``train.max_steps``: a schedule
-that knows its budget ends annealed, which at a short budget is worth more than
-an open-ended one (Li, Yumer & Ramanan 2020, "Budgeted training").
+2017, one cycle) and ``linear`` decay towards zero over ``train.max_steps``: a
+schedule that knows its budget ends annealed, which at a short budget is worth
+more than an open-ended one (Li, Yumer & Ramanan 2020, "Budgeted training"). The
+decay reaches zero one update after the budget, so that its last update still
+moves the parameters (at zero it would be a wasted update).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def _decay(shape: Callable[[float], float]) -> Schedule:
         if step <= warmup:
             return peak * step / warmup
         assert total is not None, "a decaying schedule needs train.max_steps"
-        done = min((step - warmup) / max(total - warmup, 1), 1.0)
+        done = min((step - warmup) / (max(total, warmup) - warmup + 1), 1.0)
         return peak * shape(done)
 
     return schedule

@@ -4,6 +4,7 @@ the decaying schedules' shape (monotone, half the peak half-way, zero at the end
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 
@@ -31,15 +32,19 @@ def test_every_schedule_warms_up_linearly_to_the_peak(name):
 
 @pytest.mark.parametrize("name", ["cosine", "linear"])
 @pytest.mark.parametrize("warmup", [0, 100])
-def test_a_decaying_schedule_falls_to_zero_at_its_budget(name, warmup):
-    schedule, total = SCHEDULES[name], 1100
+def test_a_decaying_schedule_falls_to_zero_just_after_its_budget(name, warmup):
+    """The decay spans the budget's updates and one more: every update of the
+    budget moves the parameters (the last at the smallest rate), and the rate is 0
+    from update max_steps + 1 on."""
+    schedule, total = SCHEDULES[name], 1099
     rates = [schedule(s, 1e-3, warmup, total) for s in range(warmup + 1, total + 1)]
-    assert all(a >= b for a, b in itertools.pairwise(rates))  # never rises after the warm-up
-    assert rates[-1] == pytest.approx(0.0, abs=1e-12)
+    assert all(a > b for a, b in itertools.pairwise(rates))  # falls at every update
+    assert rates[-1] > 0
+    assert schedule(total + 1, 1e-3, warmup, total) == pytest.approx(0.0, abs=1e-12)
     assert schedule(total + 50, 1e-3, warmup, total) == pytest.approx(0.0, abs=1e-12)
-    middle = warmup + (total - warmup) // 2
+    middle = warmup + (total + 1 - warmup) // 2  # (total + 1 − warmup) is even
     assert schedule(middle, 1e-3, warmup, total) == pytest.approx(5e-4)  # both: half-way
-    quarter = warmup + (total - warmup) // 4  # cosine stays higher early, linear does not
+    quarter = warmup + (total + 1 - warmup) // 4  # cosine stays higher early, linear does not
     want = {"cosine": 1e-3 * (0.5 + 0.5 * 0.5**0.5), "linear": 7.5e-4}[name]
     assert schedule(quarter, 1e-3, warmup, total) == pytest.approx(want)
 
@@ -61,6 +66,11 @@ def test_an_update_takes_the_recipes_schedule(tiny_config, name):
     batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
     _, logged = trainer.train_step([batch])
     assert logged["lr"] == SCHEDULES[name](12, 1.0, 4, 20)
+    done = 8 / 17  # 8 of the 17 decaying updates (5..20 and one more)
     assert logged["lr"] == pytest.approx(
-        {"inverse_sqrt": 3**-0.5, "cosine": 0.5, "linear": 0.5}[name]
+        {
+            "inverse_sqrt": 3**-0.5,
+            "cosine": 0.5 * (1 + math.cos(math.pi * done)),
+            "linear": 1 - done,
+        }[name]
     )
