@@ -49,9 +49,12 @@ class Recompute(torch.nn.Module):
         state = self.model.decoder_state(memory, src_mask)
         return PrefixState(state.memories)
 
-    def decode(self, last: Tensor, state: PrefixState) -> Tensor:
+    def decode_step(
+        self, last: Tensor, state: PrefixState, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         state.prefix = last if state.prefix is None else torch.cat([state.prefix, last], 1)
-        return self.model.decode(state.prefix, state)[:, -1:]
+        logits, weights = self.model.decode_step(state.prefix, state, need_weights)
+        return logits[:, -1:], None if weights is None else weights[:, -1:]
 
 
 def main() -> None:

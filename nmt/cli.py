@@ -146,7 +146,11 @@ def train(
         evaluate(cfg.run_dir, list(cfg.data.test), device=device)
 
 
-@app.command(epilog="Example: nmt evaluate runs/toy --split test --split test_long")
+@app.command(
+    epilog="Example: nmt evaluate runs/toy --split test --split test_long  "
+    "(other decoding: nmt evaluate runs/toy --split 'test*3' --set decode.coverage=0.2 "
+    "--length oracle)"
+)
 @user_errors
 def evaluate(
     run: Path = typer.Argument(..., help="Run directory (uses its best.pt)."),
@@ -154,16 +158,24 @@ def evaluate(
         [], help="Splits to evaluate (default: the recipe's data.test)."
     ),
     device: str = typer.Option("auto", help=DEVICE_HELP),
+    set_: list[str] = typer.Option(
+        [], "--set", help="decode.KEY=VALUE instead of the recipe's (kept as SPLIT@TAG)."
+    ),
+    length: str = typer.Option(
+        "model", help="model: the recipe's bounds; oracle: each output as long as its reference."
+    ),
 ) -> None:
     """Translate test splits with the recipe's beam settings; scores go to RUN/results.json."""
+    from nmt.decode_config import length_mode
     from nmt.evaluate import evaluate as run_evaluate
 
-    run_evaluate(run, split or None, device=device)
+    run_evaluate(run, split or None, device=device, overrides=set_, length=length_mode(length))
 
 
 @app.command(
     epilog="Example: nmt translate runs/toy -i data/toy/test.src -o hyp.txt --beam 5  "
-    "(an ensemble: nmt translate runs/a runs/b -i data/toy/test.src)"
+    "(an ensemble: nmt translate runs/a runs/b -i data/toy/test.src; at the reference's "
+    "length: --length oracle --ref data/toy/test.tgt)"
 )
 @user_errors
 def translate(
@@ -190,9 +202,17 @@ def translate(
     top_k: Optional[int] = typer.Option(None, "--top-k", help="--sample: keep k tokens (0: all)."),
     top_p: Optional[float] = typer.Option(None, "--top-p", help="--sample: nucleus mass (1: all)."),
     seed: Optional[int] = typer.Option(None, help="--sample: random seed (1)."),
+    set_: list[str] = typer.Option(
+        [], "--set", help="decode.KEY=VALUE (coverage, word_reward, min_len_a, ...)."
+    ),
+    length: str = typer.Option(
+        "model", help="model: the recipe's bounds; oracle: each output as long as its --ref line."
+    ),
+    ref: Optional[Path] = typer.Option(None, "--ref", help="--length oracle: the references."),
     plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
 ) -> None:
     """Translate one sentence per line; always exactly one output line per input line."""
+    from nmt.decode_config import length_mode
     from nmt.plugins import import_plugins
     from nmt.translate import sampling_options, translate_file
 
@@ -210,6 +230,9 @@ def translate(
         attention_dir=attention_dir,
         alignments=alignments,
         sampling=sampling_options(sample, temperature, top_k, top_p, seed),
+        overrides=set_,
+        length=length_mode(length),
+        ref=ref,
     )
 
 

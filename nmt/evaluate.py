@@ -12,6 +12,7 @@ import torch
 from nmt.averaging import average_last
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import load_split
+from nmt.decode_config import LengthMode, decode_tag, with_overrides
 from nmt.decoding import translate_lines
 from nmt.device import resolve_device
 from nmt.errors import NmtError
@@ -80,27 +81,48 @@ def evaluated_model(run_dir: Path, device: torch.device) -> Loaded:
     return loaded
 
 
-def evaluate(run_dir: str | Path, splits: list[str] | None = None, device: str = "auto") -> None:
+def evaluate(
+    run_dir: str | Path,
+    splits: list[str] | None = None,
+    device: str = "auto",
+    overrides: list[str] | None = None,
+    length: LengthMode = "model",
+) -> None:
     """Translate each split with the recipe's decode settings (best.pt, or the mean of
     the last ``decode.average_last`` kept checkpoints); write ``{split}.hyp`` and
-    merge BLEU/chrF (with sacreBLEU signatures) into ``RUN/results.json``."""
+    merge BLEU/chrF (with sacreBLEU signatures) into ``RUN/results.json``.
+
+    ``overrides`` (``decode.KEY=VALUE``) and ``length`` (``oracle``: every output
+    exactly as long as its reference, in pieces) make another evaluation of the same
+    checkpoint, kept beside the recipe's own under ``SPLIT@TAG`` (the .hyp file and
+    the results.json entry), TAG saying what differs."""
     run_dir = Path(run_dir)
     dev = resolve_device(device)
     loaded = evaluated_model(run_dir, dev)
     cfg = loaded.cfg
+    decode = with_overrides(cfg.decode, overrides or [])
+    tag = decode_tag(overrides or [], length)
     for split in dict.fromkeys(splits or cfg.data.test):  # a split named twice: once
         src, refs = load_split(cfg.data, split)
+        name = f"{split}@{tag}" if tag else split
         start = time.perf_counter()
-        with sentence_progress(split, len(src), console.is_terminal) as advance:
+        with sentence_progress(name, len(src), console.is_terminal) as advance:
             nbest = translate_lines(
-                loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, src, cfg.decode, dev, advance
+                loaded.model,
+                loaded.vocabs.src,
+                loaded.vocabs.tgt,
+                src,
+                decode,
+                dev,
+                advance,
+                refs=refs if length == "oracle" else None,
             )
         seconds = time.perf_counter() - start
         hyps = [one_line(h[0].text) for h in nbest]
-        write_text(run_dir / f"{split}.hyp", "".join(h + "\n" for h in hyps))
+        write_text(run_dir / f"{name}.hyp", "".join(h + "\n" for h in hyps))
         entry: dict[str, Any] = {
             "sentences": len(src),
-            "beam": cfg.decode.beam,
+            "beam": decode.beam,
             "decode_seconds": seconds,
             "sentences_per_s": len(src) / max(seconds, 1e-9),
         }
@@ -108,10 +130,10 @@ def evaluate(run_dir: str | Path, splits: list[str] | None = None, device: str =
             s = corpus_score(metric, hyps, [refs])
             entry[metric] = s.score
             entry[f"{metric}_signature"] = s.signature
-        record(run_dir, split, entry)
+        record(run_dir, name, entry)
         console.print(
-            f"{split}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}  "
-            f"(beam {cfg.decode.beam}, {entry['sentences_per_s']:.1f} sent/s)"
+            f"{name}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}  "
+            f"(beam {decode.beam}, {entry['sentences_per_s']:.1f} sent/s)"
         )
 
 

@@ -34,7 +34,9 @@ def inexpressible(loaded: Loaded) -> str | None:
     m = loaded.cfg.model
     settings = {
         "model.attention.kind": (m.attention.kind, "global"),
-        "model.attention.score": (getattr(m.attention, "score", "dot"), "dot"),
+        "model.attention.score": (m.attention.score, "dot"),
+        "model.positions.kind": (m.positions.kind, "sinusoidal"),
+        "model.positions.cross_alibi": (m.positions.cross_alibi, False),
         "model.decoder.fusion": (m.decoder.fusion, "none"),
         "model.decoder.kind": (m.decoder.kind, "standard"),
         "model.encoder.block": (m.encoder.block, "transformer"),
@@ -77,7 +79,7 @@ def _inputs(spec: Any, embedding: nn.Module) -> None:
     tables = spec.embeddings if isinstance(spec.embeddings, list) else [spec.embeddings]
     tables[0].weight = _array(embedding.tokens.weight)
     spec.scale_embeddings = True
-    spec.position_encodings.encodings = _array(embedding.positions)
+    spec.position_encodings.encodings = _array(embedding.positions.table)
 
 
 def ctranslate2_spec(model: Transformer, vocabs: Any) -> Any:

@@ -54,6 +54,12 @@ class RunConfig:
             f"{n} needs train.keep_checkpoints of at least {n} (it is {kept}): the run "
             "would find too few checkpoints to average only after training",
         )
+        check(
+            self.train.alignment is None or self.data.join.prob == 0,
+            "data.join.prob",
+            "joined pairs have no gold alignment of their own: guided alignment "
+            "(train.alignment) trains on single pairs only",
+        )
         if (a := self.train.alignment) is not None:
             n, heads = self.model.decoder_layers, self.model.heads
             check(-n <= a.layer < n, "train.alignment.layer", f"must be in {-n}..{n - 1}")

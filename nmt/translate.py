@@ -12,7 +12,8 @@ import torch
 
 from nmt.alignment import Alignment, format_pharaoh
 from nmt.attention_maps import each_attention_map, save_npz, supervised_heads, word_alignment
-from nmt.data.corpus import input_chunks
+from nmt.data.corpus import input_chunks, n_lines, read_lines
+from nmt.decode_config import LengthMode, with_overrides
 from nmt.decoding import Sampling, Translation, encode_source, translate_lines
 from nmt.device import resolve_device
 from nmt.errors import ConfigError, NmtError
@@ -100,7 +101,21 @@ def translate_file(
     attention_dir: Path | None = None,
     alignments: Path | None = None,
     sampling: Sampling | None = None,
+    overrides: list[str] | None = None,
+    length: LengthMode = "model",
+    ref: Path | None = None,
 ) -> None:
+    """Translate ``input`` (a file, or stdin) into ``output``, one line per line, with
+    the run's decode settings changed by the options (``overrides``:
+    ``decode.KEY=VALUE``); ``length`` oracle makes each output exactly as long as its
+    line of ``ref``, in pieces."""
+    if (length == "oracle") != (ref is not None):
+        raise NmtError(
+            "--length oracle needs --ref, the references whose lengths it keeps"
+            if ref is None
+            else "--ref: only --length oracle uses it"
+        )
+    refs = read_lines(ref) if ref is not None else None
     if sampling is not None and (n_best is not None or (beam or 1) > 1):
         option = "--n-best" if n_best is not None else "--beam"
         raise NmtError(f"{option}: --sample draws one output per line; it takes no {option}")
@@ -119,7 +134,7 @@ def translate_file(
     dev = resolve_device(device)
     members = [load_model(path, dev) for path in checkpoints]
     loaded, model = members[0], ensemble(members, checkpoints)
-    cfg = loaded.cfg.decode
+    cfg = with_overrides(loaded.cfg.decode, overrides or [])
     if sampling is not None:
         beam = 1
     elif beam is None:
@@ -152,6 +167,8 @@ def translate_file(
         write_links = None if alignments is None else outputs.enter_context(open_output(alignments))
         first = 0
         for lines in chunks:
+            if refs is not None and len(refs) < first + len(lines):
+                raise NmtError(f"--ref {ref}: {n_lines(len(refs))}, fewer than the input's")
             nbest = translate_lines(
                 model,
                 loaded.vocabs.src,
@@ -163,6 +180,7 @@ def translate_file(
                 on_truncated=count_truncated,
                 sampling=sampling,
                 generator=generator,
+                refs=None if refs is None else refs[first : first + len(lines)],
             )
             if attention_dir is not None or write_links is not None:
                 best = [h[0].tokens for h in nbest]
@@ -171,6 +189,8 @@ def translate_file(
                     write_links("".join(format_pharaoh(a) + "\n" for a in links))
             write(format_output(nbest, n_best, first))
             first += len(lines)
+        if refs is not None and len(refs) != first:  # before the output is put in place
+            raise NmtError(f"--ref {ref}: {n_lines(len(refs))}, but the input has {first:,}")
     if truncated:
         limit = loaded.model.cfg.max_positions - 1
         warn(f"{truncated} input line(s) longer than {limit} pieces were truncated")

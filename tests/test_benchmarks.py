@@ -92,3 +92,24 @@ def test_time_to_quality_scores_every_snapshot_and_finds_the_thresholds(toy_dir,
     kept = ("commit", "date", "overrides", "process_wall_s")
     assert {k: rescored[k] for k in kept} == {k: result[k] for k in kept}
     assert [s["step"] for s in rescored["snapshots"]] == steps and rescored["split"] == "val"
+
+
+@pytest.mark.slow
+def test_tune_decoding_scores_every_setting_and_names_the_best(tiny_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    out = tmp_path / "tune.json"
+    cmd = [sys.executable, str(BENCHMARKS / "tune_decoding.py"), str(run), "--split", "test*2"]
+    cmd += ["--remedy", "word_reward", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=subprocess_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "best of each remedy" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["remedy"] for r in rows] == ["recipe"] + ["word_reward"] * 3
+    assert all(
+        set(r["bleu"]) == {"tmp_path_unused run test*2"} or len(r["bleu"]) == 1 for r in rows
+    )
+    stored = json.loads((run / "results.json").read_text())
+    assert "test*2@decode.alpha=0,decode.word_reward=0.5" in stored

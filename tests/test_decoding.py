@@ -10,8 +10,10 @@ import torch
 from nmt.attention import ATTENTION
 from nmt.data.vocab import BOS, EOS, PAD
 from nmt.decoding import (
+    Bonus,
     DecodeConfig,
     Hypothesis,
+    Lengths,
     Sampling,
     beam_search,
     greedy,
@@ -24,6 +26,11 @@ from nmt.errors import NmtError
 from nmt.model.seq2seq import Transformer
 from tests.helpers import VOCAB, random_batch, tiny_model
 from tests.model.test_architectures import ARCHITECTURES
+
+
+def bound(limits: torch.Tensor) -> Lengths:
+    """At most limit − 1 pieces and EOS, no least length."""
+    return Lengths(limits, torch.zeros_like(limits))
 
 
 @pytest.mark.parametrize("cuts", [range(12), [0, 4, 6, 7, 11]], ids=["steps", "chunks"])
@@ -51,8 +58,8 @@ def test_beam_one_equals_greedy():
     model = tiny_model().eval()
     src = random_batch([6, 9, 3, 11])
     limits = torch.tensor([12, 15, 7, 20])
-    g = greedy(model, src, limits, alpha=0.6)
-    b = beam_search(model, src, limits, beam=1, alpha=0.6)
+    g = greedy(model, src, bound(limits), alpha=0.6)
+    b = beam_search(model, src, bound(limits), beam=1, alpha=0.6)
     assert [h.tokens for h in g] == [hs[0].tokens for hs in b]
     for h, hs in zip(g, b):
         assert h.score == pytest.approx(hs[0].score, abs=1e-4)
@@ -64,7 +71,7 @@ def test_nbest_sorted_and_scores_match_the_model():
     model = tiny_model().eval()
     src = random_batch([7, 4])
     alpha = 0.6
-    nbest = beam_search(model, src, torch.tensor([9, 9]), beam=4, alpha=alpha, n_best=4)
+    nbest = beam_search(model, src, bound(torch.tensor([9, 9])), beam=4, alpha=alpha, n_best=4)
     for b, hyps in enumerate(nbest):
         scores = [h.score for h in hyps]
         assert scores == sorted(scores, reverse=True) and len(hyps) == 4
@@ -104,7 +111,7 @@ def test_a_beam_that_prunes_nothing_finds_the_exhaustive_n_best(alpha, limit):
     exhaustive = (token_logp * used).sum(1) / ((5 + lengths) / 6) ** alpha  # Wu et al., eq. 14
 
     beam = max(len(outputs), n_best)
-    found = beam_search(model, src, torch.tensor([limit]), beam, alpha, n_best)[0]
+    found = beam_search(model, src, bound(torch.tensor([limit])), beam, alpha, n_best)[0]
     best = exhaustive.topk(min(n_best, len(outputs))).values
     torch.testing.assert_close(torch.tensor([h.score for h in found]), best, atol=1e-4, rtol=0)
     for h in found:
@@ -120,16 +127,30 @@ def test_output_limit_is_a_times_the_unpadded_source_length_plus_b_capped():
     assert max_lengths(src, DecodeConfig(max_len_a=0.0, max_len_b=1), 7).tolist() == [1] * 3
 
 
-def reference_beam_search(model, src, limit, beam, alpha, n_best):
+def reference_beam_search(
+    model, src, limit, beam, alpha, n_best, coverage=0.0, reward=0.0, least=0
+):
     """Beam search written plainly, one hypothesis at a time with full forward passes:
     each step extends every unfinished hypothesis by every token an output may hold
-    (never PAD or BOS; only EOS at the limit), keeps each finished one as it is, and
-    keeps the ``beam`` best of all of them by log-probability / ((5 + |Y|) / 6) ** alpha
-    (Wu et al. 2016, eq. 14; |Y| counts EOS), until every kept one is finished."""
+    (never PAD or BOS; EOS not before ``least`` pieces; only EOS at the limit), keeps
+    each finished one as it is, and keeps the ``beam`` best of all of them by
+    log-probability / ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, eq. 14; |Y| counts
+    EOS) + γ·|Y| (Murray & Chiang 2018) + β·Σ_s log min(max(c_s, 10⁻³), 1), c_s the
+    attention source piece s (neither padding nor EOS) received over the steps of Y,
+    the mean over layers and heads (Wu et al. 2016, eq. 14), until every kept one is
+    finished."""
+    counted = (src[0] != PAD) & (src[0] != EOS)
 
-    def normalised(hyp):
+    def cover(tokens):
+        _, attention = model.states(src, torch.tensor([[BOS, *tokens[:-1]]]), need_weights=True)
+        weights = torch.stack([calls[0].weights for calls in attention]).mean((0, 2))[0]
+        c = weights.sum(0)[counted]  # (S',) over the hypothesis's steps
+        return float(c.clamp(max=1.0).clamp(min=1e-3).log().sum())
+
+    def ranked(hyp):
         tokens, logp, _ = hyp
-        return logp / ((5 + len(tokens)) / 6) ** alpha
+        penalty = coverage * cover(tokens) if coverage else 0.0
+        return logp / ((5 + len(tokens)) / 6) ** alpha + reward * len(tokens) + penalty
 
     beams = [((), 0.0, False)]
     for t in range(limit):
@@ -137,12 +158,14 @@ def reference_beam_search(model, src, limit, beam, alpha, n_best):
         for tokens, logp, _ in (h for h in beams if not h[2]):
             step = torch.log_softmax(model(src, torch.tensor([[BOS, *tokens]])), -1)[0, -1]
             for token in range(step.numel()):
-                if token not in (PAD, BOS) and (t + 1 < limit or token == EOS):
+                if token in (PAD, BOS) or (token == EOS and t < least and t + 1 < limit):
+                    continue
+                if t + 1 < limit or token == EOS:
                     candidates.append(((*tokens, token), logp + float(step[token]), token == EOS))
-        beams = sorted(candidates, key=normalised, reverse=True)[:beam]
+        beams = sorted(candidates, key=ranked, reverse=True)[:beam]
         if all(h[2] for h in beams):
             break
-    return [(list(h[0][:-1]), normalised(h)) for h in beams[:n_best]]
+    return [(list(h[0][:-1]), ranked(h)) for h in beams[:n_best]]
 
 
 @torch.no_grad()
@@ -157,9 +180,34 @@ def test_a_pruning_beam_finds_what_the_plain_beam_search_finds(beam, alpha):
     for n, limit in ((5, 6), (3, 4), (8, 7)):
         src = random_batch([n])
         want = reference_beam_search(model, src, limit, beam, alpha, beam)
-        found = beam_search(model, src, torch.tensor([limit]), beam, alpha, beam)[0]
+        found = beam_search(model, src, bound(torch.tensor([limit])), beam, alpha, beam)[0]
         assert [h.tokens for h in found] == [tokens for tokens, _ in want]
         assert [h.score for h in found] == pytest.approx([s for _, s in want], abs=1e-4)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("kind", ["global", "local_m", "sparsemax"])
+@pytest.mark.parametrize(
+    ("coverage", "reward", "least"),
+    [(0.0, 0.5, 0), (0.0, -0.7, 0), (1.5, 0.0, 0), (0.8, 0.3, 0), (0.0, 0.0, 4)],
+)
+def test_coverage_word_reward_and_least_length_match_a_plain_beam(kind, coverage, reward, least):
+    """GNMT's coverage penalty from the variant's own cross-attention, the word reward
+    and the least length rank and prune as the plain search written from their
+    equations does, for soft (global), windowed (local_m: zero weight outside the
+    window) and sparse (sparsemax) attention."""
+    torch.manual_seed(7)
+    window = {"window": 1} if kind == "local_m" else {}
+    model = Transformer(tiny_model(kind, **window).cfg, VOCAB, 9, PAD, False).eval()
+    model.output.weight.mul_(3)
+    for n, limit in ((5, 6), (7, 5)):
+        src = random_batch([n])
+        want = reference_beam_search(model, src, limit, 3, 1.0, 3, coverage, reward, least)
+        lengths = Lengths(torch.tensor([limit]), torch.tensor([least]))
+        found = beam_search(model, src, lengths, 3, 1.0, 3, Bonus(coverage, reward))[0]
+        assert [h.tokens for h in found] == [tokens for tokens, _ in want]
+        assert [h.score for h in found] == pytest.approx([s for _, s in want], abs=1e-4)
+        assert least == 0 or all(len(h.tokens) >= min(least, limit - 1) for h in found)
 
 
 @torch.no_grad()
@@ -217,8 +265,8 @@ def test_search_of_a_batch_equals_each_sentence_alone(kind, name, beam):
 
     def search(src: torch.Tensor, limits: torch.Tensor) -> list[list[Hypothesis]]:
         if beam == 1:
-            return [[h] for h in greedy(model, src, limits, alpha=0.6)]
-        return beam_search(model, src, limits, beam, alpha=0.6, n_best=beam)
+            return [[h] for h in greedy(model, src, bound(limits), alpha=0.6)]
+        return beam_search(model, src, bound(limits), beam, alpha=0.6, n_best=beam)
 
     together = search(src, limits)
     for b in range(src.size(0)):

@@ -41,7 +41,7 @@ def test_each_step_is_the_mean_of_the_members_log_probabilities():
     tgt = torch.tensor([[2, 10, 11], [2, 12, 13]])
     pair = Ensemble([a, b])
     with torch.no_grad():
-        got = pair.decode(tgt, pair.decoder_state(*pair.encode(src)))
+        got, _ = pair.decode_step(tgt, pair.decoder_state(*pair.encode(src)))
         want = [torch.log_softmax(m(src, tgt), -1) for m in (a, b)]
     torch.testing.assert_close(got, (want[0] + want[1]) / 2)
     assert got.shape == (2, 3, VOCAB)

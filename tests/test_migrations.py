@@ -102,3 +102,24 @@ def test_a_version_this_nmt_does_not_know_is_one_line(tiny_run, tmp_path, versio
 
 def test_every_version_before_todays_has_a_step():
     assert sorted(migrations.WEIGHT_STEPS) == list(range(1, migrations.VERSION))
+
+
+def test_a_checkpoint_from_before_model_positions_loads_as_sinusoidal(tiny_run, tmp_path):
+    """Its recipe has no model.positions (nor data.join, decode.coverage, ...): the keys
+    read at their defaults, sinusoidal positions, and it translates as it did."""
+    payload = checkpoint.load(tiny_run / "best.pt")
+    config = payload["config"]
+    old = {**config, "model": {k: v for k, v in config["model"].items() if k != "positions"}}
+    old["data"] = {k: v for k, v in config["data"].items() if k != "join"}
+    old["decode"] = {
+        k: v
+        for k, v in config["decode"].items()
+        if k not in ("coverage", "word_reward", "min_len_a", "min_len_b")
+    }
+    checkpoint.save(
+        tmp_path / "old.pt",
+        {**payload, "version": 1, "config": old, "model": version_1_names(payload["model"])},
+    )
+    loaded = load_model(tmp_path / "old.pt", torch.device("cpu"))
+    assert loaded.cfg.model.positions.kind == "sinusoidal"
+    same_outputs(loaded.model, load_model(tiny_run, torch.device("cpu")).model)

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.attention.base import Memory
+from nmt.attention.base import Context, Memory, alibi_slopes
 
 # ``auto`` uses the bands when their block slots × band length are at most
 # T·S / BAND_GAIN; above that the dense path's fewer, larger matmuls win
@@ -40,6 +40,7 @@ class Windowed(Protocol):
     """What the bands need of a local attention (nmt.attention.local)."""
 
     width: int  # W = 2w + 1
+    heads: int
     monotone: bool  # whether p_t never decreases along t
     score: nn.Module  # (B,H,*,Q,Dh) x (B,H,*,K,Dh) -> (B,H,*,Q,K)
     dropout: nn.Module
@@ -98,31 +99,31 @@ def banded_attention(
     attn: Windowed,
     q: Tensor,
     memory: Memory,
+    ctx: Context,
     p: Tensor,
     lo: Tensor,
-    need_weights: bool,
     auto: bool,
 ) -> tuple[Tensor, Tensor | None] | None:
-    """The context (B,H,T,Dh) and, on request, the weights (B,H,T,S) of ``attn``
-    for queries q (B,H,T,Dh), centres p and first window positions lo (B,Hc,T); or
-    None where, under ``auto``, the bands would not pay off (or where they would
-    span the whole source anyway)."""
+    """The context (B,H,T,Dh) and, when ``ctx`` asks, the weights (B,H,T,S) of
+    ``attn`` for queries q (B,H,T,Dh), centres p and first window positions lo
+    (B,Hc,T); or None where, under ``auto``, the bands would not pay off (or where
+    they would span the whole source anyway)."""
     T, S, W = q.size(2), memory.key.size(2), attn.width
     blocks = consecutive_blocks(lo, W) if attn.monotone else tiled_blocks(lo, W)
     slots = blocks.start.size(-1) * W  # n·C
     if blocks.length >= S or (auto and slots * blocks.length * BAND_GAIN > T * S):
         return None
-    return _attend(attn, q, memory, p, lo, blocks, need_weights)
+    return _attend(attn, q, memory, ctx, p, lo, blocks)
 
 
 def _attend(
     attn: Windowed,
     q: Tensor,
     memory: Memory,
+    ctx: Context,
     p: Tensor,
     lo: Tensor,
     blocks: Blocks,
-    need_weights: bool,
 ) -> tuple[Tensor, Tensor | None]:
     B, H, T, Dh = q.shape
     S, C, L = memory.key.size(2), attn.width, blocks.length
@@ -143,25 +144,30 @@ def _attend(
     band = ((b.unsqueeze(-1) * S + pos.clamp(0, S - 1)) * H + h.unsqueeze(-1)).view(-1)
     kb = rows(memory.key).index_select(0, band).view(B, H, n, L, Dh)
     vb = rows(memory.value).index_select(0, band).view(B, H, n, L, Dh)
-    weights = attn.window_weights(
-        attn.score(qb.view(B, H, n, C, Dh), kb), pos.unsqueeze(-2), pb, lob, memory.lengths
-    )  # (B,H,n,C,L)
-    ctx = attn.dropout(weights) @ vb  # (B,H,n,C,Dh)
+    scores = attn.score(qb.view(B, H, n, C, Dh), kb)  # (B,H,n,C,L)
+    if ctx.anchors is not None:  # cross_alibi: each slot's query's place on the diagonal
+        anchors = ctx.anchors.unsqueeze(1).expand(B, Hc, T)
+        at = _to_slots(anchors, blocks.slot, n * C, 0.0).view(B, Hc, n, C, 1)
+        gap = (pos.unsqueeze(-2) - at).abs().to(scores.dtype)  # (B,Hc,n,C,L)
+        slopes = alibi_slopes(H).to(q.device, scores.dtype).view(1, H, 1, 1, 1)
+        scores = scores - slopes * gap  # as diagonal_bias, with Hc = 1 or H
+    weights = attn.window_weights(scores, pos.unsqueeze(-2), pb, lob, memory.lengths)  # (B,H,n,C,L)
+    heads = attn.dropout(weights) @ vb  # (B,H,n,C,Dh)
     if blocks.slot is None:
-        ctx = ctx.view(B, H, n * C, Dh)[:, :, :T]
+        heads = heads.view(B, H, n * C, Dh)[:, :, :T]
     else:
         back = ((b * H + h) * (n * C) + blocks.slot).transpose(1, 2)  # (B,T,H)
-        ctx = ctx.view(-1, Dh).index_select(0, back.reshape(-1))
-        ctx = ctx.view(B, T, H, Dh).transpose(1, 2)  # (B,H,T,Dh)
-    if not need_weights:
-        return ctx, None
+        heads = heads.view(-1, Dh).index_select(0, back.reshape(-1))
+        heads = heads.view(B, T, H, Dh).transpose(1, 2)  # (B,H,T,Dh)
+    if not ctx.need_weights:
+        return heads, None
     full = torch.zeros(B, H, n * C, S, dtype=weights.dtype, device=q.device)
     band_index = pos.clamp(0, S - 1).unsqueeze(-2).expand(B, H, n, C, L)
     band_index = band_index.reshape(B, H, n * C, L)
     full.scatter_add_(-1, band_index, weights.reshape(B, H, n * C, L))
     if blocks.slot is None:
-        return ctx, full[:, :, :T]
-    return ctx, full.gather(2, blocks.slot.unsqueeze(-1).expand(B, H, T, S))  # (B,H,T,S)
+        return heads, full[:, :, :T]
+    return heads, full.gather(2, blocks.slot.unsqueeze(-1).expand(B, H, T, S))  # (B,H,T,S)
 
 
 def _to_slots(x: Tensor, slot: Tensor | None, slots: int, fill: float) -> Tensor:

@@ -50,6 +50,12 @@ class Context:
     positions: Tensor  # (T,) the target position of each query
     update: int = 0  # the optimiser update in training (0-based): schedules read it
     need_weights: bool = False  # return the weights (B,H,T,S) too
+    # model.positions.cross_alibi: (B,T) where each query stands on the diagonal of
+    # its sentence (t/r, at most the last source position); None: no such bias
+    anchors: Tensor | None = None
+    # incremental decoding: this layer's own state between steps, a dict the variant
+    # fills (local_s: its last centre); None when the whole target is read at once
+    state: dict[str, Tensor] | None = None
 
 
 class LossTerm(ABC):
@@ -88,6 +94,24 @@ def key_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
         ~mask, torch.finfo(dtype).min
     )
+
+
+def alibi_slopes(heads: int) -> Tensor:
+    """(H,) m_h = 2^(−8h/H) for h = 1..H: Press et al. 2022's geometric sequence (sec.
+    3), which they give for H a power of two and which is used here for any H."""
+    return torch.pow(2.0, -8.0 * torch.arange(1, heads + 1, dtype=torch.float32) / heads)
+
+
+def diagonal_bias(heads: int, anchors: Tensor, keys: Tensor) -> Tensor:
+    """Cross-attention ALiBi (``model.positions.cross_alibi``): −m_h·|s − a_t| for
+    each head h, query t and source position s, a linear penalty on the distance
+    from the diagonal (Press et al. 2022's bias, measured from a_t instead of from
+    the query's own position). anchors (B,*,Q) each query's place on the diagonal;
+    keys (…,K) source positions, broadcastable -> (B,H,*,Q,K)."""
+    extra = (1,) * (anchors.dim() - 1)
+    slopes = alibi_slopes(heads).to(anchors.device, anchors.dtype).view(1, -1, *extra, 1)
+    gap = (keys.to(anchors.dtype) - anchors.unsqueeze(-1)).abs()  # (B,*,Q,K)
+    return -slopes * gap.unsqueeze(1)
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
@@ -250,8 +274,13 @@ class CrossAttention(nn.Module):
 
     def scores(self, q: Tensor, memory: Memory, ctx: Context) -> Tensor:
         """Per-head queries (B,H,T,Dh) against every source position -> scores
-        (B,H,T,S), before masking."""
-        return self.score(q, memory.key)
+        (B,H,T,S), before masking, with the distance from the diagonal under
+        ``cross_alibi``."""
+        scores = self.score(q, memory.key)
+        if ctx.anchors is None:
+            return scores
+        keys = torch.arange(memory.key.size(2), device=q.device)
+        return scores + diagonal_bias(self.heads, ctx.anchors, keys).to(scores.dtype)
 
     def project_memory(self, memory: Tensor, src_mask: Tensor) -> Memory:
         """memory (B,S,D), src_mask (B,1,S) -> per-head keys/values, once per sentence."""

@@ -91,6 +91,18 @@ class LocalPConfig(LocalConfig):
 
 
 @dataclass(frozen=True)
+class LocalSConfig(LocalPConfig):
+    kind: str = "local_s"
+    # each query moves the centre on by max_step·sigmoid(·): a non-negative step of
+    # at most this many source positions (1 at the start of training)
+    max_step: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(0 < self.max_step <= 1000, "max_step", "must be in (0, 1000]")
+
+
+@dataclass(frozen=True)
 class HardConfig(AttentionConfig):
     kind: str = "hard"
     score: ScoreName = "dot"
@@ -134,5 +146,6 @@ class SparsemaxConfig(AttentionConfig):
 ATTENTION.register("global", GlobalConfig, "nmt.attention.global_attention:GlobalAttention")
 ATTENTION.register("local_m", LocalMConfig, "nmt.attention.local:LocalMonotonicAttention")
 ATTENTION.register("local_p", LocalPConfig, "nmt.attention.local:LocalPredictiveAttention")
+ATTENTION.register("local_s", LocalSConfig, "nmt.attention.local:LocalStepAttention")
 ATTENTION.register("hard", HardConfig, "nmt.attention.hard:HardAttention")
 ATTENTION.register("sparsemax", SparsemaxConfig, "nmt.attention.sparsemax:SparsemaxAttention")

@@ -1,7 +1,8 @@
-"""Local attention (Luong, Pham, Manning 2015, sec. 3.2): local_m and local_p.
+"""Local attention (Luong, Pham, Manning 2015, sec. 3.2): local_m and local_p, and
+local_s, whose centre moves by predicted steps.
 
 Each query t attends only to the window [round(p_t) − w, round(p_t) + w] of
-real source positions around a centre p_t. The two variants differ in p_t.
+real source positions around a centre p_t. The variants differ in p_t.
 
 This file holds the equations, computed densely: scores over all S positions,
 masked to the window, O(T·S). ``model.attention.path`` (``auto``, the default,
@@ -24,7 +25,7 @@ from nmt.attention.base import (
     Memory,
     masked_softmax,
 )
-from nmt.attention.config import LocalConfig, LocalMConfig, LocalPConfig
+from nmt.attention.config import LocalConfig, LocalMConfig, LocalPConfig, LocalSConfig
 
 
 class LocalAttention(CrossAttention):
@@ -53,7 +54,7 @@ class LocalAttention(CrossAttention):
         banded = None
         if self.cfg.path != "dense":
             auto = self.cfg.path == "auto"
-            banded = bands.banded_attention(self, q, memory, p, lo, ctx.need_weights, auto)
+            banded = bands.banded_attention(self, q, memory, ctx, p, lo, auto)
         heads, weights = banded or self.dense(q, memory, ctx, p, lo)
         out = self.output(heads)
         if not ctx.need_weights:
@@ -135,6 +136,35 @@ class LocalPredictiveAttention(LocalAttention):
 
     def window_softmax(self, scores: Tensor, mask: Tensor, pos: Tensor, p: Tensor) -> Tensor:
         return self.gaussian(scores, p, pos, mask, self.sigma, self.cfg.gaussian == "multiply")
+
+
+class LocalStepAttention(LocalPredictiveAttention):
+    """local-s: a window whose centre moves by a predicted non-negative step, so that
+    it can reach any position of an input of any length. p_t = Σ_{t' ≤ t} Δ_t',
+    Δ_t = max_step · sigmoid(v_pᵀ tanh(W_p h_t)): the centre is where the steps so
+    far have carried it, as in location-relative attention (Battenberg et al. 2020)
+    and the monotone location attention of Dubois et al. 2020 and Ray Chowdhury &
+    Caragea 2023, here as a centre for Luong et al.'s window and Gaussian (local-p's,
+    ``gaussian`` and ``per_head`` as there). A cumulative sum over the target in
+    training, one step at a time when decoding: the last centre is this layer's
+    incremental state. The centre stops at the last real source position (as
+    local-m's), so that a query past the end still reads the source's end."""
+
+    monotone = True
+
+    def __init__(self, cfg: LocalSConfig, d_model: int, heads: int, dropout: float) -> None:
+        super().__init__(cfg, d_model, heads, dropout)
+
+    def centers(self, query: Tensor, memory: Memory, ctx: Context) -> Tensor:
+        hidden = torch.tanh(self.center_proj(query))  # (B,T,D)
+        logits = F.linear(hidden, self.center_v).transpose(1, 2)  # (B,Hc,T)
+        p = (self.cfg.max_step * torch.sigmoid(logits)).cumsum(-1)  # (B,Hc,T)
+        if ctx.state is not None:
+            if "center" in ctx.state:  # steps decoded before: move on from the last centre
+                p = p + ctx.state["center"]
+            ctx.state["center"] = p[..., -1:]  # (B,Hc,1)
+        last = (memory.lengths - 1).clamp(min=0).to(p.dtype).view(-1, 1, 1)  # (B,1,1)
+        return torch.minimum(p, last)
 
 
 def gaussian_window(

@@ -191,6 +191,11 @@ def summarise(
                 row["word_f"] = dict(zip(frequency_labels(), map(float, f)))
                 row["word_counts"] = dict(zip(frequency_labels(), map(int, words[0][:, 1])))
             row["ref_repetition"] = ratio(np.array([repetition(r) for r in parts[0].refs]))
+            captions = [p.captions for p in parts if p.captions is not None]
+            if captions:  # (seeds, N, K, 2): the mean over sentences, then over seeds
+                means = np.nanmean(np.stack(captions), axis=1).mean(0)  # (K,2)
+                row["caption_covered"] = [float(x) for x in means[:, 0]]
+                row["caption_recall"] = [float(x) for x in means[:, 1]]
             base_runs = runs.get(baseline, [])
             if name != baseline and base_runs:
                 row["differs_most"] = differs_most(parts[0], base_runs[0].splits[split])

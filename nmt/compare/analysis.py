@@ -22,7 +22,9 @@ from nmt.attention_maps import (
 from nmt.compare.diagnostics import (
     SENTENCE_KEYS,
     backward,
+    caption_covered,
     center_distance,
+    chrf_recall,
     diagonal,
     dropped,
     ratio,
@@ -60,6 +62,9 @@ class SplitAnalysis:
     sentences: dict[str, np.ndarray] = field(default_factory=dict)
     words: np.ndarray | None = None  # (buckets, 3) diagnostics.word_accuracy counts
     maps: dict[int, AttentionMap] = field(default_factory=dict)  # lines to draw
+    # a joined split's (N,K,2): per sentence and caption, the covered share of the
+    # caption's source words and chrF recall of its reference (diagnostics); else None
+    captions: np.ndarray | None = None
 
 
 @dataclass
@@ -145,21 +150,53 @@ def attention_figures(
     return figures, maps
 
 
-def output_figures(loaded: Loaded, src: list[str], hyps: list[str]) -> dict[str, np.ndarray]:
+def output_figures(
+    loaded: Loaded, src: list[str], hyps: list[str], parts: Captions | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """Per sentence, the diagnostics read while the model reads its own translations
     (the attention it paid when it wrote them): repetition, dropped source words and
-    backward moves of the attention's peak (nmt.compare.diagnostics), each (N,2)."""
+    backward moves of the attention's peak (nmt.compare.diagnostics), each (N,2); on a
+    joined split (``parts``: its captions), each caption's covered share and recall
+    (N,K,2)."""
     limit = loaded.model.cfg.max_positions - 1
     v = loaded.vocabs
     src_ids, hyp_ids = encode_source(v.src, src, limit), encode_source(v.tgt, hyps, limit)
     out: dict[str, list[tuple[float, float]]] = {key: [] for key in SENTENCE_KEYS}
+    captions = []
     for i, amap in each_attention_map(
         loaded.model, v.src, v.tgt, src_ids, hyp_ids, range(len(src))
     ):
         out["repetition"].append(repetition(hyps[i]))
         out["dropped"].append(dropped(amap))
         out["backward"].append(backward(amap))
-    return {key: np.array(pairs, dtype=np.float64).reshape(-1, 2) for key, pairs in out.items()}
+        if parts is not None:
+            counts = [len(line.split()) for line in parts.src[i]]
+            recall = [chrf_recall(hyps[i], ref) for ref in parts.refs[i]]
+            captions.append(np.stack([caption_covered(amap, counts), recall], -1))  # (K,2)
+    pairs = {key: np.array(p, dtype=np.float64).reshape(-1, 2) for key, p in out.items()}
+    return pairs, np.stack(captions) if captions else None
+
+
+@dataclass(frozen=True)
+class Captions:
+    """The captions of a joined split (``NAME*K``, K ≥ 2): per joined sentence, the K
+    source lines and the K references it was made of."""
+
+    src: list[list[str]]
+    refs: list[list[str]]
+
+
+def joined_captions(data: DataConfig, split: str) -> Captions | None:
+    """The captions of ``split`` if it joins K ≥ 2 lines of its base split, else None."""
+    joined = JOINED.fullmatch(split)
+    if not joined or int(joined.group("k")) < 2:
+        return None
+    k = int(joined.group("k"))
+    src, refs = load_split(data, joined.group("base"))
+    whole = len(src) - len(src) % k
+    return Captions(
+        [src[i : i + k] for i in range(0, whole, k)], [refs[i : i + k] for i in range(0, whole, k)]
+    )
 
 
 @functools.cache
@@ -198,8 +235,11 @@ def analyse_run(
     splits: tuple[str, ...],
     heatmaps: tuple[int, ...],
     device: torch.device,
+    tag: str = "",
 ) -> RunAnalysis:
-    """Everything the report needs from one evaluated run."""
+    """Everything the report needs from one evaluated run (``tag``: from another
+    decoding of it, ``SPLIT@TAG``; its heatmaps, read with the references, would be
+    the run's own, so none are kept)."""
     loaded = load_model(run_dir / "best.pt", device)
     cfg = loaded.cfg
     results = read_results(run_dir)
@@ -208,14 +248,16 @@ def analyse_run(
     counts = training_word_counts(split_files(cfg.data, cfg.data.train)[1])
     for n, split in enumerate(splits):
         src, refs = load_split(cfg.data, split)
-        hyps = read_lines(run_dir / f"{split}.hyp")
+        name = f"{split}@{tag}" if tag else split
+        hyp = run_dir / f"{name}.hyp"
+        hyps = read_lines(hyp)
         if len(hyps) != len(refs):
-            hyp = run_dir / f"{split}.hyp"
             raise NmtError(f"{hyp}: {n_lines(len(hyps))}, {len(refs):,} expected")
         gold = read_gold(cfg.data, split, len(src))
-        keep = heatmap_lines(n, split, heatmaps)
+        keep = () if tag else heatmap_lines(n, split, heatmaps)
         attention, maps = attention_figures(loaded, src, refs, gold, keep)
-        r = results[split]
+        r = results[name]
+        sentences, captions = output_figures(loaded, src, hyps, joined_captions(cfg.data, split))
         out[split] = SplitAnalysis(
             bleu=r["bleu"],
             chrf=r["chrf"],
@@ -227,9 +269,10 @@ def analyse_run(
             src_words=np.array([len(s.split()) for s in src]),
             attention=attention,
             src=src,
-            sentences=output_figures(loaded, src, hyps),
+            sentences=sentences,
             words=word_accuracy(hyps, refs, counts),
             maps=maps,
+            captions=captions,
         )
     params = sum(p.numel() for p in loaded.model.parameters())
     return RunAnalysis(variant, seed, run_dir, params, train, curve, out)

@@ -29,6 +29,14 @@ gold links align its word to, where the split has gold alignments, else the
 diagonal t·(S−1)/(T−1). A window of half-width w only sees the aligned word while
 this distance stays under w.
 
+On a joined split (``NAME*K``), each sentence is K captions end to end, and two
+figures per caption k say which of them a variant translated:
+``caption_covered``, the share of caption k's source words whose attention mass
+over the whole output reaches :data:`DROPPED_BELOW` (1 − dropped, caption by
+caption), and ``caption_recall``, chrF's character n-gram recall (Popović 2015,
+orders 1–6, spaces removed, as sacreBLEU) of caption k's reference in the whole
+output: how much of caption k the output holds, whatever else it holds.
+
 ``word_accuracy`` is compare-mt's word F-measure by frequency bucket (Neubig et
 al. 2019): each target word bucketed by its count in the training targets, an
 output word matching a reference word at most as often as the reference has it.
@@ -81,6 +89,40 @@ def dropped(amap: AttentionMap, below: float = DROPPED_BELOW) -> tuple[int, int]
     """(source words with mass under ``below``, source words) of one sentence."""
     mass = source_word_mass(amap)
     return int((mass < below).sum()), len(mass)
+
+
+def caption_covered(
+    amap: AttentionMap, counts: list[int], below: float = DROPPED_BELOW
+) -> list[float]:
+    """Per caption, the share of its source words (``counts`` words each, in order)
+    whose attention mass over the whole output is at least ``below``. Where the
+    source's SentencePiece words are not the captions' whitespace words (a cut input),
+    the caption boundaries are scaled to the words there are."""
+    mass = source_word_mass(amap)
+    bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.float64)
+    if bounds[-1] != len(mass):
+        bounds = bounds * len(mass) / max(bounds[-1], 1)
+    edges = np.round(bounds).astype(int)
+    return [
+        float((mass[a:b] >= below).mean()) if b > a else float("nan")
+        for a, b in itertools.pairwise(edges)
+    ]
+
+
+def chrf_recall(hyp: str, ref: str, order: int = 6) -> float:
+    """chrF's recall (Popović 2015): the mean over n = 1..``order`` of the share of
+    the reference's character n-grams (spaces removed) that the hypothesis holds
+    (clipped counts), 0..100; orders the reference is too short for are left out."""
+    h, r = hyp.replace(" ", ""), ref.replace(" ", "")
+    recalls = []
+    for n in range(1, order + 1):
+        ref_grams = Counter(r[i : i + n] for i in range(len(r) - n + 1))
+        if not ref_grams:
+            continue
+        hyp_grams = Counter(h[i : i + n] for i in range(len(h) - n + 1))
+        matched = sum(min(c, hyp_grams[g]) for g, c in ref_grams.items())
+        recalls.append(matched / sum(ref_grams.values()))
+    return 100 * float(np.mean(recalls)) if recalls else float("nan")
 
 
 def backward(amap: AttentionMap) -> tuple[float, int]:

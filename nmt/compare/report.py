@@ -175,6 +175,23 @@ def diagnostics_table(rows: list[dict[str, Any]], split: str) -> str:
     return "\n".join(lines)
 
 
+def caption_table(rows: list[dict[str, Any]], split: str) -> str:
+    """A joined split's per-caption coverage / recall, one row per variant ("" for a
+    split that joins nothing)."""
+    mine = [r for r in rows if r["split"] == split and "caption_covered" in r]
+    if not mine:
+        return ""
+    k = len(mine[0]["caption_covered"])
+    lines = ["| variant | " + " | ".join(f"caption {i + 1}" for i in range(k)) + " |"]
+    lines.append("|---|" + "---:|" * k)
+    for r in mine:
+        cells = [
+            f"{c:.2f} / {rec:.1f}" for c, rec in zip(r["caption_covered"], r["caption_recall"])
+        ]
+        lines.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def word_table(rows: list[dict[str, Any]], split: str) -> str:
     """Word F-measure by the word's frequency in the training targets (compare-mt's
     buckets; reference words per bucket in brackets)."""
@@ -320,6 +337,17 @@ def diagnostics_section(rows: list[dict[str, Any]], split: str, baseline: str) -
         diagnostics_table(rows, split),
         "",
     ]
+    if table := caption_table(rows, split):
+        parts += [
+            "Which captions each variant translated (a joined split: each sentence is K "
+            "captions end to end): per caption k, the share of its source words that "
+            "receive at least 0.5 of attention mass over the output (1 − dropped), and, "
+            "after the slash, chrF recall of caption k's reference in the whole output "
+            "(0-100), means over sentences and seeds:",
+            "",
+            table,
+            "",
+        ]
     for key, name, fmt in BY_LENGTH:
         parts += [f"{name} by source length (words; sentences per bucket):", ""]
         parts += [bucket_table(rows, split, key, fmt), ""]

@@ -42,6 +42,7 @@ class RunResult:
     run_dir: Path
     status: str  # trained | resumed | reused | failed
     error: str | None = None  # one line, for the table; the traceback is in RUN/error.log
+    tag: str = ""  # another decoding of the run: its results are SPLIT@TAG (nmt evaluate)
 
 
 def without_logging(recipe: Any) -> Any:

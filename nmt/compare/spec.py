@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nmt.config import apply_overrides, check, check_seed, from_dict, read_yaml
+from nmt.decode_config import decoding, with_overrides
 from nmt.errors import ConfigError, NmtError
 from nmt.plugins import with_plugins
 from nmt.recipe import RunConfig, check_moved_keys
@@ -104,11 +105,18 @@ class CompareSpec:
     significance: SignificanceSpec = field(default_factory=SignificanceSpec)
     launcher: LauncherSpec = field(default_factory=LauncherSpec)
     plugins: tuple[str, ...] = ()  # imported first, and stored in every run (nmt.plugins)
+    # other decodings of every trained run, no retraining: name -> decode.KEY=VALUE
+    # overrides and/or length=oracle; each reported as the variant VARIANT@NAME
+    decodings: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check(bool(self.variants), "variants", "name at least one variant")
         for name in self.variants:
             check(bool(NAME.match(name)), f"variants.{name}", "use letters, digits, _ . + -")
+        check(len(self.decodings) <= MAX_ITEMS, "decodings", f"at most {MAX_ITEMS} entries")
+        for name, entries in self.decodings.items():
+            check(bool(NAME.match(name)), f"decodings.{name}", "use letters, digits, _ . + -")
+            check(bool(entries), f"decodings.{name}", "give decode.KEY=VALUE or length=oracle")
         check(
             self.baseline is None or self.baseline in self.variants,
             "baseline",
@@ -117,12 +125,12 @@ class CompareSpec:
         for i, pair in enumerate(self.contrasts):
             key = f"contrasts[{i}]"
             check(len(pair) == 2, key, f"give two variants, [variant, reference]; got {len(pair)}")
-            unknown = [n for n in pair if n not in self.variants]
+            unknown = [n for n in pair if n not in self.names]
             check(
                 not unknown,
                 key,
                 f"{', '.join(map(repr, unknown))} is not a variant; variants: "
-                f"{', '.join(self.variants)}",
+                f"{', '.join(self.names)}",
             )
             check(pair[0] != pair[1], key, "a variant against itself")
         check(len(set(self.contrasts)) == len(self.contrasts), "contrasts", "a pair named twice")
@@ -156,6 +164,13 @@ class CompareSpec:
     @property
     def baseline_name(self) -> str:
         return self.baseline or next(iter(self.variants))
+
+    @property
+    def names(self) -> list[str]:
+        """What the report compares: every trained variant, then each decoding of each
+        (``VARIANT@DECODING``)."""
+        decoded = [f"{v}@{d}" for d in self.decodings for v in self.variants]
+        return [*self.variants, *decoded]
 
 
 @dataclass(frozen=True)
@@ -210,4 +225,11 @@ def load_spec(
     splits = spec.splits or runs[0].cfg.data.test
     if not splits:
         raise NmtError(f"{path}: splits: none given and {spec.base} has no data.test")
+    for name, entries in spec.decodings.items():
+        try:
+            overrides, _ = decoding(entries)
+            for run in runs:
+                with_overrides(run.cfg.decode, overrides)
+        except NmtError as e:
+            raise NmtError(f"{path}: decodings.{name}: {e}") from None
     return dataclasses.replace(spec, splits=tuple(splits)), runs

@@ -25,6 +25,7 @@ from nmt.compare.spec import CompareSpec, PlannedRun, load_spec
 from nmt.config import apply_overrides, read_yaml
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
+from nmt.decode_config import decode_tag, decoding
 from nmt.device import resolve_device
 from nmt.errors import ConfigError, NmtError
 from nmt.evaluate import evaluate, read_results
@@ -65,8 +66,32 @@ def run_study(
             outcomes = launched
         else:
             outcomes = bring_up_all(planned, spec.splits or (), device, jobs)
+        outcomes += decoded(spec, outcomes, device)
         report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     fail_if_any_failed(outcomes, out)
+    return out
+
+
+def decoded(spec: CompareSpec, outcomes: list[RunResult], device: str) -> list[RunResult]:
+    """Every finished run evaluated again under each of the spec's ``decodings`` (what
+    ``nmt evaluate --set ... --length ...`` keeps as SPLIT@TAG; reused when there), as
+    the variants VARIANT@DECODING."""
+    out = []
+    for name, entries in spec.decodings.items():
+        overrides, length = decoding(entries)
+        tag = decode_tag(overrides, length)
+        for o in outcomes:
+            if o.status == "failed":
+                continue
+            result = RunResult(f"{o.variant}@{name}", o.seed, o.run_dir, "reused", tag=tag)
+            todo = [s for s in spec.splits or () if f"{s}@{tag}" not in read_results(o.run_dir)]
+            try:
+                if todo:
+                    console.print(f"decoding {o.variant} seed {o.seed} as {name} ({tag})")
+                    evaluate(o.run_dir, todo, device, overrides, length)
+                out.append(result)
+            except Exception as e:  # reported as a failed run, the others still compared
+                out.append(failed(result, e))
     return out
 
 
@@ -198,7 +223,7 @@ def report(
     """Analyse the finished runs; write the tables, figures and files into ``out``."""
     splits = spec.splits or ()
     dev = resolve_device(device)
-    runs: dict[str, list[RunAnalysis]] = {name: [] for name in spec.variants}
+    runs: dict[str, list[RunAnalysis]] = {name: [] for name in spec.names}
     failures = [o for o in outcomes if o.status == "failed"]
     for o in outcomes:
         if o.status == "failed":
@@ -206,7 +231,7 @@ def report(
         console.print(f"analysing {o.variant} seed {o.seed}")
         try:
             runs[o.variant].append(
-                analyse_run(o.variant, o.seed, o.run_dir, splits, spec.heatmaps, dev)
+                analyse_run(o.variant, o.seed, o.run_dir, splits, spec.heatmaps, dev, o.tag)
             )
         except Exception as e:
             failures.append(failed(o, e))

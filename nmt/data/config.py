@@ -76,6 +76,34 @@ class VocabConfig:
         return inert
 
 
+MAX_JOINED = 64  # a bound on data.join.max_k
+
+
+@dataclass(frozen=True)
+class JoinConfig:
+    """``data.join``: train on joined pairs (Varis & Bojar 2021; Kondo et al. 2021):
+    each epoch, an example starts with probability ``prob`` a group of k pairs, k
+    drawn from 2..``max_k``, joined on both sides (their pieces end to end, one
+    ``</s>``), as long as both sides stay within ``data.max_len``; the rest stay
+    single. ``consecutive`` groups neighbouring pairs of the corpus (as the
+    ``NAME*K`` test splits do), ``random`` any pairs. Every pair is in one example
+    an epoch; the draw is a pure function of (train.seed, epoch). 0: off."""
+
+    prob: float = 0.0
+    max_k: int = 2
+    order: Literal["consecutive", "random"] = "consecutive"
+
+    def __post_init__(self) -> None:
+        check(0 <= self.prob <= 1, "prob", "must be in [0, 1] (0: no joined pairs)")
+        check(2 <= self.max_k <= MAX_JOINED, "max_k", f"must be in 2..{MAX_JOINED}")
+
+    def inert_keys(self) -> dict[str, str]:
+        if self.prob > 0:
+            return {}
+        why = "only joined pairs use it (prob is 0)"
+        return {"max_k": why, "order": why}
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Parallel files ``{dir}/{split}.{lang}`` (or ``.gz``), one sentence per line."""
@@ -91,6 +119,7 @@ class DataConfig:
     # many source words (test on the rest as split "TRAIN>N"; nmt.data.splits)
     train_max_words: int | None = None
     vocab: VocabConfig = field(default_factory=VocabConfig)
+    join: JoinConfig = field(default_factory=JoinConfig)
     # where prepared corpora are kept (nmt.data.cache); null: $NMT_CACHE_DIR or ~/.cache/nmt
     cache_dir: str | None = None
 

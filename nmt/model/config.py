@@ -3,8 +3,10 @@ cross-attention variant (whose options are the variant's own config)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
+
+import numpy as np
 
 from nmt.attention.config import ATTENTION, AttentionConfig
 from nmt.config import by_kind, check
@@ -63,6 +65,61 @@ class TwoStreamConfig(DecoderConfig):
         return self.order == "left_to_right"
 
 
+PositionKind = Literal["sinusoidal", "learned", "rope", "alibi", "relative"]
+ABSOLUTE = ("sinusoidal", "learned")  # added to the embeddings, as opposed to in attention
+MAX_SHIFT = 2**16  # a bound on SHAPE's offsets: the position table grows by it
+
+
+@dataclass(frozen=True)
+class PositionsConfig:
+    """``model.positions``: how the model knows where a token is (nmt.model.positions).
+
+    ``sinusoidal`` (Vaswani et al. 2017) and ``learned`` (Gehring et al. 2017) add
+    an absolute position to each embedding; ``rope`` (Su et al. 2021) rotates every
+    self-attention query and key by its position; ``alibi`` (Press et al. 2022) adds
+    −m_h·|i − j| to every self-attention score; ``relative`` (Shaw et al. 2018) adds
+    a learned key for the clipped distance j − i. The last three add nothing to the
+    embeddings. Cross-attention knows no source position by itself, whatever the kind:
+    ``cross_alibi`` adds −m_h·|s − t/r| to every variant's scores, a distance from
+    the diagonal (r the mean target/source length ratio)."""
+
+    kind: PositionKind = "sinusoidal"
+    # SHAPE (Kiyono et al. 2021): in training every sequence's positions start at a
+    # random offset in 0..shift (source and target drawn apart); none in decoding
+    shift: int = 0
+    max_distance: int = 16  # relative: distances beyond ±k share one key (Shaw et al.: k)
+    cross_alibi: bool = False
+    # cross_alibi's target/source length ratio r; null: measured on the training data
+    ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        check(0 <= self.shift <= MAX_SHIFT, "shift", f"must be in 0..{MAX_SHIFT:,}")
+        check(1 <= self.max_distance <= 2**14, "max_distance", "must be in 1..16,384")
+        check(self.ratio is None or self.ratio > 0, "ratio", "must be positive")
+        check(
+            self.shift == 0 or self.kind in ABSOLUTE,
+            "shift",
+            f"shifts absolute positions; {self.kind} positions are relative, so a shift "
+            "changes nothing (use sinusoidal or learned, or shift 0)",
+        )
+
+    def inert_keys(self) -> dict[str, str]:
+        inert = {}
+        if self.kind != "relative":
+            inert["max_distance"] = f"only kind relative uses it (kind is {self.kind!r})"
+        if not self.cross_alibi:
+            inert["ratio"] = "only cross_alibi uses it (cross_alibi is false)"
+        return inert
+
+    def from_data(self, lengths: np.ndarray) -> tuple[PositionsConfig, str | None]:
+        """``ratio`` measured on the training data's (source, target) lengths (N,2)."""
+        if not self.cross_alibi or self.ratio is not None:
+            return self, None
+        ratio = sum(t / s for s, t in lengths.tolist()) / len(lengths)
+        measured = f"{ratio:.3f} (mean target/source length on the training data)"
+        return replace(self, ratio=ratio), f"model.positions.ratio = {measured}"
+
+
 # The encoder blocks and decoder stacks: config, and the module built from it
 # (imported when a model is built).
 ENCODER_BLOCKS = Registry("encoder block", base="torch.nn:Module")
@@ -103,6 +160,7 @@ class ModelConfig:
     embed_init: Literal["normal", "xavier"] = "normal"
     tie_embeddings: bool = True  # decoder input embeddings = output projection
     max_positions: int = 1024
+    positions: PositionsConfig = field(default_factory=PositionsConfig)
     attention: AttentionConfig = field(
         default_factory=ATTENTION.config("global"), metadata=by_kind(ATTENTION, "global")
     )
@@ -125,6 +183,13 @@ class ModelConfig:
         e = self.embed_dropout
         check(e is None or 0.0 <= e < 1.0, "embed_dropout", "must be in [0, 1) or null")
         check(8 <= self.max_positions <= 2**20, "max_positions", "must be in 8..1,048,576")
+        head = self.d_model // self.heads
+        check(
+            self.positions.kind != "rope" or head % 2 == 0,
+            "positions.kind",
+            f"rope rotates pairs of a head's dimensions; the head size d_model/heads = "
+            f"{head} is odd",
+        )
         check(
             self.decoder.trains_left_to_right() or not self.attention.needs_left_to_right(),
             "decoder.order",

@@ -53,6 +53,8 @@ class DecoderStack(nn.ModuleList):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(self.layer(cfg) for _ in range(cfg.decoder_layers))
         self.cfg = cfg
+        if cfg.positions.cross_alibi and cfg.positions.ratio is None:
+            raise ValueError("cross_alibi needs model.positions.ratio (the trainer measures it)")
 
     def new_caches(self) -> list[Caches]:
         """Empty caches for incremental decoding: per layer, each of its sub-modules'
@@ -67,10 +69,19 @@ class DecoderStack(nn.ModuleList):
         return DecoderState(memories, self.new_caches() if incremental else None)
 
     def context(self, state: DecoderState, T: int, update: int, need_weights: bool) -> Context:
-        """What flows down with T queries after ``state.offset`` decoded positions."""
-        device = state.memories[0].key.device
-        positions = torch.arange(state.offset, state.offset + T, device=device)  # (T,)
-        return Context(positions, update, need_weights)
+        """What flows down with T queries after ``state.offset`` decoded positions;
+        under ``cross_alibi``, each query's anchor on its sentence's diagonal, t/r
+        (a target sentence is r times as long as its source, on average over the
+        training data, so target position t faces source position t/r), at most
+        the last source position."""
+        memory = state.memories[0]
+        positions = torch.arange(state.offset, state.offset + T, device=memory.key.device)  # (T,)
+        anchors = None
+        p = self.cfg.positions
+        if p.cross_alibi:
+            last = (memory.lengths - 1).clamp(min=0).to(torch.float32)  # (B,)
+            anchors = torch.minimum(positions / p.ratio, last.unsqueeze(1))  # (B,T)
+        return Context(positions, update, need_weights, anchors)
 
     def forward(
         self,

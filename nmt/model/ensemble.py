@@ -30,9 +30,10 @@ class EnsembleState:
 
 
 class Ensemble(nn.Module):
-    """The decoding interface of :class:`Transformer` (``encode``, ``start``,
-    ``decode``, ``cfg``) over several models: what greedy, sampling and beam search
-    need, nothing else (training and attention maps take one model)."""
+    """The decoding interface of :class:`Transformer` (``encode``,
+    ``decoder_state``, ``decode_step``, ``cfg``) over several models: what greedy,
+    sampling and beam search need, nothing else (training and attention maps take
+    one model)."""
 
     def __init__(self, models: list[Transformer]) -> None:
         super().__init__()
@@ -52,11 +53,16 @@ class Ensemble(nn.Module):
             [m.decoder_state(x, src_mask, incremental) for m, x in zip(self.members, memories)]
         )
 
-    def decode(self, tgt_in: Tensor, state: EnsembleState) -> Tensor:
+    def decode_step(
+        self, tgt_in: Tensor, state: EnsembleState, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         """Target ids (B,T) -> the mean of the members' log-probabilities (B,T,V),
-        which the search treats as logits."""
-        logps = [
-            torch.log_softmax(m.decode(tgt_in, s).float(), dim=-1)
-            for m, s in zip(self.members, state.members)
+        which the search treats as logits, and, when asked, the mean of the members'
+        cross-attention (B,T,S) (they read the same source pieces)."""
+        steps = [
+            m.decode_step(tgt_in, s, need_weights) for m, s in zip(self.members, state.members)
         ]
-        return torch.stack(logps).mean(0)
+        logps = torch.stack([torch.log_softmax(logits.float(), dim=-1) for logits, _ in steps])
+        if not need_weights:
+            return logps.mean(0), None
+        return logps.mean(0), torch.stack([w.float() for _, w in steps]).mean(0)

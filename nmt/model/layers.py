@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -9,28 +10,27 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention.bias import causal_lower_right
 
-from nmt.attention.base import AttentionOutput, Context, Memory
+from nmt.attention.base import AttentionOutput, Context, Memory, key_bias
 from nmt.attention.config import ATTENTION
 from nmt.attention.fusion import BiDAFFusion
 from nmt.attention.sdpa import scaled_dot_product
-from nmt.model.config import ModelConfig
-
-
-def sinusoids(length: int, dim: int) -> Tensor:
-    """Sinusoidal position encodings (Vaswani et al. 2017, sec. 3.5) -> (length, dim)."""
-    pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)  # (L,1)
-    freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
-    pe = torch.zeros(length, dim)
-    pe[:, 0::2] = torch.sin(pos * freq)
-    pe[:, 1::2] = torch.cos(pos * freq)
-    return pe
+from nmt.model.config import ModelConfig, PositionsConfig
+from nmt.model.positions import AbsolutePositions, self_positions
 
 
 class Embedding(nn.Module):
-    """Token embeddings scaled by sqrt(D), plus sinusoidal positions, then dropout."""
+    """Token embeddings scaled by sqrt(D), plus the absolute positions of
+    ``model.positions`` (none for the schemes that act in attention), then dropout."""
 
     def __init__(
-        self, vocab: int, d_model: int, pad: int, max_positions: int, dropout: float, init: str
+        self,
+        vocab: int,
+        d_model: int,
+        pad: int,
+        positions: PositionsConfig,
+        max_positions: int,
+        dropout: float,
+        init: str,
     ) -> None:
         super().__init__()
         self.tokens = nn.Embedding(vocab, d_model, padding_idx=pad)
@@ -41,43 +41,76 @@ class Embedding(nn.Module):
         with torch.no_grad():
             self.tokens.weight[pad].zero_()
         self.scale = math.sqrt(d_model)
-        self.register_buffer("positions", sinusoids(max_positions, d_model), persistent=False)
+        self.positions = AbsolutePositions(positions, max_positions, d_model)
+        self.shift = positions.shift
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, embeds: Tensor, offset: int = 0) -> Tensor:
-        """embeds (B,L,D) raw token embeddings (``self.tokens(ids)`` or a mix of them)."""
-        L = embeds.size(1)
-        return self.dropout(embeds * self.scale + self.positions[offset : offset + L])
+        """embeds (B,L,D) raw token embeddings (``self.tokens(ids)`` or a mix of them)
+        at positions offset..offset+L−1; in training, SHAPE's random offset per
+        sequence (Kiyono et al. 2021) moves them further."""
+        B, L, _ = embeds.shape
+        start: int | Tensor = offset
+        if self.training and self.shift > 0:
+            draw = torch.randint(0, self.shift + 1, (B, 1, 1), device=embeds.device)
+            start = offset + draw.squeeze(-1)  # (B,1)
+        x = embeds * self.scale
+        added = self.positions(L, start)  # (L,D) or (B,L,D); None for relative schemes
+        return self.dropout(x if added is None else x + added)
 
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention through PyTorch's fused kernel, with an optional
-    key/value cache for incremental decoding (one step costs O(t), not O(t²))."""
+    key/value cache for incremental decoding (one step costs O(t), not O(t²)), and
+    the positions of ``model.positions`` that act in attention (rotated queries and
+    keys, or a bias on the scores: nmt.model.positions)."""
 
-    def __init__(self, d_model: int, heads: int, dropout: float) -> None:
+    def __init__(
+        self, d_model: int, heads: int, dropout: float, positions: PositionsConfig
+    ) -> None:
         super().__init__()
         self.heads = heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = dropout
+        self.positions = self_positions(positions, heads, d_model // heads)
 
-    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B,L,D) -> per-head queries, keys, values, each (B,H,L,Dh)."""
+    def project(self, x: Tensor, pos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B,L,D) at positions pos (L,) -> per-head queries, keys, values, each
+        (B,H,L,Dh)."""
         B, L, D = x.shape
         q, k, v = self.qkv(x).view(B, L, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
-        return q, k, v
+        return self.positions.rotate(q, pos), self.positions.rotate(k, pos), v
 
-    def query(self, x: Tensor) -> Tensor:
-        """Queries only (the first D rows of ``qkv``): x (B,L,D) -> (B,H,L,Dh)."""
+    def query(self, x: Tensor, pos: Tensor) -> Tensor:
+        """Queries only (the first D rows of ``qkv``): x (B,L,D) at positions pos (L,)
+        -> (B,H,L,Dh)."""
         B, L, D = x.shape
         q = F.linear(x, self.qkv.weight[:D], self.qkv.bias[:D])  # (B,L,D)
-        return q.view(B, L, self.heads, D // self.heads).transpose(1, 2)
+        return self.positions.rotate(q.view(B, L, self.heads, D // self.heads).transpose(1, 2), pos)
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        causal: bool,
+        pos: Tensor,
     ) -> Tensor:
-        """q (B,H,L,Dh) against k, v (B,H,t,Dh); ``mask`` an additive bias or boolean
-        (True = attend) broadcastable to (B,H,L,t) -> (B,L,D)."""
+        """q (B,H,L,Dh) at positions pos (L,) against k, v (B,H,t,Dh) at 0..t−1;
+        ``mask`` an additive bias or boolean (True = attend) broadcastable to
+        (B,H,L,t); ``causal``: the L queries are the last L of the t keys' sequence and
+        each sees the keys up to its own -> (B,L,D)."""
+        new, seen = q.size(2), k.size(2)
+        extra = self.positions.bias(q, pos, seen)  # (B or 1,H,L,t) or None
+        if extra is not None:
+            mask, causal = with_bias(mask, causal, extra), False
+        elif causal and new < seen:
+            # The new queries of an incremental step after cached keys: one query (a
+            # search step) needs no mask; more need the causal mask aligned to the
+            # lower right, not is_causal's top left.
+            mask, causal = (None if new == 1 else causal_lower_right(new, seen)), False
         p = self.dropout if self.training else 0.0
         ctx = scaled_dot_product(q, k, v, mask, causal, p)  # (B,H,L,Dh)
         B, H, L, Dh = ctx.shape
@@ -90,22 +123,35 @@ class SelfAttention(nn.Module):
         causal: bool = False,
         cache: dict[str, Tensor] | None = None,
     ) -> Tensor:
-        q, k, v = self.project(x)  # 3 x (B,H,L,Dh)
+        """x (B,L,D): the whole sequence, or with a ``cache`` the next L positions."""
+        new = x.size(1)
+        start = cache["key"].size(2) if cache is not None and "key" in cache else 0
+        pos = torch.arange(start, start + new, device=x.device)  # (L,)
+        q, k, v = self.project(x, pos)  # 3 x (B,H,L,Dh)
         if cache is not None:
             k, v = extend_cache(cache, k, v)  # (B,H,total,Dh): cached keys, then the new
-            new, total = x.size(1), k.size(2)
-            if causal and new < total:
-                # The new queries are the last positions: each sees every cached key and
-                # the new ones up to itself. One query (a search step) needs no mask;
-                # more need the causal mask aligned to the lower right, not is_causal's
-                # top left.
-                bias, causal = (None if new == 1 else causal_lower_right(new, total)), False
-        return self.attend(q, k, v, bias, causal)
+        return self.attend(q, k, v, bias, causal, pos)
+
+
+def with_bias(mask: Tensor | None, causal: bool, extra: Tensor) -> Tensor:
+    """One additive bias (…,H,L,t) from a key mask (additive, or boolean: True =
+    attend), the causal rule (the L queries are the last L positions of the t keys'
+    sequence) and the positions' ``extra``."""
+    L, t = extra.shape[-2:]
+    if causal:
+        last = torch.arange(t - L, t, device=extra.device).unsqueeze(-1)  # (L,1)
+        extra = extra + key_bias(torch.arange(t, device=extra.device) <= last, extra.dtype)
+    if mask is None:
+        return extra
+    if mask.dtype == torch.bool:
+        mask = key_bias(mask, extra.dtype)
+    return extra + mask
 
 
 # Incremental decoding keeps, per decoder layer (and stream), each sub-module's own
 # state under the sub-module's name (fairseq's incremental state, keyed by module):
-# {"self_attn": {"key", "value"}, "fusion": {"m", "h"}}.
+# {"self_attn": {"key", "value"}, "cross_attn": {...}, "fusion": {"m", "h"}}; the
+# cross-attention's reaches it in its Context.
 Caches = dict[str, dict[str, Tensor]]
 
 
@@ -139,7 +185,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, index: int) -> None:
         super().__init__()
         self.self_norm = nn.LayerNorm(cfg.d_model)
-        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout, cfg.positions)
         self.ffn_norm = nn.LayerNorm(cfg.d_model)
         self.ffn = FeedForward(cfg.d_model, cfg.ffn, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)
@@ -158,7 +204,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_norm = nn.LayerNorm(cfg.d_model)
-        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.dropout, cfg.positions)
         self.cross_norm = nn.LayerNorm(cfg.d_model)
         a = cfg.attention
         self.cross_attn = ATTENTION.get(a.kind)(a, cfg.d_model, cfg.heads, cfg.dropout)
@@ -188,7 +234,9 @@ class DecoderLayer(nn.Module):
         feed-forward sub-layer; ``see`` (B,T,t) the target positions the fusion's
         queries may summarise (None: causal)."""
         h = self.cross_norm(x)
-        attended = self.cross_attn(h, memory, ctx)
+        attended = self.cross_attn(
+            h, memory, dataclasses.replace(ctx, state=own(cache, "cross_attn"))
+        )
         if self.fusion is not None:
             history = own(cache, "fusion")
             attended = self.fusion(h, attended, self.cross_attn, memory, ctx, see, history)

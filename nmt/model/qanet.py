@@ -2,9 +2,10 @@
 
 [depthwise-separable convolution] × ``convs``, then self-attention, then a
 feed-forward layer; each is a pre-norm residual sub-layer, x + f(LN(x)).
-Positions come from the shared sinusoidal embedding, added once below the
-first block (QANet adds them at every block; one addition suffices here, as
-in the Transformer layers this block replaces).
+Positions are the model's (``model.positions``): absolute ones are added once,
+below the first block (QANet adds them at every block; one addition suffices
+here, as in the Transformer layers this block replaces); the others act in its
+self-attention.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class QANetBlock(nn.Module):
         self.conv_norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(e.convs))
         self.convs = nn.ModuleList(SeparableConv(d, e.kernel) for _ in range(e.convs))
         self.self_norm = nn.LayerNorm(d)
-        self.self_attn = SelfAttention(d, cfg.heads, cfg.dropout)
+        self.self_attn = SelfAttention(d, cfg.heads, cfg.dropout, cfg.positions)
         self.ffn_norm = nn.LayerNorm(d)
         self.ffn = FeedForward(d, cfg.ffn, cfg.dropout)
         self.dropout = nn.Dropout(cfg.dropout)

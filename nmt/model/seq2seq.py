@@ -7,6 +7,7 @@ qanet) and ``DECODERS`` (standard, two_stream).
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import AttentionOutput, key_bias
@@ -27,11 +28,12 @@ class Transformer(nn.Module):
         self.pad = pad
         d = cfg.d_model
         drop = cfg.dropout if cfg.embed_dropout is None else cfg.embed_dropout
-        self.tgt_embed = Embedding(tgt_vocab, d, pad, cfg.max_positions, drop, cfg.embed_init)
+        where = (cfg.positions, cfg.max_positions)
+        self.tgt_embed = Embedding(tgt_vocab, d, pad, *where, drop, cfg.embed_init)
         self.src_embed = (
             self.tgt_embed
             if share_embeddings
-            else Embedding(src_vocab, d, pad, cfg.max_positions, drop, cfg.embed_init)
+            else Embedding(src_vocab, d, pad, *where, drop, cfg.embed_init)
         )
         block = ENCODER_BLOCKS.get(cfg.encoder.block)
         self.encoder = nn.ModuleList(block(cfg, i) for i in range(cfg.encoder_layers))
@@ -54,7 +56,7 @@ class Transformer(nn.Module):
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """src (B,S) -> memory (B,S,D), src_mask (B,1,S) (True = real token)."""
         src_mask = (src != self.pad).unsqueeze(1)  # (B,1,S)
-        bias = key_bias(src_mask.unsqueeze(1), self.tgt_embed.positions.dtype)  # (B,1,1,S)
+        bias = key_bias(src_mask.unsqueeze(1), self.tgt_embed.tokens.weight.dtype)  # (B,1,1,S)
         keep = src_mask.transpose(1, 2)  # (B,S,1)
         x = self.src_embed(self.src_embed.tokens(src))
         for layer in self.encoder:
@@ -77,6 +79,18 @@ class Transformer(nn.Module):
         cross-attention returned: its weights, when asked, reach callers there.)
         """
         return self.output(self.decode_states(tgt_in, state, embeds)[0])
+
+    def decode_step(
+        self, tgt_in: Tensor, state: DecoderState, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """What search needs of a step: target ids (B,T) -> logits (B,T,V) and, when
+        asked, the cross-attention they were predicted with, the mean over layers and
+        heads (B,T,S) (a two-stream decoder's predicting stream)."""
+        states, attention = self.decode_states(tgt_in, state, need_weights=need_weights)
+        if not need_weights:
+            return self.output(states), None
+        weights = torch.stack([calls[0].weights for calls in attention])  # (L,B,H,T,S)
+        return self.output(states), weights.mean((0, 2))
 
     def decode_states(
         self,

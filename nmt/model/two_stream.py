@@ -84,15 +84,16 @@ class TwoStreamLayer(DecoderLayer):
         (its fusion's history); ``content``: whether the content stream is computed
         (no query reads the last layer's)."""
         content_cache, query_cache = caches if caches is not None else (None, None)
-        q_h, k, v = self.self_attn.project(self.self_norm(h))  # 3 x (B,H,T,Dh)
+        pos = ctx.positions  # (T,) the content stream's; query j stands at j + 1
+        q_h, k, v = self.self_attn.project(self.self_norm(h), pos)  # 3 x (B,H,T,Dh)
         if (self_cache := own(content_cache, "self_attn")) is not None:
             k, v = extend_cache(self_cache, k, v)  # (B,H,t,Dh)
-        q_g = self.self_attn.query(self.self_norm(g))  # (B,H,T,Dh)
-        g = g + self.dropout(self.self_attn.attend(q_g, k, v, masks.query, masks.causal))
+        q_g = self.self_attn.query(self.self_norm(g), pos + 1)  # (B,H,T,Dh)
+        g = g + self.dropout(self.self_attn.attend(q_g, k, v, masks.query, masks.causal, pos + 1))
         g, attended = self.cross_sublayer(g, memory, ctx, masks.fusion_query, query_cache)
         attention = [attended]
         if content:
-            h = h + self.dropout(self.self_attn.attend(q_h, k, v, masks.content, masks.causal))
+            h = h + self.dropout(self.self_attn.attend(q_h, k, v, masks.content, masks.causal, pos))
             unweighed = dataclasses.replace(ctx, need_weights=False)
             h, attended = self.cross_sublayer(
                 h, memory, unweighed, masks.fusion_content, content_cache

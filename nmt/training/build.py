@@ -78,12 +78,15 @@ def load_data(
 
 
 def resolve_from_data(cfg: RunConfig, data: ParallelData, log: Callable[[str], None]) -> RunConfig:
-    """Fill the recipe values that the variant measures on the training data
-    (``AttentionConfig.from_data``: local_m's length ratio)."""
+    """Fill the recipe values measured on the training data: the length ratio of
+    local_m's centre (``AttentionConfig.from_data``) and of cross-attention ALiBi's
+    diagonal (``PositionsConfig.from_data``)."""
     attention, measured = cfg.model.attention.from_data(data.lengths)
-    if measured is not None:
-        log(measured)
-    model = dataclasses.replace(cfg.model, attention=attention)
+    positions, located = cfg.model.positions.from_data(data.lengths)
+    for line in (measured, located):
+        if line is not None:
+            log(line)
+    model = dataclasses.replace(cfg.model, attention=attention, positions=positions)
     return dataclasses.replace(cfg, model=model)
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nmt.data.batching import ParallelData
+from nmt.data.joining import joined
 from nmt.data.subword_sampling import resampled
 
 if TYPE_CHECKING:
@@ -46,13 +47,14 @@ class EpochPlans:
 
     def _pairs_of(self, epoch: int) -> ParallelData:
         """The prepared pairs, or under ``data.vocab.sampling`` the epoch's own
-        segmentation of them (nmt.data.subword_sampling)."""
-        sampling = self.cfg.data.vocab.sampling
-        if sampling is None:
-            return self.data.train
-        start, v, seed = time.perf_counter(), self.data.vocabs, self.cfg.train.seed
-        pairs = resampled(
-            self.data.train, v.src, v.tgt, sampling, seed, epoch, self.cfg.data.max_len
-        )
-        self.resample_seconds += time.perf_counter() - start
+        segmentation of them (nmt.data.subword_sampling); under ``data.join``, some
+        of them joined (nmt.data.joining)."""
+        d, seed = self.cfg.data, self.cfg.train.seed
+        pairs = self.data.train
+        if d.vocab.sampling is not None:
+            start, v = time.perf_counter(), self.data.vocabs
+            pairs = resampled(pairs, v.src, v.tgt, d.vocab.sampling, seed, epoch, d.max_len)
+            self.resample_seconds += time.perf_counter() - start
+        if d.join.prob > 0:
+            pairs = joined(pairs, d.join, d.max_len, seed, epoch)
         return pairs

@@ -16,6 +16,8 @@ LOCAL = [
     ("local_p", {"gaussian": "bias", "per_head": False}),
     ("local_m", {"score": "concat"}),
     ("local_p", {"score": "general"}),
+    ("local_s", {"gaussian": "bias"}),
+    ("local_s", {"per_head": False, "max_step": 3.0}),
 ]
 
 
@@ -92,6 +94,35 @@ def test_local_p_gradient_reaches_the_centre_predictor(gaussian):
     attn = build("local_p", gaussian=gaussian).train()
     run(attn, (15, 9), 7, need_weights=False).context.pow(2).sum().backward()
     assert attn.center_proj.weight.grad.abs().sum() > 0
+    assert attn.center_v.grad.abs().sum() > 0
+
+
+def test_local_s_centres_are_the_sum_of_bounded_steps_and_stop_at_the_source_end():
+    """p_t = Σ_{t' ≤ t} max_step·sigmoid(v·tanh(W h_t')): non-decreasing along t, each
+    step in (0, max_step), and at most the last real source position."""
+    attn = build("local_s", max_step=1.5)
+    with torch.no_grad():
+        attn.center_v.mul_(50)  # steps far from their start of 0.75
+    out = run(attn, (60, 8), 30)
+    p = out.centers  # (B,H,T)
+    steps = p[0].diff(dim=-1)
+    assert (steps >= 0).all() and (steps < 1.5).all() and (p[0, :, 0] < 1.5).all()
+    assert steps.std() > 0.1  # predicted, not a constant stride
+    assert (p[1] <= 7).all() and (p[1, :, -1] == 7).all()  # 30 steps outrun 8 positions
+    torch.manual_seed(1)
+    query, memory, src_mask, pos = inputs((60, 8), 30)
+    mem = attn.project_memory(memory, src_mask)
+    state: dict = {}
+    parts = [  # one query at a time, the last centre kept between steps
+        attn(query[:, t : t + 1], mem, Context(pos[t : t + 1], need_weights=True, state=state))
+        for t in range(30)
+    ]
+    torch.testing.assert_close(torch.cat([o.centers for o in parts], -1), p)
+
+
+def test_local_s_gradient_reaches_the_step_predictor():
+    attn = build("local_s").train()
+    run(attn, (15, 9), 7, need_weights=False).context.pow(2).sum().backward()
     assert attn.center_v.grad.abs().sum() > 0
 
 

@@ -488,9 +488,67 @@ def test_a_length_study_with_joined_and_held_out_splits_reports_every_diagnostic
         centred = row["variant"] == "local_p"  # the predicted centre's distance from alignment
         assert (row["center_distance"] is not None) == centred
         assert not centred or 0 <= row["center_distance"] < 30
+        joined = row["split"] == "test*3"  # which of the three captions were translated
+        assert ("caption_covered" in row) == joined and ("caption_recall" in row) == joined
+        if joined:
+            assert len(row["caption_covered"]) == len(row["caption_recall"]) == 3
+            assert all(0 <= c <= 1 for c in row["caption_covered"])
+            assert all(0 <= r <= 100 for r in row["caption_recall"])
     report = (out / "report.md").read_text()
     named = ("length ratio", "repetition", "dropped", "backward", "centre dist", "Word accuracy")
+    named += ("Which captions each variant translated",)
     for words in named:
         assert words in report
     assert "## test*3" in report and "## train>20" in report
     assert (out / "attention_test*3_line0.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_decodings_evaluate_every_run_again_without_training(tmp_path, toy_dir, monkeypatch):
+    """A spec's decodings (GNMT's coverage penalty, the oracle length) score every
+    trained run again, as the variants VARIANT@NAME, tested against the baseline and
+    named in a contrast; a second call reuses every evaluation."""
+    spec = write_spec(
+        tmp_path,
+        toy_dir,
+        {"global": [], "local_m": ["model.attention.kind=local_m", "model.attention.window=2"]},
+        seeds=(1,),
+    )
+    data = yaml.safe_load(spec.read_text())
+    data["splits"] = ["test", "test*3"]
+    data["decodings"] = {"cov": ["decode.coverage=0.5"], "oracle": ["length=oracle"]}
+    data["contrasts"] = [["global@cov", "global"]]
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "study"
+    results = json.loads((out / "results.json").read_text())
+    names = {"global", "local_m", "global@cov", "local_m@cov", "global@oracle", "local_m@oracle"}
+    assert {r["variant"] for r in results["rows"]} == names
+    own = json.loads((out / "runs/global/seed1/results.json").read_text())
+    assert {"test", "test*3", "test@decode.coverage=0.5", "test*3@length=oracle"} <= set(own)
+    assert all(r["p_value"] is not None for r in results["rows"] if r["variant"] != "global")
+    run = out / "runs/global/seed1"
+    oracle = (run / "test*3@length=oracle.hyp").read_text()
+    assert oracle != (run / "test*3.hyp").read_text()
+    assert oracle.count("\n") == (run / "test*3.hyp").read_text().count("\n") == 5
+    assert [c["variant"] for c in results["contrasts"]] == ["global@cov", "global@cov"]
+
+    from nmt.compare import study
+
+    calls = []
+    monkeypatch.setattr(study, "evaluate", lambda *a, **k: calls.append(a))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert calls == []  # every decoding of every run was reused
+
+
+def test_a_decoding_that_makes_no_sense_is_refused_before_training(tmp_path, toy_dir):
+    spec = write_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    data = yaml.safe_load(spec.read_text())
+    data["decodings"] = {"bad": ["decode.coverage=-2"]}
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 2
+    assert "decodings.bad: --set decode.coverage: must be in [0, 100]" in result.output
+    assert not (tmp_path / "study" / "runs").exists()

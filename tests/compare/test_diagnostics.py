@@ -104,3 +104,22 @@ def test_word_accuracy_equals_compare_mt_on_a_random_corpus():
     assert theirs.bucket_strs == d.frequency_labels()
     assert [(m, r, o) for m, r, o, *_ in stats[0]] == [tuple(row) for row in ours.tolist()]
     assert d.f_measure(ours) == pytest.approx([f for *_, f in stats[0]])
+
+
+def test_caption_figures_say_which_captions_an_output_holds():
+    """Coverage caption by caption (words of each caption in order), and chrF's
+    recall, checked against sacreBLEU's own character n-gram statistics."""
+    from sacrebleu.metrics import CHRF
+
+    src = ["▁a", "▁b", "▁c", "▁d", "▁e", "</s>"]  # captions: "a b" and "c d e"
+    weights = np.zeros((4, 6))
+    weights[:, 0], weights[:, 2] = 0.3, 0.5  # a: 1.2, c: 2.0 over four target steps
+    weights[:, 1] = 0.2  # b: 0.8; d, e: nothing
+    covered = d.caption_covered(amap(src, weights), [2, 3])
+    assert covered == [1.0, pytest.approx(1 / 3)]
+    hyp, ref = "a cat sat on the mat today", "the cat sat there"
+    stats = CHRF()._extract_corpus_statistics([hyp], [[ref]])[0]  # per order: hyp, ref, match
+    want = 100 * np.mean([stats[3 * n + 2] / stats[3 * n + 1] for n in range(6)])
+    assert d.chrf_recall(hyp, ref) == pytest.approx(want)
+    assert d.chrf_recall(ref, ref) == pytest.approx(100.0)
+    assert d.chrf_recall("", ref) == 0.0

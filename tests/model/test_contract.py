@@ -134,16 +134,19 @@ def test_a_recipe_naming_attention_fusion_is_refused_with_the_new_key(tmp_path):
         load_recipe(recipe)
 
 
-def test_incremental_state_is_kept_per_sub_module():
-    """Each decoder layer's cache holds its self-attention's keys and values and its
-    fusion's history apart, each under the sub-module's name."""
-    model = tiny_model(model=FUSED).eval()
+@pytest.mark.parametrize(("kind", "own"), [("global", set()), ("local_s", {"center"})])
+def test_incremental_state_is_kept_per_sub_module(kind, own):
+    """Each decoder layer's cache holds its self-attention's keys and values, its
+    cross-attention's own state (local_s: its last centre, which reaches it in its
+    Context) and its fusion's history apart, each under the sub-module's name."""
+    model = tiny_model(kind, model=FUSED).eval()
     memory, src_mask = model.encode(random_batch([5, 3]))
     state = model.decoder_state(memory, src_mask, incremental=True)
     model.decode(random_batch([1, 1]), state)
     for cache in state.caches:
-        assert set(cache) == {"self_attn", "fusion"}
+        assert set(cache) == {"self_attn", "cross_attn", "fusion"}
         assert set(cache["self_attn"]) == {"key", "value"} and set(cache["fusion"]) == {"m", "h"}
+        assert set(cache["cross_attn"]) == own
 
 
 def test_a_run_stored_in_the_earlier_layout_resumes(tiny_config):

@@ -14,7 +14,7 @@ from nmt.decode_config import DecodeConfig
 from nmt.decoding import encode_source, translate_lines
 from nmt.training.run import prepare
 
-OPTIONS = {"local_m": {"window": 2}, "local_p": {"window": 2}}
+OPTIONS = {"local_m": {"window": 2}, "local_p": {"window": 2}, "local_s": {"window": 2}}
 
 
 @pytest.mark.parametrize("kind", ATTENTION.names())

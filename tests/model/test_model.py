@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from nmt.data.vocab import BOS, EOS, PAD
-from nmt.model.layers import sinusoids
+from nmt.model.positions import sinusoids
 from tests.helpers import random_batch, tiny_model
 
 

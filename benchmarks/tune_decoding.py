@@ -1,0 +1,97 @@
+"""Tune the decoding remedies for long inputs on dev: every setting of a grid
+(GNMT's length penalty α × coverage penalty β, a word reward γ, a least length) on
+each run's checkpoint, on dev splits (``val*K``), with no retraining; prints BLEU
+and the length ratio per setting and run, and the best setting of each remedy by
+mean BLEU over the runs and splits. The evaluations are ``nmt evaluate RUN --split
+SPLIT --set ...`` (kept in each run as SPLIT@TAG and reused by the next call).
+
+    python benchmarks/tune_decoding.py runs/compare-multi30k-remedies/runs/{global,local_m}/seed1 \\
+        --split "val*3" --split "val*5" --json runs/tune-decoding.json
+
+The settings chosen here go into a comparison spec's ``decodings``, which reports
+them on the test splits over every seed (docs/results.md, "what fixes it").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from nmt.config import read_yaml
+from nmt.data.corpus import read_lines
+from nmt.data.pipeline import load_split
+from nmt.decode_config import decode_tag
+from nmt.evaluate import evaluate, read_results
+from nmt.files import write_text
+from nmt.metrics import sentence_stats
+from nmt.recipe import config_from_dict
+
+# remedy -> its settings (decode.KEY=VALUE overrides); the empty one is the recipe's
+GRID: dict[str, list[list[str]]] = {
+    "recipe": [[]],
+    "coverage": [
+        [f"decode.alpha={a}", f"decode.coverage={b}"]
+        for a in (0.6, 1.0, 1.5)
+        for b in (0.2, 0.5, 1.0)
+    ],
+    "word_reward": [["decode.alpha=0", f"decode.word_reward={g}"] for g in (0.5, 1.0, 2.0)],
+    "min_len": [[f"decode.min_len_a={a}"] for a in (0.6, 0.9)],
+}
+
+
+def length_ratio(hyps: list[str], refs: list[str]) -> float:
+    """Hypothesis / reference length in sacreBLEU's 13a tokens (BLEU's brevity)."""
+    stats = sentence_stats(hyps, refs)
+    return float(stats[:, 0].sum() / max(stats[:, 1].sum(), 1))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", type=Path, help="run directories (their best.pt)")
+    p.add_argument("--split", action="append", required=True, help="dev splits, e.g. 'val*3'")
+    p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--remedy", action="append", choices=list(GRID), help="only these (default: all)"
+    )
+    p.add_argument("--json", type=Path, help="write every figure here")
+    args = p.parse_args()
+    table = []
+    grid = {k: v for k, v in GRID.items() if not args.remedy or k in ("recipe", *args.remedy)}
+    for remedy, settings in grid.items():
+        for overrides in settings:
+            tag = decode_tag(overrides, "model")
+            row = {"remedy": remedy, "set": overrides, "bleu": {}, "length_ratio": {}}
+            for run in args.runs:
+                done = read_results(run)
+                todo = [s for s in args.split if (f"{s}@{tag}" if tag else s) not in done]
+                if todo:
+                    evaluate(run, todo, args.device, overrides)
+                results = read_results(run)
+                data = config_from_dict(read_yaml(run / "recipe.yaml")).data
+                for split in args.split:
+                    name = f"{split}@{tag}" if tag else split
+                    refs = load_split(data, split)[1]
+                    key = f"{run.parent.name}/{run.name} {split}"
+                    row["bleu"][key] = results[name]["bleu"]
+                    row["length_ratio"][key] = length_ratio(read_lines(run / f"{name}.hyp"), refs)
+            row["mean_bleu"] = float(np.mean(list(row["bleu"].values())))
+            table.append(row)
+            print(
+                f"{remedy:12s} {' '.join(overrides) or '(recipe)':45s} BLEU "
+                + "  ".join(f"{v:5.2f}" for v in row["bleu"].values())
+                + f"  mean {row['mean_bleu']:5.2f}  ratio "
+                + "  ".join(f"{v:.2f}" for v in row["length_ratio"].values())
+            )
+    print("\nbest of each remedy (mean BLEU over the runs and splits):")
+    for remedy in grid:
+        best = max((r for r in table if r["remedy"] == remedy), key=lambda r: r["mean_bleu"])
+        print(f"  {remedy:12s} {' '.join(best['set']) or '(recipe)':45s} {best['mean_bleu']:.2f}")
+    if args.json:
+        write_text(args.json, json.dumps({"splits": args.split, "rows": table}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Each epoch's training examples under ``data.join``: some pairs joined into longer
+ones (Varis & Bojar 2021; Kondo et al. 2021), so that a model sees inputs of
+several sentences, as a document-level toolkit's training on concatenated
+sentences does.
+
+An epoch's examples are groups of pair indices drawn from (train.seed, epoch):
+:func:`groups`. :class:`JoinedTokens` reads a group's sentences from the
+prepared corpus (memory-mapped) end to end when a batch is collated, so the
+corpus is never copied; the batcher plans on the groups' lengths like any
+other pairs'.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nmt.data.batching import ParallelData, Tokens
+from nmt.data.config import JoinConfig
+
+
+class JoinedTokens(Tokens):
+    """One side of an epoch's examples: example e is the sentences
+    ``base[members[starts[e]:starts[e + 1]]]`` end to end."""
+
+    def __init__(self, base: Tokens, members: np.ndarray, starts: np.ndarray) -> None:
+        self.base, self.members, self.starts = base, members, starts
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getitem__(self, e: int) -> np.ndarray:
+        group = self.members[self.starts[e] : self.starts[e + 1]]
+        return np.concatenate([self.base[i] for i in group])
+
+    def lengths(self) -> np.ndarray:
+        return np.add.reduceat(self.base.lengths()[self.members], self.starts[:-1])
+
+
+def groups(
+    lengths: np.ndarray, cfg: JoinConfig, max_len: int, seed: int, epoch: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(members, starts): the pairs of every example of the epoch, in the order of
+    ``members``, example e at ``members[starts[e]:starts[e + 1]]``. lengths (N,2):
+    the pairs' pieces on each side (without ``</s>`` or ``<s>``). A group that would
+    take a side over ``max_len`` pieces keeps the fewest pairs that do not (one at
+    least); each pair is in exactly one example."""
+    n = len(lengths)
+    rng = np.random.default_rng([seed, epoch, 0x6A6F696E])  # "join": apart from other draws
+    order = np.arange(n) if cfg.order == "consecutive" else rng.permutation(n)
+    joins = rng.random(n) < cfg.prob  # whether an example starting here joins
+    sizes = rng.integers(2, cfg.max_k + 1, n)  # how many it joins
+    ordered = lengths[order]  # (N,2)
+    totals = np.concatenate([np.zeros((1, 2), np.int64), np.cumsum(ordered, 0)])  # (N+1,2)
+    starts, i = [0], 0
+    while i < n:
+        k = min(int(sizes[i]) if joins[i] else 1, n - i)
+        while k > 1 and (totals[i + k] - totals[i]).max() > max_len:
+            k -= 1
+        i += k
+        starts.append(i)
+    return order, np.asarray(starts, dtype=np.int64)
+
+
+def joined(
+    data: ParallelData, cfg: JoinConfig, max_len: int, seed: int, epoch: int
+) -> ParallelData:
+    """The epoch's examples of ``data``: its pairs, some joined (``cfg``)."""
+    members, starts = groups(data.lengths - 1, cfg, max_len, seed, epoch)
+    return ParallelData(
+        JoinedTokens(data.src, members, starts), JoinedTokens(data.tgt, members, starts)
+    )
