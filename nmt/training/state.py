@@ -25,6 +25,10 @@ class RunState:
     best: float | None = None
     best_step: int = 0
     bad_evals: int = 0
+    # the step of the last validation that finished (best.pt, early stopping and the
+    # log are up to date with it); None in checkpoints from before it was kept, whose
+    # runs validated at their step
+    validated: int | None = None
 
     def improved(self, metrics: dict[str, float], early_stopping: str) -> bool:
         """Note a validation: whether it is the best so far by ``train.early_stopping``

@@ -292,9 +292,16 @@ class Trainer:
         t, s = self.cfg.train, self.state
         plan = self.epochs.plan(s.epoch)
         bar, task = self._training_bar(plan)
-        interval, bad_steps, validated_at = IntervalStats(), 0, s.step
+        interval, bad_steps = IntervalStats(), 0
+        if s.validated is None:  # a fresh run, or a checkpoint from before it was kept
+            s.validated = s.step
         stop_reason = "budget"
         with bar:
+            # A stop that cut a due validation short: it runs first, as it would have
+            if s.validated != s.step and s.step % t.valid_every == 0:
+                if self._validate_and_save(bar):
+                    return self._summary("early stopping")
+                self._stop_if_signalled()
             while not self.budget_spent():
                 start = time.perf_counter()
                 plan = self._plan_of_next_step(plan)
@@ -307,13 +314,13 @@ class Trainer:
                     self._log_interval(interval, plan, bar, task)
                     interval = IntervalStats()
                 bar.update(task, completed=s.step)
-                if s.step % t.valid_every == 0:
-                    validated_at = s.step
-                    if self._validate_and_save(bar):
-                        stop_reason = "early stopping"
-                        break
+                if s.step % t.valid_every == 0 and self._validate_and_save(bar):
+                    stop_reason = "early stopping"
+                    break
                 self._stop_if_signalled()
-            if validated_at != s.step:
+            # The last update is validated, also when a stop cut its validation short
+            # (a resume then finds the budget spent, and validates here)
+            if s.validated != s.step:
                 self._validate_and_save(bar)
                 self._stop_if_signalled()
         return self._summary(stop_reason)
@@ -442,6 +449,7 @@ class Trainer:
     def _validate_and_save(self, bar: Progress) -> bool:
         """Validate (rank 0), save best/last; True if early stopping says stop."""
         improved = stop = False
+        metrics = None
         start = time.perf_counter()
         if self.dist.main and (metrics := self._interruptible_validate(bar)) is not None:
             s = self.state
@@ -462,7 +470,8 @@ class Trainer:
             patience = self.cfg.train.patience
             stop = patience is not None and s.bad_evals >= patience
         improved, stop = self.dist.any(improved), self.dist.any(stop)
-        if improved:
+        if self.dist.any(self.dist.main and metrics is not None):
+            self.state.validated = self.state.step
             self.save("best.pt", full=False)
         if keep := self.cfg.train.keep_checkpoints:
             self.save(kept_name(self.state.step), full=False)

@@ -200,3 +200,53 @@ def test_a_run_dir_that_is_a_file_is_named(tiny_config, tmp_path):
     with pytest.raises(NmtError, match=r"run_dir: .*a_file: a file, not a directory"):
         train(cfg, device="cpu")
     assert (tmp_path / "a_file").read_text() == "x"
+
+
+class StoppedInValidation(Trainer):
+    """Signalled as the validation at step ``at`` starts: the validation is cut short."""
+
+    at = 0
+
+    def validate(self, on_batch=None):
+        if self.state.step == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(60)
+        return super().validate(on_batch)
+
+
+@pytest.mark.parametrize(
+    ("valid_every", "at"),
+    [(2, 6), (10, 6), (2, 4)],
+    ids=["the last, due by the schedule", "the last, past the schedule", "one before the last"],
+)
+def test_a_run_stopped_in_a_validation_resumes_to_the_uninterrupted_answer(
+    toy_dir, tmp_path, valid_every, at
+):
+    """A stop inside a validation (its budget already spent when it is the last)
+    leaves it owed: the resume runs it first, so best.pt, the validations logged and
+    the run's summary are those of the run never stopped."""
+    from nmt.config import from_dict
+    from nmt.recipe import RunConfig
+    from nmt.training.run import prepare
+    from tests.conftest import tiny_recipe_dict
+
+    def config(run):
+        train = {"max_steps": 6, "valid_every": valid_every, "max_epochs": None}
+        return from_dict(RunConfig, tiny_recipe_dict(toy_dir, tmp_path / run, train=train))
+
+    whole = prepare(config("whole"), "cpu").run()
+    cfg = config("stopped")
+    StoppedInValidation.at = at
+    with pytest.raises(Interrupted):
+        StoppedInValidation(*build(cfg, print)).run()
+    resumed = prepare(cfg, "cpu", resume=True).run()
+    assert resumed["best_step"] == whole["best_step"] and resumed["steps"] == 6
+
+    def validations(run):
+        records = (tmp_path / run / "metrics.jsonl").read_text().splitlines()
+        found = [json.loads(r) for r in records if "valid_loss" in r]
+        return [(r["step"], round(r["valid_loss"], 5)) for r in found]
+
+    assert validations("stopped") == validations("whole")
+    best = [checkpoint.load(tmp_path / run / "best.pt")["model"] for run in ("whole", "stopped")]
+    assert all(torch.equal(best[0][k], best[1][k]) for k in best[0])
