@@ -2,17 +2,68 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from nmt.errors import NmtError
 from nmt.recipe import load_recipe
 from nmt.training.run import prepare
+from nmt.training.signals import Terminated, terminable
 from nmt.training.trainer import Trainer
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
+
+
+def user_errors(main: Callable[[], None]) -> Callable[[], None]:
+    """A benchmark script's ``main`` as an nmt command behaves: an error is one line
+    on stderr and exit code 2 (a child ``nmt`` command that failed has said why on
+    its own), SIGINT and SIGTERM exit 130 and 143; nothing half-written is left."""
+
+    @functools.wraps(main)
+    def wrapper() -> None:
+        try:
+            with terminable():
+                main()
+        except NmtError as e:
+            print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+            sys.exit(2)
+        except subprocess.CalledProcessError as e:
+            what = " ".join(str(a) for a in e.cmd[1:5])
+            print(f"error: {what} ... exited with {e.returncode} (said why above)", file=sys.stderr)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            print("interrupted (SIGINT)", file=sys.stderr)
+            sys.exit(130)
+        except Terminated:
+            print("terminated (SIGTERM)", file=sys.stderr)
+            sys.exit(143)
+
+    return wrapper
+
+
+def run_child(command: list[str], **popen) -> None:
+    """Run a child command (``nmt train``) to its end: a signal to this script
+    reaches it (it saves ``last.pt`` and stops) before this script stops, and a kill
+    of this script that passes nothing on stops it too (NMT_WATCH_PARENT: it watches
+    its parent); a failure raises CalledProcessError."""
+    env = {**(popen.pop("env", None) or os.environ), "NMT_WATCH_PARENT": "1"}
+    proc = subprocess.Popen(command, env=env, **popen)
+    try:
+        code = proc.wait()
+    except BaseException:  # KeyboardInterrupt, Terminated: pass it on, then go
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
+        raise
+    if code:
+        raise subprocess.CalledProcessError(code, command)
 
 
 def synchronizer(device: str | torch.device) -> Callable[[], None]:

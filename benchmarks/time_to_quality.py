@@ -48,12 +48,14 @@ from pathlib import Path
 
 import torch
 import yaml
-from common import SHARED_MULTI30K
+from common import SHARED_MULTI30K, run_child, user_errors
 
 from nmt import checkpoint
 from nmt.averaging import average, kept_checkpoints
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
+from nmt.errors import NmtError
+from nmt.files import write_text
 from nmt.metrics import corpus_score
 from nmt.model.load import model_from_payload
 from nmt.recipe import load_recipe
@@ -96,7 +98,7 @@ def cache_dir(args: argparse.Namespace, run_dir: Path) -> list[str]:
         return [f"data.cache_dir={cold}"]
     command = [sys.executable, "-m", "nmt", "data", "prepare", args.recipe]
     command += [a for s in [f"data.dir={args.data}", *args.set] for a in ("--set", s)]
-    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    run_child(command, cwd=ROOT, stdout=subprocess.DEVNULL)
     return []
 
 
@@ -119,7 +121,7 @@ def train(args: argparse.Namespace, run_dir: Path) -> tuple[float, float]:
     command += [a for s in sets for a in ("--set", s)]
     print("$", " ".join(command[1:]), flush=True)
     launched, start = time.time(), time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT)
+    run_child(command, cwd=ROOT)
     return time.perf_counter() - start, launched
 
 
@@ -168,6 +170,10 @@ def snapshots(args: argparse.Namespace, run_dir: Path, launched: float | None) -
     """Every kept snapshot scored on ``args.split``, oldest first."""
     seconds, device = seconds_at(run_dir, launched), torch.device(args.device)
     paths = kept_checkpoints(run_dir)
+    if not paths:
+        raise NmtError(f"{run_dir}: no snapshot (step-N.pt) to score")
+    if missing := [p.name for p in paths if int(p.stem.removeprefix("step-")) not in seconds]:
+        raise NmtError(f"{run_dir / 'metrics.jsonl'}: no validation record of {missing[0]}")
     rows = []
     for i, path in enumerate(paths):
         step = int(path.stem.removeprefix("step-"))
@@ -236,6 +242,7 @@ def trained_as(run_dir: Path, recipe: str) -> dict:
     return {**unknown, "commit": "unknown", "overrides": overrides_of(run_dir, recipe)}
 
 
+@user_errors
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("recipe")
@@ -252,7 +259,14 @@ def main() -> None:
         "--cache", choices=("warm", "cold"), default="warm", help="the data cache at the start"
     )
     args = parser.parse_args()
+    if args.every < 1:
+        raise NmtError(f"--every {args.every}: updates between snapshots, at least 1")
+    if args.average < 0:
+        raise NmtError(f"--average {args.average}: a number of snapshots, 0 or more")
     run_dir = Path(args.run_dir or f"runs/ttq-{Path(args.recipe).stem}").resolve()
+    load_split(load_recipe(args.recipe, [f"data.dir={args.data}"]).data, args.split)
+    if args.score_only and not (run_dir / "metrics.jsonl").is_file():
+        raise NmtError(f"--score-only: {run_dir} holds no run of this benchmark to score")
     if args.score_only:
         trained = trained_as(run_dir, args.recipe)
     else:  # the code and settings that train, taken before training
@@ -276,7 +290,7 @@ def main() -> None:
         "reached": reached,
         "snapshots": [asdict(r) for r in rows],
     }
-    (run_dir / f"time_to_quality-{args.split}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_text(run_dir / f"time_to_quality-{args.split}.json", json.dumps(result, indent=2) + "\n")
     overrides = " ".join(result["overrides"])
     print(f"\n{args.recipe} {overrides}: {result['hardware']}, commit {result['commit']}")
     print(f"peak RSS {result['peak_rss_mb']:.0f} MB; {summary['steps']} updates")

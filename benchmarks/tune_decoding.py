@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from common import user_errors
 
 from nmt.config import read_yaml
 from nmt.data.corpus import read_lines
@@ -48,6 +49,7 @@ def length_ratio(hyps: list[str], refs: list[str]) -> float:
     return float(stats[:, 0].sum() / max(stats[:, 1].sum(), 1))
 
 
+@user_errors
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", type=Path, help="run directories (their best.pt)")

@@ -125,7 +125,8 @@ def load(path: str | Path) -> dict[str, Any]:
         raise NmtError(f"{path}: no such checkpoint")
     if (kind := not_a_checkpoint(path)) is not None:
         raise NmtError(f"{path}: not a readable checkpoint ({kind})")
-    check_archive(path)
+    if zipfile.is_zipfile(path):  # torch's legacy format (a plain pickle) has no checksums
+        check_archive(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

@@ -9,6 +9,7 @@ and checkpoints. Multi-node runs use torchrun's own rendezvous options.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -87,7 +88,17 @@ def launch(nproc: int, argv: list[str]) -> int:
         run(args)
     except SignalException as e:
         return 128 + int(e.sigval)
-    except ChildFailedError as e:  # each rank said why on stderr
-        code = e.get_first_failure()[1].exitcode
-        return code if code > 0 else 128 - code
+    except ChildFailedError as e:  # each rank said why on stderr; say which stopped first
+        rank, failure = e.get_first_failure()
+        code = failure.exitcode if failure.exitcode > 0 else 128 - failure.exitcode
+        how = (
+            f"was killed by signal {-failure.exitcode}"
+            if failure.exitcode < 0
+            else (f"exited with code {failure.exitcode}")
+        )
+        print(
+            f"error: rank {rank} (pid {failure.pid}) {how}; the others were stopped",
+            file=sys.stderr,
+        )
+        return code
     return 0

@@ -107,6 +107,14 @@ def recipe_changes(old: dict[str, Any], new: dict[str, Any], checkpoint: Path) -
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     changed = {k: f"{k} {before.get(k)!r} -> {after.get(k)!r}" for k in keys}
     refused = [line for k, line in changed.items() if not k.startswith(RUN_TIME_KEYS)]
+    schedule = after.get("train.lr_schedule")
+    if "train.max_steps" in changed and schedule in ("cosine", "linear"):
+        raise NmtError(
+            f"{checkpoint}: --resume with {changed['train.max_steps']}: under "
+            f"train.lr_schedule {schedule} the learning rate decays over max_steps, so a "
+            "new budget changes the rate of every update from here (and jumps it mid-way): "
+            "start a new run_dir, or resume with the run's own max_steps"
+        )
     if refused:
         raise NmtError(
             f"{checkpoint}: --resume with a recipe that changes the run: {'; '.join(refused)}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,76 @@ def test_tune_decoding_scores_every_setting_and_names_the_best(tiny_run, tmp_pat
     )
     stored = json.loads((run / "results.json").read_text())
     assert "test*2@decode.alpha=0,decode.word_reward=0.5" in stored
+
+
+def ttq(*args, env=None, **popen):
+    command = [sys.executable, str(BENCHMARKS / "time_to_quality.py"), "recipes/toy.yaml", *args]
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        env=env or subprocess_env(),
+        timeout=300,
+        cwd=BENCHMARKS.parent,
+        **popen,
+    )
+
+
+@pytest.mark.slow
+def test_time_to_quality_refuses_in_one_line(toy_dir, tmp_path):
+    """The benchmark is a command users run: bad arguments and damaged runs are one
+    line and exit 2, and no result file is written."""
+    data = ("--data", str(toy_dir), "--split", "test")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [
+        (["--every", "0"], "--every 0: updates between snapshots"),
+        (["--run-dir", str(empty), "--score-only"], "holds no run of this benchmark"),
+        (["--split", "nope", "--run-dir", str(empty), "--score-only"], "nope.src: no such file"),
+    ]
+    for args, message in cases:
+        done = ttq(*data, *args)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert message in done.stderr.strip().splitlines()[-1]
+    assert not list(empty.iterdir())
+
+
+@pytest.mark.slow
+def test_sigterm_to_time_to_quality_stops_its_training(toy_dir, tmp_path):
+    """SIGTERM to the benchmark reaches its nmt train (which saves last.pt); kill -9 of
+    the benchmark stops it too (it watches its parent)."""
+    import signal as signals
+    import time
+
+    for how in ("term", "kill"):
+        run = tmp_path / how
+        command = [sys.executable, str(BENCHMARKS / "time_to_quality.py"), "recipes/toy.yaml"]
+        command += ["--data", str(toy_dir), "--run-dir", str(run), "--every", "100000", *TINY]
+        command += ["--split", "test"]
+        command += ["--set", "train.max_steps=1000000", "--set", "train.max_epochs=null"]
+        command += ["--set", "train.max_minutes=null", "--set", "train.log_every=1"]
+        env = {**subprocess_env(), "NMT_CACHE_DIR": str(tmp_path / "cache")}
+        proc = subprocess.Popen(
+            command,
+            env=env,
+            cwd=BENCHMARKS.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        deadline = time.time() + 120
+        while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signals.SIGTERM if how == "term" else signals.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == (143 if how == "term" else -9), err.decode()[-2000:]
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                os.killpg(proc.pid, 0)  # the benchmark's session: is anything left?
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"{how}: nmt train is still running")
+        assert (run / "last.pt").is_file()

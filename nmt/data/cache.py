@@ -114,6 +114,11 @@ def trained_lines(files: tuple[Path, Path], side: int, max_words: int | None) ->
     vocabulary as they are of training, so that no piece is learned from them."""
     if max_words is None:
         return iter_lines(files[side])
+    if not any(words(src) <= max_words for src, _ in iter_parallel(*files)):
+        raise NmtError(
+            f"data.train_max_words {max_words}: holds out every training pair of {files[0]} "
+            "(each has more source words); raise it"
+        )
     return (pair[side] for pair in iter_parallel(*files) if words(pair[0]) <= max_words)
 
 

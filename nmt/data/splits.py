@@ -31,15 +31,26 @@ def base_split(split: str) -> str:
     return found.group("base") if found else split
 
 
+# A bound on the K of NAME*K and the N of NAME>N (far beyond any corpus), checked on
+# the digits, before they are read as a number
+MAX_DIGITS = 9
+
+
+def _number(split: str, digits: str, what: str) -> int:
+    if len(digits.lstrip("0")) > MAX_DIGITS:
+        raise NmtError(f"split {split[:60]!r}: {what} must be at most {10**MAX_DIGITS - 1:,}")
+    return int(digits)
+
+
 def derive(split: str, src: list[str], tgt: list[str]) -> tuple[list[str], list[str]]:
     """The pairs of ``split`` from the (source, target) lines of its base split."""
     if joined := JOINED.fullmatch(split):
-        k = int(joined.group("k"))
+        k = _number(split, joined.group("k"), "K in NAME*K")
         if k < 1:
             raise NmtError(f"split {split!r}: K in NAME*K must be at least 1")
         return join(src, k), join(tgt, k)
     if longer := LONGER.fullmatch(split):
-        n = int(longer.group("n"))
+        n = _number(split, longer.group("n"), "N in NAME>N")
         return pairs_where(src, tgt, lambda length: length > n)
     return src, tgt
 

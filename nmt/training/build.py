@@ -66,7 +66,14 @@ def load_data(
         log(f"guided alignment: gold links of {len(train)} training pairs from {path}")
     dev_src, dev_refs = load_split(cfg.data, cfg.data.dev)
     if (n := cfg.data.train_max_words) is not None:  # the dev set is as short as training
+        all_dev = len(dev_src)
         dev_src, dev_refs = shorter(dev_src, dev_refs, n)
+        if not dev_src:
+            raise NmtError(
+                f"data.train_max_words {n}: holds out every one of the {all_dev:,} dev pairs "
+                f"of {split_files(cfg.data, cfg.data.dev)[0]} (each has more source words); "
+                "raise it, or validate on a split of shorter pairs (data.dev)"
+            )
     dev = encode_pairs(dev_src, dev_refs, vocabs, cfg.model.max_positions - 1, "dev", log)
     if len(dev) == 0:
         raise NmtError(

@@ -4,7 +4,10 @@ own the run directory, build, check a resume against its checkpoint, train."""
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +22,7 @@ from nmt.files import is_number
 from nmt.progress import console
 from nmt.rundir import make_run_dir, owned
 from nmt.training.build import build
-from nmt.training.signals import Interrupted
+from nmt.training.signals import Interrupted, watch_parent
 from nmt.training.tensorboard import log_dir, summary_writer
 from nmt.training.trainer import Trainer
 
@@ -97,12 +100,16 @@ def train(cfg: RunConfig, device: str = "auto", resume: bool = False) -> dict[st
     data-parallel ranks return None."""
     where = resolve_device(device)
     dist = from_env(where.type)
+    # a rank whose launcher is killed outright stops too, as does a run whose parent
+    # asked for it (benchmarks/time_to_quality.py)
+    if dist.enabled or os.environ.get("NMT_WATCH_PARENT") == "1":
+        watch_parent()
     try:
         if dist.enabled and where.type == "cuda":
             where = torch.device("cuda", dist.local_rank)
         if where.type == "cuda" and where.index is not None:
             torch.cuda.set_device(where)
-        with owned(Path(cfg.run_dir)) if dist.main else nullcontext():
+        with owned(Path(cfg.run_dir)) if dist.main else nullcontext(), lost_peers(dist):
             summary = run_to_the_end(prepare(cfg, where, resume, dist))
             if not dist.main:
                 return None
@@ -111,6 +118,25 @@ def train(cfg: RunConfig, device: str = "auto", resume: bool = False) -> dict[st
             return summary
     finally:
         dist.close()
+
+
+@contextmanager
+def lost_peers(dist: Distributed) -> Iterator[None]:
+    """A collective that fails because another rank stopped (gloo's "connection closed
+    by peer", NCCL's errors) as one line naming this rank, instead of the backend's
+    traceback; the rank that stopped first says why on its own."""
+    try:
+        yield
+    except RuntimeError as e:
+        text = str(e)
+        if not dist.enabled or not any(w in text for w in ("gloo", "Gloo", "NCCL", "peer")):
+            raise
+        first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        first = re.sub(r"^\[[^\]]*\]\s*", "", first)[:120]  # the backend's source location
+        raise NmtError(
+            f"rank {dist.rank} of {dist.world}: another rank stopped, so this one stops "
+            f"too ({first})"
+        ) from None
 
 
 def run_to_the_end(trainer: Trainer) -> dict[str, Any]:

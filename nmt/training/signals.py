@@ -13,11 +13,31 @@ stops it cleanly.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+PARENT_POLL_SECONDS = 1.0  # how often a child looks for its parent (watch_parent)
+
+
+def watch_parent() -> None:
+    """Send this process SIGTERM once the process that started it is gone (killed
+    with ``kill -9``, which passes nothing on): a data-parallel rank then saves
+    ``last.pt`` and stops instead of training on as an orphan. A daemon thread that
+    polls the parent's pid; it needs no more of the platform than ``os.getppid``."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="watch-parent").start()
 
 
 class Interrupted(Exception):

@@ -199,6 +199,20 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return total / tokens, {**stats, "lr": lr}
 
+    def _check_weights(self) -> None:
+        """Stop once an update has left a weight non-finite (from finite gradients: a
+        learning rate far too large), before anything saves it; checked where it costs
+        nothing a step: before a save, and when a loss turns non-finite."""
+        params = [p for p in self.model.parameters() if p.is_floating_point()]
+        if bool(torch.nn.utils.get_total_norm(params).isfinite()):
+            return
+        lr = self.optimizer.param_groups[0]["lr"]
+        raise NmtError(
+            f"by update {self.state.step} the weights are non-finite (train.lr {lr:g} at the "
+            "last update); lower train.lr (nothing was saved from them: the last checkpoint, "
+            "if any, is from before)"
+        )
+
     def _backward(self, batches: list[Batch], tokens: float) -> tuple[float, float, dict]:
         """The gradient of the update's objective per target token (DDP averages it over
         ranks, hence the factor world), synchronised once, after the last batch; the
@@ -250,6 +264,7 @@ class Trainer:
 
     def save(self, name: str, full: bool = True) -> None:
         """Every rank calls this (RNG states are gathered); rank 0 writes."""
+        self._check_weights()
         payload = self.checkpoint_payload(full)
         if self.dist.main:
             checkpoint.save(self.run_dir / name, payload)
@@ -435,7 +450,9 @@ class Trainer:
             )
 
     def _skipped(self, bad_steps: int) -> int:
-        """Log a skipped update; stop the run after ``max_bad_steps`` in a row."""
+        """Log a skipped update; stop the run after ``max_bad_steps`` in a row, or at
+        once when the weights themselves are what is no longer finite."""
+        self._check_weights()
         step = self.state.step
         self.log(f"step {step}: non-finite loss or gradient, update skipped")
         self.write_metrics({"step": step, "skipped": "non-finite"})

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,52 @@ def test_two_nodes_under_torchrun_c10d_match_one_process(toy_dir, tmp_path):
     entries = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
     assert [p.name[:5] for p in entries if p.name.startswith("data-")] == ["data-"]
     assert sum("preparing" in o for o in outputs) == 1  # one rank encoded the corpus
+
+
+def ranks_of(launcher: int) -> list[int]:
+    """The pids of the processes whose parent is ``launcher`` (torchrun's ranks)."""
+    children = Path(f"/proc/{launcher}/task/{launcher}/children")
+    return [int(p) for p in children.read_text().split()] if children.exists() else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"  # not a zombie
+
+
+@pytest.mark.slow
+def test_ranks_stop_when_their_launcher_is_killed_outright(toy_dir, tmp_path):
+    """kill -9 of ``nmt train --nproc 2`` passes nothing on: each rank notices that its
+    parent is gone, saves last.pt and stops, instead of training on as an orphan."""
+    run = tmp_path / "ddp"
+    env = {**subprocess_env(), "OMP_NUM_THREADS": "1"}
+    proc = training_until_logged(toy_dir, run, "--nproc", "2", env=env, start_new_session=True)
+    ranks = ranks_of(proc.pid)
+    assert len(ranks) == 2, ranks
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.time() + 60
+    while any(alive(r) for r in ranks) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(r) for r in ranks)
+    assert checkpoint.load(run / "last.pt")["state"]["step"] >= 1
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_is_named_in_one_line(toy_dir, tmp_path):
+    run = tmp_path / "ddp"
+    env = {**subprocess_env(), "OMP_NUM_THREADS": "1"}
+    proc = training_until_logged(toy_dir, run, "--nproc", "2", env=env, start_new_session=True)
+    ranks = ranks_of(proc.pid)
+    os.kill(ranks[1], signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    text = err.decode()
+    assert proc.returncode != 0
+    assert "Traceback" not in text, text[-3000:]
+    named = [line for line in text.splitlines() if line.startswith("error: rank")]
+    assert f"error: rank 1 (pid {ranks[1]}) was killed by signal 9" in named[-1], text[-3000:]
+    assert all(len(line) < 300 for line in named)  # the survivor's backend error, in a line
