@@ -114,7 +114,7 @@ def _from_registry(registry: Registry, default: str, key: str, data: Any, path: 
     if not isinstance(data, dict):
         raise ConfigError(path, f"expected a mapping, got {_type_name(data)}")
     kind = data.get(key, default)
-    if not isinstance(kind, str) or kind not in registry:
+    if not isinstance(kind, str) or not registry.known(kind):  # installed plug-ins load here
         raise ConfigError(_join(path, key), registry.unknown(kind))
     options = {n: {f.name for f in fields(registry.config(n))} for n in registry.names()}
     for name in data:

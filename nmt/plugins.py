@@ -28,10 +28,17 @@ GROUP = "nmt.plugins"
 _loaded: set[str] = set()
 
 
+def resolved(name: str) -> str:
+    """A plug-in's name as it is stored: a ``.py`` file by its absolute, resolved
+    path (so that a run names it the same from any directory, and two spellings of
+    one file are one plug-in), a module by its name."""
+    return str(Path(name).resolve()) if name.endswith(".py") else name
+
+
 def import_plugins(names: Iterable[str], why: str = "") -> None:
     """Import each plug-in once; one that cannot be imported is one line naming it
     (and ``why`` it is needed)."""
-    for name in names:
+    for name in map(resolved, names):
         if name in _loaded:
             continue
         try:
@@ -41,6 +48,10 @@ def import_plugins(names: Iterable[str], why: str = "") -> None:
                 importlib.import_module(name)
         except NmtError:
             raise
+        except SystemExit as e:  # sys.exit() at import would end the command, unexplained
+            raise NmtError(
+                f"plug-in {name!r}{why} called sys.exit({e.code!r}) while it was imported"
+            ) from None
         except ModuleNotFoundError as e:
             if e.name is not None and name.startswith(e.name):
                 raise NmtError(
@@ -91,6 +102,6 @@ def with_plugins(data: dict, extra: Iterable[str] = (), why: str = "") -> dict:
     given = data.get("plugins", [])
     if not isinstance(given, list) or not all(isinstance(p, str) and p for p in given):
         raise NmtError("plugins: expected a list of module names or .py paths")
-    names = list(dict.fromkeys([*given, *extra]))
+    names = list(dict.fromkeys(resolved(n) for n in [*given, *extra]))
     import_plugins(names, why)
     return {**data, "plugins": names} if names else data

@@ -71,7 +71,7 @@ class Registry(Generic[T]):
             add(target)
         return add
 
-    def _known(self, name: str) -> bool:
+    def known(self, name: str) -> bool:
         """Whether ``name`` is registered, once installed plug-ins (entry points of the
         group ``nmt.plugins``) have had their chance to register it."""
         if name not in self._items:
@@ -81,7 +81,7 @@ class Registry(Generic[T]):
         return name in self._items
 
     def get(self, name: str) -> T:
-        if not self._known(name):
+        if not self.known(name):
             raise NmtError(self.unknown(name))
         item = self._items[name]
         if isinstance(item, str):
@@ -103,7 +103,7 @@ class Registry(Generic[T]):
 
     def config(self, name: str) -> type:
         """The config dataclass registered with ``name`` (nothing is imported)."""
-        if not self._known(name):
+        if not self.known(name):
             raise NmtError(self.unknown(name))
         return self._configs[name]
 

@@ -19,8 +19,10 @@ from tests.conftest import subprocess_env, tiny_recipe_dict
 PLUGIN = Path(__file__).parent / "plugins" / "uniform_attention.py"
 
 
-def nmt(*args, plugin_dir: Path | None, **kwargs) -> subprocess.CompletedProcess:
-    env = subprocess_env()
+def nmt(
+    *args, plugin_dir: Path | None, extra_env: dict | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    env = {**subprocess_env(), **(extra_env or {})}
     if plugin_dir is not None:
         env["PYTHONPATH"] = f"{plugin_dir}:{env['PYTHONPATH']}"
     return subprocess.run(
@@ -130,3 +132,88 @@ def test_two_plugin_files_of_one_name_are_two_modules(tmp_path, monkeypatch):
         monkeypatch.delitem(sys.modules, name)
     assert sorted(m.WHICH for m in added.values()) == ["a", "b"]
     assert all(name.startswith("nmt_plugin_attn_") for name in added)
+
+
+@pytest.mark.slow
+def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, tmp_path):
+    """Named by a relative path: stored resolved, so that translate works from another
+    directory; a study with --jobs 2 (spawned workers), and --nproc 2 (DDP ranks, with
+    the base-class projections the plug-in leaves unused), train with it."""
+    recipe = tmp_path / "recipe.yaml"
+    base = tiny_recipe_dict(toy_dir, tmp_path / "run", train={"max_steps": 2, "valid_every": 2})
+    base["model"]["attention"] = {"kind": "uniform"}
+    recipe.write_text(yaml.safe_dump(base))
+    relative = ["--plugin", "elsewhere/uniform_attention.py"]
+    done = nmt("train", recipe, *relative, "--device", "cpu", plugin_dir=None, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stored = yaml.safe_load((tmp_path / "run" / "recipe.yaml").read_text())["plugins"]
+    assert stored == [str((plugin_dir / "uniform_attention.py").resolve())]
+    source = (toy_dir / "test.src").read_text()
+    done = nmt("translate", tmp_path / "run", plugin_dir=None, input=source, cwd=toy_dir)
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 15, done.stderr[-3000:]
+
+    spec = tmp_path / "spec.yaml"
+    study = {
+        "base": str(recipe),
+        "out_dir": str(tmp_path / "study"),
+        "plugins": ["elsewhere/uniform_attention.py", str(plugin_dir / "uniform_attention.py")],
+        "variants": {"global": ["model.attention={kind: global}"], "uniform": []},
+        "bootstrap": 100,
+    }
+    spec.write_text(yaml.safe_dump(study))
+    done = nmt("compare", spec, "--jobs", "2", "--device", "cpu", plugin_dir=None, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]  # two spellings of one file: one module
+
+    ddp = ["--nproc", "2", "--set", f"run_dir={tmp_path / 'ddp'}", *relative]
+    env = {"OMP_NUM_THREADS": "1"}
+    done = nmt(
+        "train", recipe, *ddp, "--device", "cpu", plugin_dir=None, cwd=tmp_path, extra_env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(plugin_dir, tiny_recipe):
+    """An entry point of the group nmt.plugins, in a package installed on the path:
+    reading a recipe that names its kind loads it (no --plugin)."""
+    info = plugin_dir / "lab_plugins-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-plugins\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[nmt.plugins]\nuniform = uniform_attention\n")
+    recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
+    code = (
+        f"from nmt.recipe import load_recipe; print(load_recipe({str(recipe)!r}).model.attention)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(recipe)],
+        env={**subprocess_env(), "PYTHONPATH": f"{plugin_dir}:{subprocess_env()['PYTHONPATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "UniformConfig(kind='uniform')" in done.stdout
+
+
+def test_a_plugin_that_exits_at_import_is_one_line(plugin_dir, tiny_recipe):
+    quitter = plugin_dir / "quitter.py"
+    quitter.write_text("import sys\nsys.exit(0)\n")
+    done = nmt("train", tiny_recipe(), "--plugin", quitter, "--device", "cpu", plugin_dir=None)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "called sys.exit(0) while it was imported" in lines[0]
+
+
+def test_the_example_command_of_extending_md_is_a_valid_recipe(plugin_dir, monkeypatch):
+    """docs/extending.md's command line, read as nmt train reads it."""
+    from nmt.recipe import load_recipe
+
+    text = (Path(__file__).parents[1] / "docs" / "extending.md").read_text()
+    line = next(x for x in text.splitlines() if "--set 'model.attention={kind: uniform}'" in x)
+    assert "--set 'model.attention={kind: uniform}'" in line
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    cfg = load_recipe(
+        Path(__file__).parents[1] / "recipes" / "toy.yaml",
+        ["model.attention={kind: uniform}"],
+        plugins=("uniform_attention",),
+    )
+    assert cfg.model.attention.kind == "uniform"

@@ -24,6 +24,7 @@ from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.files import write_text
 from nmt.migrations import upgrade_recipe
+from nmt.plugins import import_plugins
 from nmt.progress import console, progress_bar, warn
 from nmt.rundir import flatten
 from nmt.training.run import SUMMARY, read_summary, train
@@ -149,8 +150,12 @@ def bring_up_all(
     stopping = context.Event()
     run_dirs = [r.run_dir for r in planned]
     start, (first, _) = time.perf_counter(), study_progress(run_dirs)
+    plugins = tuple(dict.fromkeys(p for r in planned for p in r.cfg.plugins))
     pool = ProcessPoolExecutor(
-        jobs, mp_context=context, initializer=_start_worker, initargs=(stopping, os.getpid())
+        jobs,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(stopping, os.getpid(), plugins),
     )
     with pool, progress_bar() as bar:
         task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
@@ -202,13 +207,15 @@ class _Worker:
     busy = False  # bringing up a run (else waiting for one)
 
 
-def _start_worker(stopping: Any, parent: int) -> None:
-    """A worker's set-up. SIGTERM or SIGINT (Ctrl-C reaches the whole process group)
-    unwinds a run it is bringing up (training turns it into a saved ``last.pt``)
-    and is only noted while it waits for a run (the study then gives it none). A
-    worker whose study process died without passing the signal on (kill -9) stops
-    itself, so that no orphan trains on."""
+def _start_worker(stopping: Any, parent: int, plugins: tuple[str, ...] = ()) -> None:
+    """A worker's set-up: the study's plug-ins imported before any run reaches it (a run's
+    config may be of a class that a plug-in defines). SIGTERM or SIGINT (Ctrl-C reaches
+    the whole process group) unwinds a run it is bringing up (training turns it into a
+    saved ``last.pt``) and is only noted while it waits for a run (the study then gives
+    it none). A worker whose study process died without passing the signal on (kill -9)
+    stops itself, so that no orphan trains on."""
     _Worker.stopping, _Worker.parent = stopping, parent
+    import_plugins(plugins)
     signal.signal(signal.SIGTERM, _on_signal)
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background study's stays
         signal.signal(signal.SIGINT, _on_signal)

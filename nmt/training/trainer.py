@@ -120,8 +120,12 @@ class Trainer:
         # Each rank drops out differently; parameters stay identical (DDP syncs them).
         torch.manual_seed(self.cfg.train.seed * 1000 + self.dist.rank)
         index = self.device.index
+        # A plug-in's module may leave parameters of its base class unused (a variant
+        # that projects no queries): DDP must then look for them after every backward
         return DistributedDataParallel(
-            self.objective, device_ids=[index] if index is not None else None
+            self.objective,
+            device_ids=[index] if index is not None else None,
+            find_unused_parameters=bool(self.cfg.plugins),
         )
 
     def describe(self) -> str:
