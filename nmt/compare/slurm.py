@@ -13,12 +13,21 @@ leaves no result, and its run is not counted as failed.
 The job ids go to ``OUT/slurm/jobs.json``: a later ``nmt compare SPEC`` (after
 ``--no-wait``, or after this one was stopped) waits for the jobs still queued or
 running instead of submitting their runs again. SLURM's accounting (``sacct``)
-is not needed: the states come from ``squeue``, the outcomes from the result
-files submitit writes.
+is not needed: the states (and why a job waits) come from ``squeue``, the
+outcomes from a small JSON file each job writes (``OUT/slurm/results/JOB.json``,
+checked when read). The pickles submitit writes beside it are never loaded: in
+a directory a cluster often shares, a replaced pickle would run code as the user.
+
+sbatch's refusals (a partition, memory, GPUs or an option the cluster does not
+have) are one line with SLURM's reason and the spec key that asked for it, and
+leave no file behind; a job that waits for a reason that never clears (more
+CPUs than any node has) is cancelled and named the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -26,7 +35,7 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -42,10 +51,36 @@ from nmt.recipe import RunConfig
 from nmt.training.signals import Interrupted, Terminated
 
 JOBS = "jobs.json"  # in OUT/slurm: run directory -> the SLURM job id of its last submission
+RESULTS = "results"  # in OUT/slurm: JOB.json, each job's outcome
 POLL_SECONDS = 3.0
 WARNING_SECONDS = 120  # SIGUSR2 this long before the time limit: requeue, resume
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "SUSPENDED"}
 LOG_LINES = 12  # of a failed job's log, in its error
+# squeue reasons a pending job never leaves without a change of its request, and the
+# spec key that asked for what the cluster cannot give
+NEVER_STARTS = {
+    "BadConstraints": "launcher.sbatch",
+    "PartitionConfig": "launcher.cpus",
+    "PartitionNodeLimit": "launcher.cpus",
+    "PartitionTimeLimit": "launcher.time",
+    "ReqNodeNotAvail": "launcher.partition",
+    "InvalidAccount": "launcher.account",
+    "InvalidQOS": "launcher.sbatch",
+}
+# words of sbatch's refusal -> the spec key that asked for it (the first that matches)
+REFUSED_KEYS = (
+    ("partition", "launcher.partition"),
+    ("account", "launcher.account"),
+    ("memory", "launcher.mem_gb"),
+    ("gres", "launcher.gpus"),
+    ("gpu", "launcher.gpus"),
+    ("time limit", "launcher.time"),
+    ("cpu", "launcher.cpus"),
+    ("node configuration", "launcher.cpus"),
+    ("unrecognized option", "launcher.sbatch"),
+    ("invalid option", "launcher.sbatch"),
+    ("qos", "launcher.sbatch"),
+)
 
 
 class RunJob:
@@ -53,31 +88,46 @@ class RunJob:
     plain data only (the requested recipe, not its config objects), so that the job
     unpickles it before importing the recipe's plug-ins, and then builds the run."""
 
-    def __init__(self, run: PlannedRun, splits: tuple[str, ...], device: str) -> None:
+    def __init__(self, run: PlannedRun, splits: tuple[str, ...], device: str, folder: Path) -> None:
         self.variant, self.seed, self.run_dir = run.variant, run.seed, run.run_dir
         self.recipe, self.splits, self.device = run.recipe, splits, device
+        self.folder = folder
 
     def __call__(self) -> RunResult:
         torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", torch.get_num_threads())))
         signal.signal(signal.SIGUSR2, _requeue_me)
-        recipe = with_plugins(self.recipe)  # imports them, as load_spec did
-        cfg = from_dict(RunConfig, recipe)
-        run = PlannedRun(self.variant, self.seed, self.run_dir, recipe, cfg)
         try:
-            return bring_up(run, self.splits, self.device)
+            recipe = with_plugins(self.recipe)  # imports them, as load_spec did
+            cfg = from_dict(RunConfig, recipe)
+            run = PlannedRun(self.variant, self.seed, self.run_dir, recipe, cfg)
+            result = bring_up(run, self.splits, self.device)
         except (Interrupted, Terminated, KeyboardInterrupt) as e:
             # Stopped by the scheduler (requeued, pre-empted, cancelled): last.pt is
             # saved. No result, so that the study waits for the requeued job.
             raise SystemExit(getattr(e, "code", 143)) from None
+        except Exception as e:
+            self._record("failed", " ".join(str(e).split()) or type(e).__name__)
+            raise
+        self._record(result.status, result.error)
+        return result
+
+    def _record(self, status: str, error: str | None) -> None:
+        """This job's outcome, as the study reads it (:func:`read_outcome`)."""
+        record = {"run_dir": str(self.run_dir), "status": status, "error": error}
+        write_text(self.folder / RESULTS / f"{job_name()}.json", json.dumps(record) + "\n")
+
+
+def job_name() -> str:
+    """This job's id as squeue and jobs.json give it: ARRAY_TASK for an array task."""
+    job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    task = os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{job}_{task}" if job and task else os.environ.get("SLURM_JOB_ID", "")
 
 
 def _requeue_me(signum: int, frame: Any) -> None:
     """The time limit is near: have SLURM requeue this job (it then stops it with
     SIGTERM, on which the run saves last.pt)."""
-    job = os.environ.get("SLURM_ARRAY_JOB_ID")
-    task = os.environ.get("SLURM_ARRAY_TASK_ID")
-    name = f"{job}_{task}" if job and task else os.environ.get("SLURM_JOB_ID", "")
-    subprocess.run(["scontrol", "requeue", name], check=False, timeout=60)
+    subprocess.run(["scontrol", "requeue", job_name()], check=False, timeout=60)
 
 
 def submitit_module() -> Any:
@@ -149,9 +199,31 @@ def submit(
     if launcher.max_running:
         params["array_parallelism"] = launcher.max_running
     executor.update_parameters(**params)
-    with executor.batch():
-        jobs = [executor.submit(RunJob(run, splits, device)) for run in runs]
+    before = set(folder.rglob("*")) if folder.is_dir() else set()
+    try:  # submitit prints sbatch's refusal before raising it: it is said once, below
+        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+            jobs = [executor.submit(RunJob(run, splits, device, folder)) for run in runs]
+    except (submitit.core.utils.FailedJobError, OSError) as e:
+        for left in sorted(set(folder.rglob("*")) - before, reverse=True):  # files, then dirs
+            if left.is_file() or left.is_symlink():
+                left.unlink(missing_ok=True)
+            else:
+                left.rmdir()
+        raise NmtError(refusal(e, folder)) from None
     return jobs
+
+
+def refusal(error: Exception, folder: Path) -> str:
+    """sbatch's refusal (or a write that failed) as one line: SLURM's reason and the
+    spec key that asked for what the cluster cannot give."""
+    if isinstance(error, OSError):
+        return f"{folder}: cannot write the job files ({error.strerror or error})"
+    lines = [x.strip() for x in str(error).splitlines() if x.strip()]
+    said = [x for x in lines if x.startswith("sbatch:")] or [x for x in lines if "--help" not in x]
+    reasons = [x.removeprefix("sbatch: ").removeprefix("error: ") for x in said]
+    reason = "; ".join(dict.fromkeys(reasons)) or "no reason given"
+    key = next((k for word, k in REFUSED_KEYS if word in reason.lower()), "launcher")
+    return f"{key}: SLURM refused the job array: {reason}"
 
 
 def collect(
@@ -167,6 +239,8 @@ def collect(
         task = bar.add_task("study", total=len(planned), rate=0.0, unit="runs", info="")
         while True:
             states, counts = squeue(), Counter()
+            never_starts(states, known)
+            waiting = Counter()
             for i, run in enumerate(planned):
                 if i in outcomes:
                     counts["failed" if outcomes[i].status == "failed" else "done"] += 1
@@ -174,32 +248,57 @@ def collect(
                 job_id = known.get(str(run.run_dir))
                 state = states.get(job_id or "")
                 if state is not None:
-                    counts["queued" if state in QUEUED else "running"] += 1
+                    queued = state.state in QUEUED
+                    counts["queued" if queued else "running"] += 1
+                    if queued and state.reason not in ("None", ""):
+                        waiting[state.reason] += 1
                     continue
                 if job_id is not None and (
-                    _has_result(submitit, job_id, folder) or not _done(run, splits)
+                    read_outcome(folder, job_id) is not None or not _done(run, splits)
                 ):
                     outcomes[i] = outcome(submitit, run, job_id, folder)
                 else:  # finished before this study submitted anything
                     outcomes[i] = RunResult(run.variant, run.seed, run.run_dir, "reused")
                 counts["failed" if outcomes[i].status == "failed" else "done"] += 1
             info = ", ".join(f"{counts[k]} {k}" for k in ("queued", "running", "done", "failed"))
+            if waiting:  # squeue's reasons: why the queued ones wait
+                info += " (waiting: " + ", ".join(f"{r} {n}" for r, n in waiting.items()) + ")"
             bar.update(task, completed=len(outcomes), info=info)
             if len(outcomes) == len(planned):
                 return [outcomes[i] for i in range(len(planned))]
             time.sleep(POLL_SECONDS)
 
 
+def read_outcome(folder: Path, job_id: str) -> tuple[str, str | None] | None:
+    """A job's (status, error) from the JSON file it wrote, checked; None if it wrote
+    none (stopped, or still running); a damaged file is a failure saying so."""
+    path = folder / RESULTS / f"{job_id}.json"
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return "failed", f"{path}: damaged ({type(e).__name__})"
+    status, error = (
+        (record.get(k) for k in ("status", "error")) if isinstance(record, dict) else (None, None)
+    )
+    if status not in ("trained", "resumed", "reused", "failed") or not (
+        error is None or isinstance(error, str)
+    ):
+        return "failed", f"{path}: damaged (not a job outcome)"
+    return status, error
+
+
 def outcome(submitit: Any, run: PlannedRun, job_id: str, folder: Path) -> RunResult:
     """A job that has left the queue: its RunResult, or a failure naming the job, with
     the last lines of its log in RUN/error.log."""
     job = submitit.SlurmJob(folder=folder / "%A", job_id=job_id)
-    result_file = Path(job.paths.result_pickle)
-    if result_file.is_file():
-        kind, value = submitit.core.utils.pickle_load(result_file)
-        if kind == "success" and value.status != "failed":
-            return value
-        why = value.error if kind == "success" else value.strip().splitlines()[-1]
+    recorded = read_outcome(folder, job_id)
+    if recorded is not None:
+        status, error = recorded
+        if status != "failed":
+            return RunResult(run.variant, run.seed, run.run_dir, status)
+        why = error or "failed"
     else:
         why = (
             "ended without a result (cancelled, or killed at its time limit without a "
@@ -223,17 +322,32 @@ def _log_tail(job: Any) -> str:
     return "\n".join(lines)
 
 
-def _has_result(submitit: Any, job_id: str, folder: Path) -> bool:
-    return Path(
-        submitit.SlurmJob(folder=folder / "%A", job_id=job_id).paths.result_pickle
-    ).is_file()
+class Queued(NamedTuple):
+    state: str  # PENDING, RUNNING, ...
+    reason: str  # why it waits (squeue's %r), "None" when it does not
 
 
-def squeue() -> dict[str, str]:
-    """Every job (array tasks one by one) that SLURM has queued or running: id -> state."""
+def never_starts(states: dict[str, Queued], known: dict[str, str]) -> None:
+    """Cancel this study's jobs that wait for a reason that never clears, and say which
+    spec key asked for what the cluster cannot give."""
+    ours = set(known.values())
+    stuck = {j: q.reason for j, q in states.items() if j in ours and q.reason in NEVER_STARTS}
+    if not stuck:
+        return
+    subprocess.run(["scancel", *stuck], check=False, timeout=60, capture_output=True)
+    job, reason = next(iter(stuck.items()))
+    raise NmtError(
+        f"{NEVER_STARTS[reason]}: SLURM job {job} can never start ({reason}: the cluster "
+        f"cannot give what the spec asks for); cancelled {len(stuck)} such job(s)"
+    )
+
+
+def squeue() -> dict[str, Queued]:
+    """Every job (array tasks one by one) that SLURM has queued or running: id -> its
+    state and why it waits."""
     try:
         done = subprocess.run(
-            ["squeue", "--array", "--noheader", "--format=%i %T"],
+            ["squeue", "--array", "--noheader", "--format=%i %T %r"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -242,7 +356,12 @@ def squeue() -> dict[str, str]:
         raise NmtError(f"squeue: {e}; is SLURM reachable from here?") from None
     if done.returncode != 0:
         raise NmtError(f"squeue failed: {done.stderr.strip() or done.returncode}")
-    return dict(line.split(maxsplit=1) for line in done.stdout.splitlines() if line.strip())
+    states = {}
+    for line in done.stdout.splitlines():
+        parts = line.split(maxsplit=2)
+        if len(parts) >= 2:
+            states[parts[0]] = Queued(parts[1], parts[2] if len(parts) > 2 else "None")
+    return states
 
 
 def _done(run: PlannedRun, splits: tuple[str, ...]) -> bool:
@@ -254,6 +373,8 @@ def _done(run: PlannedRun, splits: tuple[str, ...]) -> bool:
 
 def _read_jobs(folder: Path) -> dict[str, str]:
     path = folder / JOBS
+    if path.exists() and not path.is_file():
+        raise NmtError(f"{path}: not a file; move it away to submit the study")
     if not path.is_file():
         return {}
     try:

@@ -44,14 +44,23 @@ class LauncherSpec:
         check(1 <= self.time <= 525_600, "time", "must be 1..525,600 minutes (a year)")
         check(1 <= self.cpus <= 4096, "cpus", "must be in 1..4,096")
         check(0 <= self.gpus <= 64, "gpus", "must be in 0..64")
-        check(self.mem_gb is None or 0 < self.mem_gb <= 2**20, "mem_gb", "must be positive")
+        check(
+            self.mem_gb is None or 1 / 1024 <= self.mem_gb <= 2**20,
+            "mem_gb",
+            "must be at least 0.001 (1 MB: SLURM reads --mem=0 as all of a node's memory)",
+        )
         check(
             self.max_running is None or 1 <= self.max_running <= 100_000,
             "max_running",
             "must be in 1..100,000 (or null)",
         )
-        for key in self.sbatch:
+        for key, value in self.sbatch.items():
             check(bool(re.fullmatch(r"[a-z][a-z0-9_-]*", key)), f"sbatch.{key}", "not an option")
+            check(
+                str(value).isprintable(),
+                f"sbatch.{key}",
+                "a line break or control character would end the #SBATCH line",
+            )
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,11 @@ def run_study(
     job array; with ``wait=False`` it returns once submitted)."""
     overrides = [*(overrides or []), *([f"launcher.kind={launcher}"] if launcher else [])]
     spec, planned = load_spec(spec_path, overrides, plugins)
+    if not wait and spec.launcher.kind != "slurm":
+        raise NmtError(
+            "--no-wait: only --launcher slurm submits the runs and returns; the local "
+            "launcher trains them here"
+        )
     for run in planned:
         check_reusable(run)
     check_not_a_run(Path(spec.out_dir), "out_dir")

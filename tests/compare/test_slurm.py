@@ -19,6 +19,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.compare.slurm import read_outcome
 from nmt.env import flag
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra, subprocess_env
@@ -155,7 +156,7 @@ def test_a_job_holds_plain_data_that_a_fresh_process_unpickles_before_any_plugin
     variants = {"global": [], "uniform": ["model.attention.kind=uniform"]}
     _, (_, run) = load_spec(write_spec(tmp_path, toy_dir, variants, (1,)), plugins=(str(plugin),))
     path = tmp_path / "job.pkl"
-    submitit.core.utils.cloudpickle_dump(RunJob(run, ("test",), "cpu"), path)
+    submitit.core.utils.cloudpickle_dump(RunJob(run, ("test",), "cpu", tmp_path), path)
     check = (
         "import cloudpickle, sys; job = cloudpickle.load(open(sys.argv[1], 'rb'));"
         "from nmt.config import from_dict; from nmt.plugins import with_plugins;"
@@ -172,3 +173,94 @@ def test_a_job_holds_plain_data_that_a_fresh_process_unpickles_before_any_plugin
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "uniform"
+
+
+@pytest.mark.parametrize(
+    ("launcher", "key", "reason"),
+    [
+        ({"partition": "nope"}, "launcher.partition", "invalid partition specified: nope"),
+        ({"mem_gb": 100000}, "launcher.mem_gb", "Memory specification can not be satisfied"),
+        ({"gpus": 2}, "launcher.gpus", "Invalid generic resource"),
+        ({"sbatch": {"nosuchopt": "x"}}, "launcher.sbatch", "unrecognized option"),
+    ],
+)
+def test_an_sbatch_refusal_is_one_line_with_the_key_and_leaves_nothing(
+    slurm, tmp_path, toy_dir, launcher, key, reason
+):
+    spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    data = yaml.safe_load(spec.read_text())
+    data["launcher"].update(launcher)
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {key}: SLURM refused"), lines
+    assert reason in lines[0]
+    left = sorted(p.name for p in (tmp_path / "study" / "slurm").rglob("*"))
+    assert left == [], left  # no stray pickle or submission script
+
+
+def test_a_job_that_can_never_start_is_cancelled_and_named(slurm, tmp_path, toy_dir):
+    spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    data = yaml.safe_load(spec.read_text())
+    data["launcher"]["cpus"] = 4096  # more than any node of the cluster
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert "error: launcher.cpus: SLURM job" in result.output
+    assert "can never start (PartitionConfig" in " ".join(result.output.split())
+    ours = json.loads((tmp_path / "study/slurm/jobs.json").read_text()).values()
+    queued = subprocess.run(["squeue", "--noheader", "--format=%i"], capture_output=True, text=True)
+    assert not set(ours) & {j.strip() for j in queued.stdout.split()}
+
+
+def test_the_study_reads_only_what_its_jobs_wrote_in_json(slurm, tmp_path, toy_dir):
+    """A job's outcome is its JSON file; a pickle put in place of submitit's result is
+    never loaded (it would run code), and a damaged JSON file is a failure saying so."""
+    spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "study" / "slurm"
+    (outcome,) = (folder / "results").glob("*.json")
+    assert json.loads(outcome.read_text())["status"] == "trained"
+    marker = tmp_path / "ran"
+    pickles = list(folder.rglob("*_result.pkl"))
+    assert pickles
+    for pickled in pickles:  # a replaced result: a pickle that runs code when loaded
+        pickled.write_bytes(b"cos\nsystem\n(V" + f"touch {marker}".encode() + b"\ntR.")
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert not marker.exists()
+    job = outcome.stem
+    outcome.write_text("{not json")
+    assert read_outcome(folder, job)[0] == "failed" and "damaged" in read_outcome(folder, job)[1]
+    outcome.write_text(json.dumps({"status": "rm -rf", "error": None}))
+    assert "not a job outcome" in read_outcome(folder, job)[1]
+
+
+def test_no_wait_without_slurm_and_a_jobs_file_that_is_a_directory_are_refused_first(
+    slurm, tmp_path, toy_dir
+):
+    spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    local = yaml.safe_load(spec.read_text())
+    local["launcher"]["kind"] = "local"
+    (tmp_path / "local.yaml").write_text(yaml.safe_dump(local))
+    result = runner.invoke(app, ["compare", str(tmp_path / "local.yaml"), "--no-wait"])
+    assert result.exit_code == 2 and "--no-wait: only --launcher slurm" in result.output
+    (tmp_path / "study" / "slurm" / "jobs.json").mkdir(parents=True)
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 2 and "jobs.json: not a file" in result.output
+    assert not list((tmp_path / "study" / "slurm").glob("*.pkl"))
+
+
+def test_absurd_launcher_values_are_refused_before_submitting(tmp_path, toy_dir):
+    for launcher, key in (
+        ({"mem_gb": 0.0001}, "launcher.mem_gb"),
+        ({"sbatch": {"comment": "a\nb"}}, "launcher.sbatch.comment"),
+    ):
+        spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+        data = yaml.safe_load(spec.read_text())
+        data["launcher"].update(launcher)
+        spec.write_text(yaml.safe_dump(data))
+        result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+        assert result.exit_code == 2 and key in result.output, result.output
