@@ -74,7 +74,9 @@ def _version(show: bool) -> None:
     if show:
         from importlib.metadata import version
 
-        typer.echo(f"nmt {version('nmt')}")
+        from nmt import DISTRIBUTION
+
+        typer.echo(f"nmt {version(DISTRIBUTION)}")
         raise typer.Exit()
 
 

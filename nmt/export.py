@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from nmt import install_hint
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import NmtError
 from nmt.files import remove_dead_temps, write_text
@@ -146,7 +147,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
         import ctranslate2
     except ImportError:
         raise NmtError(
-            "CTranslate2 export needs the ctranslate2 extra: pip install 'nmt[ctranslate2]'"
+            f"CTranslate2 export needs the ctranslate2 extra: {install_hint('ctranslate2')}"
         ) from None
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise NmtError(f"{out_dir}: exists and is not an empty directory; choose another -o")

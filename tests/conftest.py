@@ -17,6 +17,7 @@ import pytest
 import torch
 import yaml
 
+from nmt import install_hint
 from nmt.config import from_dict
 from nmt.data.toy import write_corpus
 from nmt.env import flag
@@ -178,7 +179,7 @@ def require_extra(module: str, extra: str):
     try:
         return __import__(module)
     except ImportError:
-        message = f"{module} not installed (pip install 'nmt[{extra}]')"
+        message = f"{module} not installed ({install_hint(extra)})"
         if flag("NMT_REQUIRE_DATA"):
             pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
         pytest.skip(message)

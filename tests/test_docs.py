@@ -206,3 +206,24 @@ def test_every_recipe_and_spec_key_is_documented(cls):
 def test_every_registered_variant_is_documented(registry):
     missing = [name for name in registry.names() if not documented(name, DOCS)]
     assert not missing, f"{registry.what}s no page names: {missing}"
+
+
+def test_every_install_hint_names_this_distribution_and_one_of_its_extras():
+    """PyPI's ``nmt`` is another project: a hint must install this one
+    (nmt.DISTRIBUTION, pyproject.toml's name) with an extra it declares."""
+    import nmt
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^name = "([^"]+)"', pyproject, re.M).group(1) == nmt.DISTRIBUTION
+    optional = pyproject.split("[project.optional-dependencies]")[1].split("\n[")[0]
+    extras = set(re.findall(r"^(\w+) = \[", optional, re.M))
+    assert {"test", "tensorboard", "slurm"} <= extras
+    texts = [p.read_text(encoding="utf-8") for p in PAGES]
+    texts += [p.read_text(encoding="utf-8") for p in (ROOT / "nmt").rglob("*.py")]
+    hints = [m for t in texts for m in re.findall(r"pip install (?:-e )?'([^']*)\[(\w+)\]'", t)]
+    assert hints
+    for dist, extra in hints:
+        assert dist in (nmt.DISTRIBUTION, "."), f"pip install '{dist}[{extra}]'"
+        assert extra in extras, extra
+    used = set(re.findall(r"install_hint\(['\"](\w+)['\"]\)", "\n".join(texts)))
+    assert used and used <= extras

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from nmt import install_hint
 from nmt.compare.runs import RunResult, bring_up, finished_run
 from nmt.compare.spec import LauncherSpec, PlannedRun
 from nmt.config import from_dict
@@ -134,7 +135,7 @@ def submitit_module() -> Any:
     try:
         import submitit
     except ImportError:
-        raise NmtError("--launcher slurm needs submitit: pip install 'nmt[slurm]'") from None
+        raise NmtError(f"--launcher slurm needs submitit: {install_hint('slurm')}") from None
     return submitit
 
 

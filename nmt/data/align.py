@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from nmt import install_hint
 from nmt.alignment import format_pharaoh, grow_diag_final_and, read_alignments
 from nmt.data.corpus import read_parallel, split_path
 from nmt.errors import NmtError
@@ -47,7 +48,7 @@ def align_corpus(
     try:
         import eflomal
     except ImportError:
-        raise NmtError("nmt data align needs the align extra: pip install 'nmt[align]'") from None
+        raise NmtError(f"nmt data align needs the align extra: {install_hint('align')}") from None
     if not directory.is_dir():
         what = "a file, not a directory" if directory.exists() else "no such directory"
         raise NmtError(f"{directory}: {what}")

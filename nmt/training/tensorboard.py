@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nmt import install_hint
 from nmt.attention_maps import AttentionMap, attention_entropy, attention_maps, heatmap_figure
 from nmt.decoding import encode_source
 from nmt.errors import NmtError
@@ -42,7 +43,7 @@ def summary_writer() -> type:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         raise NmtError(
-            "train.log_to: tensorboard needs the tensorboard extra: pip install 'nmt[tensorboard]'"
+            f"train.log_to: tensorboard needs the tensorboard extra: {install_hint('tensorboard')}"
         ) from None
     return SummaryWriter
 
