@@ -37,8 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -54,6 +52,7 @@ from nmt import checkpoint
 from nmt.averaging import average, kept_checkpoints
 from nmt.data.pipeline import load_split
 from nmt.decoding import translate_lines
+from nmt.device import where_it_ran
 from nmt.errors import NmtError
 from nmt.files import write_text
 from nmt.metrics import corpus_score
@@ -204,18 +203,11 @@ def first_reached(rows: list[Snapshot], threshold: float) -> dict[str, float | i
 
 def hardware(device: str) -> str:
     """The CPU model and core count, or the GPU's name, and the torch build."""
-    if device.startswith("cuda"):
-        what = torch.cuda.get_device_name(torch.device(device))
-    else:
-        cpuinfo = Path("/proc/cpuinfo")
-        names = [
-            line.split(":", 1)[1].strip()
-            for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
-            if line.startswith("model name")
-        ]
-        cores = len(os.sched_getaffinity(0))
-        what = f"{names[0] if names else platform.processor()}, {cores} cores"
-    return f"{what}, torch {torch.__version__}"
+    where = where_it_ran(torch.device(device))
+    what = (
+        where["device"] if device.startswith("cuda") else f"{where['cpu']}, {where['cores']} cores"
+    )
+    return f"{what}, torch {where['torch']}"
 
 
 def commit() -> str:

@@ -1,8 +1,13 @@
-"""The ``--device`` option of every command: auto, cpu, cuda or cuda:N."""
+"""The ``--device`` option of every command: auto, cpu, cuda or cuda:N; and where a
+run ran, for the figures that depend on it."""
 
 from __future__ import annotations
 
+import os
+import platform
 import re
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -29,3 +34,39 @@ def resolve_device(name: str) -> torch.device:
     if int(index.group(1)) >= count:
         raise NmtError(f"--device {name}: only {count} CUDA device(s) are visible (0..{count - 1})")
     return torch.device("cuda", int(index.group(1)))
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what the platform says."""
+    info = Path("/proc/cpuinfo")
+    lines = info.read_text(errors="replace").splitlines() if info.exists() else []
+    names = [x.split(":", 1)[1].strip() for x in lines if x.startswith("model name")]
+    return names[0] if names else platform.processor() or "unknown"
+
+
+def cores() -> int:
+    """The CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def where_it_ran(device: torch.device) -> dict[str, Any]:
+    """What a timing depends on: the host, its CPU and the cores this process may use,
+    PyTorch's threads and version, the device (a GPU by name) and the load average
+    over the last minute (work besides this one slows it down)."""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:  # not available on this platform
+        load = None
+    return {
+        "host": platform.node(),
+        "cpu": cpu_model(),
+        "cores": cores(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "device": str(device) if gpu is None else f"{device} ({gpu})",
+        "load": load,
+    }

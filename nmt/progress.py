@@ -1,6 +1,10 @@
 """Progress bars with a rate and an ETA, and messages, on stderr; ``--quiet`` (or
 ``NMT_QUIET=1``, or true/yes/on, which it sets so that subprocesses inherit it)
-silences all but warnings and errors."""
+silences all but warnings and errors.
+
+Where stderr is no terminal (a SLURM job's log, ``nohup``, CI, ``2> log``) a bar
+would draw nothing: long work prints plain lines instead (:func:`log_line`),
+each with what it has done, its rate, the time elapsed and an ETA."""
 
 from __future__ import annotations
 
@@ -39,6 +43,26 @@ def set_quiet() -> None:
 def info(message: str) -> None:
     """A message on stderr, taken literally (no markup); silent under ``--quiet``."""
     console.print(message, markup=False)
+
+
+def log_line(message: str) -> None:
+    """A line for a log: printed where stderr is no terminal (where a bar shows the
+    same on a terminal), silent under ``--quiet``."""
+    if not console.is_terminal:
+        info(message)
+
+
+def clock(seconds: float) -> str:
+    """Seconds as H:MM:SS."""
+    seconds = max(int(seconds), 0)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def eta(done: float, total: float | None, elapsed: float) -> str:
+    """The time left at the pace so far, as H:MM:SS ("?" while it cannot be known)."""
+    if not total or done <= 0:
+        return "?"
+    return clock((total - done) * elapsed / done)
 
 
 def warn(message: str) -> None:
@@ -93,8 +117,16 @@ def advancer(bar: Progress, task: TaskID) -> Callable[[int], None]:
 
 @contextmanager
 def sentence_progress(description: str, total: int, show: bool) -> Iterator[Callable[[int], None]]:
-    """A bar over ``total`` sentences while the block runs; yields its ``advance(n)``."""
+    """A bar over ``total`` sentences while the block runs (or, in a log, a line as it
+    starts and one as it ends); yields its ``advance(n)``."""
     bar = progress_bar(disable=not show)
     task = bar.add_task(description, total=total, rate=0.0, unit="sent/s", info="")
+    log_line(f"{description}: {total:,} sentences")
+    start = time.perf_counter()
     with bar:
         yield advancer(bar, task)
+    seconds = time.perf_counter() - start
+    log_line(
+        f"{description}: {total:,} sentences in {clock(seconds)} "
+        f"({total / max(seconds, 1e-9):,.1f} sent/s)"
+    )

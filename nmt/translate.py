@@ -153,6 +153,9 @@ def translate_file(
             f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"
         )
     total, chunks = input_chunks(input, CHUNK_LINES)
+    if refs is not None and len(refs) != total:  # before any work or output
+        few = "fewer than" if len(refs) < total else "more than"
+        raise NmtError(f"--ref {ref}: {n_lines(len(refs))}, {few} the input's {total:,}")
     # Stdin typed at a terminal gets no bar; a file or a pipe into a file does.
     show = console.is_terminal and (input is not None or not sys.stdout.isatty())
     generator = None if sampling is None else torch.Generator(dev).manual_seed(sampling.seed)
@@ -167,8 +170,6 @@ def translate_file(
         write_links = None if alignments is None else outputs.enter_context(open_output(alignments))
         first = 0
         for lines in chunks:
-            if refs is not None and len(refs) < first + len(lines):
-                raise NmtError(f"--ref {ref}: {n_lines(len(refs))}, fewer than the input's")
             nbest = translate_lines(
                 model,
                 loaded.vocabs.src,
@@ -189,8 +190,6 @@ def translate_file(
                     write_links("".join(format_pharaoh(a) + "\n" for a in links))
             write(format_output(nbest, n_best, first))
             first += len(lines)
-        if refs is not None and len(refs) != first:  # before the output is put in place
-            raise NmtError(f"--ref {ref}: {n_lines(len(refs))}, but the input has {first:,}")
     if truncated:
         limit = loaded.model.cfg.max_positions - 1
         warn(f"{truncated} input line(s) longer than {limit} pieces were truncated")

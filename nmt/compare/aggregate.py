@@ -50,6 +50,24 @@ def check_one_test_set(runs: dict[str, list[RunAnalysis]], splits: tuple[str, ..
                 )
 
 
+def timing_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
+    """What makes the timing columns (train min, tokens/s, sent/s) hard to compare: runs
+    from more than one machine, or begun under different loads (the load average as
+    each started: runs trained side by side share the cores, a run alone does not)."""
+    wheres = [r.train["where"] for rs in runs.values() for r in rs if "where" in r.train]
+    notes = []
+    machines = sorted({f"{w.get('cpu')} x{w.get('cores')} ({w.get('device')})" for w in wheres})
+    if len(machines) > 1:
+        notes.append(f"the timing columns mix machines: {'; '.join(machines)}")
+    loads = [w["load_at_start"] for w in wheres if isinstance(w.get("load_at_start"), float)]
+    if loads and max(loads) - min(loads) >= 1:
+        notes.append(
+            f"the timing columns mix loads: runs began with a load average of "
+            f"{min(loads):.1f} to {max(loads):.1f} (work besides them on the same cores)"
+        )
+    return notes
+
+
 def bucket_labels(edges: tuple[int, ...]) -> list[str]:
     """(10, 20) -> ["1-10", "11-20", "21+"] (source words)."""
     lows = (1, *(e + 1 for e in edges))

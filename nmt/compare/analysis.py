@@ -94,6 +94,8 @@ def training_figures(run_dir: Path) -> tuple[dict[str, float], list[dict[str, fl
         s = None
     if s is not None:
         train = {"steps": s["steps"], "seconds": s["elapsed_s"], "tokens_per_s": s["tokens_per_s"]}
+        if isinstance(s.get("where"), dict):  # runs from before it was recorded have none
+            train["where"] = s["where"]
     else:
         rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
         train = {

@@ -265,9 +265,11 @@ def write_markdown(
     significance: SignificanceSpec,
     ensembles: list[dict[str, Any]] | None = None,
     contrasts: list[dict[str, Any]] | None = None,
+    notes: list[str] | None = None,
 ) -> None:
     """report.md: a table per split, the verdicts, the spec's contrasts, BLEU by source
-    length, the ensembles of seeds (when asked for), the figures."""
+    length, the ensembles of seeds (when asked for), the figures; ``notes`` say what
+    to keep in mind reading them (timings from different machines)."""
     parts = [f"# {title}", ""]
     tests = {
         "bootstrap": "two-sided paired bootstrap test of the seed-averaged BLEU (Koehn 2004)",
@@ -290,6 +292,7 @@ def write_markdown(
         "split has them, else the diagonal; in source pieces), and AER of the argmax "
         "word alignments where gold alignments exist."
     )
+    parts += [f"\n**Note:** {note}." for note in notes or []]
     for split in splits:
         parts += ["", f"## {split}", "", markdown_table(rows, split, failures), ""]
         parts += [f"- {line}" for line in verdicts(rows, split)] + [""]

@@ -25,7 +25,7 @@ from nmt.evaluate import evaluate, read_results
 from nmt.files import write_text
 from nmt.migrations import upgrade_recipe
 from nmt.plugins import import_plugins
-from nmt.progress import console, progress_bar, warn
+from nmt.progress import clock, console, eta, log_line, progress_bar, warn
 from nmt.rundir import flatten
 from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.signals import Interrupted, Terminated, terminable
@@ -34,6 +34,7 @@ REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before r
 RESOLVED = "recipe.yaml"  # the recipe it was trained with, every default filled in
 POLL_SECONDS = 2.0  # how often the study's bar reads the runs' logs under --jobs
 ORPHAN_POLL_SECONDS = 1.0  # how often a worker checks that its study process lives
+SUMMARY_SECONDS = 60.0  # how often a study in a log (no terminal) prints where it stands
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,12 @@ def bring_up_all(
     starts after it, and the study raises :class:`Interrupted` once every worker
     has gone, so that running it again resumes."""
     if jobs == 1:
-        return [bring_up(run, splits, device) for run in planned]
+        outcomes = []
+        for run in planned:
+            log_line(f"{run.variant} seed {run.seed}: started")
+            outcomes.append(bring_up(run, splits, device))
+            log_line(f"{run.variant} seed {run.seed}: {outcomes[-1].status}")
+        return outcomes
     threads = max(1, torch.get_num_threads() // jobs)
     console.print(f"{len(planned)} runs, {jobs} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")
@@ -160,16 +166,30 @@ def bring_up_all(
     with pool, progress_bar() as bar:
         task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
         futures = [pool.submit(_bring_up_in_worker, r, splits, device, threads) for r in planned]
-        waiting = set(futures)
+        waiting, started, logged = set(futures), set(), start
         try:
             while waiting:
                 finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for future, run in zip(futures, planned):  # in a log: when each starts
+                    if future not in started and (future.running() or future.done()):
+                        started.add(future)
+                        log_line(f"{run.variant} seed {run.seed}: started")
                 for future in finished:
                     result = future.result()
                     bar.console.print(f"{result.variant} seed {result.seed}: {result.status}")
                 done, total = study_progress(run_dirs)
-                rate = (done - first) / max(time.perf_counter() - start, 1e-9)
+                elapsed = time.perf_counter() - start
+                rate = (done - first) / max(elapsed, 1e-9)
                 bar.update(task, completed=done, total=total, rate=rate)
+                if time.perf_counter() - logged >= SUMMARY_SECONDS:  # in a log: a summary
+                    logged = time.perf_counter()
+                    ended = len(futures) - len(waiting)
+                    left = eta(done - first, total - first if total else None, elapsed)
+                    log_line(
+                        f"study: {done:,}/{total or '?'} updates, {ended} runs done, "
+                        f"{len(started) - ended} running, {rate:,.1f} updates/s, "
+                        f"elapsed {clock(elapsed)}, ETA {left}"
+                    )
         except (KeyboardInterrupt, Terminated) as e:
             code = 130 if isinstance(e, KeyboardInterrupt) else 143
             stop_workers(stopping, futures)

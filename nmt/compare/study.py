@@ -14,6 +14,7 @@ from nmt.compare.aggregate import (
     contrast_rows,
     sentence_pairs,
     summarise,
+    timing_notes,
 )
 from nmt.compare.analysis import RunAnalysis, analyse_run, heatmap_lines, read_gold
 from nmt.compare.diagnostics import ratio
@@ -264,7 +265,10 @@ def report(
         spec.significance,
         ensembles,
         contrasts,
+        notes := timing_notes(runs),
     )
+    for note in notes:
+        warn(note)
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {
         "baseline": baseline,
@@ -274,6 +278,7 @@ def report(
         "rows": rows,
         "contrasts": contrasts,
         "ensembles": ensembles,
+        "notes": notes,
         "runs": [per_run(r) for rs in runs.values() for r in rs],
         "failed": [
             {"variant": f.variant, "seed": f.seed, "run_dir": f.run_dir, "error": f.error}

@@ -27,10 +27,11 @@ from nmt import checkpoint, files, kernels
 from nmt.averaging import kept_name, prune
 from nmt.config import from_dict
 from nmt.data.batching import Batch
+from nmt.device import where_it_ran
 from nmt.distributed import Distributed
 from nmt.errors import NmtError
 from nmt.model.seq2seq import Transformer
-from nmt.progress import advancer, console, progress_bar
+from nmt.progress import advancer, clock, console, eta, log_line, progress_bar
 from nmt.training.build import TrainingData
 from nmt.training.config import TRAINERS, TrainConfig
 from nmt.training.epochs import EpochPlans
@@ -101,6 +102,7 @@ class Trainer:
         self.epochs = EpochPlans(data, cfg, dist.world)
         self.saved_step: int | None = None  # of the last full checkpoint
         self.tensorboard: TensorBoardLog | None = None  # open while run() runs
+        self.load_at_start = where_it_ran(device)["load"]  # what else ran as this began
         self.model = model.to(device)
         t = cfg.train
         if t.kernels == "auto":  # faster CPU modules, same function (nmt.kernels)
@@ -406,6 +408,12 @@ class Trainer:
             }
         )
         bar.update(task, total=expected, info=progress_info(record))
+        if self.dist.main:
+            log_line(
+                f"step {s.step:,}/{expected or '?'}  {progress_info(record)}  "
+                f"{record['tokens_per_s']:,.0f} tok/s  lr {record['lr']:.3g}  "
+                f"elapsed {clock(s.elapsed)}  ETA {eta(s.step, expected, s.elapsed)}"
+            )
 
     def _summary(self, stop_reason: str) -> dict[str, Any]:
         s, resampling = self.state, self.epochs.resample_seconds
@@ -417,6 +425,7 @@ class Trainer:
             "best_step": s.best_step,
             "tokens_per_s": s.tokens / max(s.elapsed, 1e-9),
             "peak_rss_mb": peak_rss_mb(),
+            "where": {**where_it_ran(self.device), "load_at_start": self.load_at_start},
             **({"subword_sampling_s": resampling} if resampling else {}),
             **self._objective_summary(),
         }

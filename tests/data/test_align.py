@@ -89,7 +89,7 @@ def test_alignments_of_the_toy_corpus_are_close_to_gold(toy_dir, tmp_path):
 
 def test_without_the_extra_or_the_files_it_says_what_is_missing(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "eflomal", None)
-    with pytest.raises(NmtError, match=r"pip install 'nmt\[align\]'"):
+    with pytest.raises(NmtError, match=r"pip install 'nmt-attention\[align\]'"):
         align_corpus(tmp_path, "de", "en", None, print)
     monkeypatch.delitem(sys.modules, "eflomal")
     require_extra("eflomal", "align")

@@ -59,7 +59,7 @@ def test_every_record_is_mirrored_with_epsilon_reward_and_a_heatmap(tiny_config)
 def test_without_the_extra_asking_for_it_names_the_install(monkeypatch, tiny_config):
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
     cfg = tiny_config(train={"log_to": ["jsonl", "tensorboard"]})
-    with pytest.raises(NmtError, match=r"pip install 'nmt\[tensorboard\]'"):
+    with pytest.raises(NmtError, match=r"pip install 'nmt-attention\[tensorboard\]'"):
         train(cfg, device="cpu")
     assert not (Path(cfg.run_dir) / "recipe.yaml").exists()  # refused before any writing
 

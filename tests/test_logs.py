@@ -1,0 +1,80 @@
+"""Where stderr is no terminal (a SLURM log, nohup, CI, ``2> log``), long work prints
+plain lines with its progress, rate and ETA; a run records where it ran, and a
+study's report says when its timings mix machines or loads."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt.compare.aggregate import timing_notes
+from nmt.compare.analysis import RunAnalysis
+from tests.conftest import subprocess_env, write_subprocess_recipe
+
+
+@pytest.mark.slow
+def test_train_and_evaluate_print_plain_lines_into_a_log(toy_dir, tmp_path):
+    recipe = write_subprocess_recipe(toy_dir, tmp_path / "run", max_steps=6, valid_every=3)
+    recipe.write_text(recipe.read_text().replace("test: []", "test: [test]"))
+    log = tmp_path / "train.log"
+    with open(log, "w") as stderr:
+        done = subprocess.run(
+            [sys.executable, "-m", "nmt", "train", str(recipe), "--device", "cpu"],
+            env={**subprocess_env(), "COLUMNS": "100"},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            timeout=300,
+        )
+    text = log.read_text()
+    assert done.returncode == 0, text[-2000:]
+    steps = re.findall(
+        r"^step (\d+)/6 .* tok/s  lr \S+  elapsed \d:\d\d:\d\d  ETA \S+$", text, re.M
+    )
+    assert steps and steps == sorted(steps, key=int), text[-2000:]
+    assert re.search(r"^test: 15 sentences$", text, re.M)
+    assert re.search(r"^test: 15 sentences in \d:\d\d:\d\d \([\d.,]+ sent/s\)$", text, re.M)
+    where = json.loads((tmp_path / "run" / "summary.json").read_text())["where"]
+    assert {"host", "cpu", "cores", "threads", "torch", "device", "load", "load_at_start"} <= set(
+        where
+    )
+    assert where["device"] == "cpu" and where["cores"] >= 1
+
+
+def run_on(cpu: str, load: float) -> RunAnalysis:
+    where = {"cpu": cpu, "cores": 2, "device": "cpu", "load_at_start": load}
+    return RunAnalysis("v", 1, Path("."), 0, {"where": where}, [], {})
+
+
+def test_the_report_says_when_timings_mix_machines_or_loads():
+    assert timing_notes({"a": [run_on("X", 0.1)], "b": [run_on("X", 0.4)]}) == []
+    mixed = timing_notes({"a": [run_on("X", 0.1)], "b": [run_on("Y", 1.6)]})
+    assert len(mixed) == 2
+    assert "mix machines: X x2 (cpu); Y x2 (cpu)" in mixed[0]
+    assert "load average of 0.1 to 1.6" in mixed[1]
+    older = RunAnalysis("v", 1, Path("."), 0, {}, [], {})  # a run from before it was kept
+    assert timing_notes({"a": [older, run_on("X", 0.2)]}) == []
+
+
+@pytest.mark.slow
+def test_a_study_in_a_log_says_when_each_run_starts_and_ends(toy_dir, tmp_path):
+    from tests.compare.test_compare import write_spec
+
+    spec = write_spec(tmp_path, toy_dir, {"global": []}, seeds=(1, 2))
+    log = tmp_path / "compare.log"
+    with open(log, "w") as stderr:
+        done = subprocess.run(
+            [sys.executable, "-m", "nmt", "compare", str(spec), "--device", "cpu", "--jobs", "2"],
+            env={**subprocess_env(), "OMP_NUM_THREADS": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            timeout=300,
+        )
+    text = log.read_text()
+    assert done.returncode == 0, text[-2000:]
+    for seed in (1, 2):
+        assert f"global seed {seed}: started" in text and f"global seed {seed}: trained" in text
