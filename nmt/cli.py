@@ -386,7 +386,7 @@ def export(
 def score(
     hyp: Path = typer.Argument(..., help="Hypotheses, one per line; - reads standard input."),
     ref: list[Path] = typer.Option(..., "--ref", help="Reference file (repeatable)."),
-    metrics: str = typer.Option("bleu,chrf", help="Comma-separated: bleu, chrf, ter."),
+    metrics: str = typer.Option("bleu,chrf", help="Comma-separated: bleu, chrf, chrf++, ter."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Score hypotheses with sacreBLEU and print the scores with their signatures."""

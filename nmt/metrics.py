@@ -5,6 +5,7 @@ randomisation, Riezler & Maxwell 2005) for BLEU, chrF and TER."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,8 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from nmt.data.corpus import read_input, read_lines, uneven
 from nmt.errors import NmtError
 
-METRICS = {"bleu": BLEU, "chrf": CHRF, "ter": TER}
+# sacreBLEU's metrics by name; chrf++ is chrF with word bigrams (Popović 2017)
+METRICS = {"bleu": BLEU, "chrf": CHRF, "chrf++": functools.partial(CHRF, word_order=2), "ter": TER}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,125 @@
+"""nmt from Python, for notebooks and scripts: load a run, translate sentences, look
+at a sentence's cross-attention, score a translation (docs/api.md).
+
+    from nmt.api import Translator, score
+    t = Translator.load("runs/toy")
+    t.translate(["lo nute miguge"])                    # ['...']
+    amap = t.attention("lo nute miguge")               # arrays: amap.weights (L,H,T,S)
+    fig = t.figure(amap, layer="all", head="mean")     # a matplotlib figure
+    score(t.translate(src), refs)                      # {'bleu': ..., 'chrf': ...}
+
+The commands call the same functions: ``nmt translate`` translates through
+:func:`nmt.decoding.translate_lines`, as :meth:`Translator.nbest` does, and ``nmt
+attention`` draws what :meth:`Translator.attention` returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.attention_maps import AttentionMap, attention_maps, grid_figure, heatmap_figure, panels
+from nmt.decode_config import Sampling, with_overrides
+from nmt.decoding import Translation, encode_source, translate_lines
+from nmt.device import resolve_device
+from nmt.errors import NmtError
+from nmt.metrics import Score, corpus_score
+from nmt.model.load import Loaded, load_model
+from nmt.progress import warn
+
+
+@dataclasses.dataclass
+class Translator:
+    """A trained model and its vocabularies, ready to translate (``nmt translate``'s
+    search settings: the run's ``decode`` section, changed per call)."""
+
+    loaded: Loaded
+    device: torch.device
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto") -> Translator:
+        """A run directory (its best.pt) or a checkpoint file."""
+        where = resolve_device(device)
+        return cls(load_model(path, where), where)
+
+    def nbest(
+        self,
+        sentences: Iterable[str],
+        *,
+        beam: int | None = None,
+        n_best: int = 1,
+        sample: Sampling | None = None,
+        refs: list[str] | None = None,
+        **decode: Any,
+    ) -> list[list[Translation]]:
+        """Each sentence's ``n_best`` translations (text, score, target ids), best
+        first: by beam search (``beam``; the run's by default), or one drawn per
+        sentence with ``sample`` (a :class:`~nmt.decode_config.Sampling`). Any other
+        key of the recipe's ``decode`` section may be given (``coverage=0.2``,
+        ``min_len_a=0.8``); ``refs``: each output exactly as long as its reference
+        (``--length oracle``)."""
+        lines = list(sentences)
+        changes = [f"decode.{k}={v}" for k, v in decode.items()]
+        cfg = with_overrides(self.loaded.cfg.decode, changes)
+        beam = 1 if sample is not None else beam or max(cfg.beam, n_best)
+        cfg = with_overrides(cfg, [f"decode.beam={beam}", f"decode.n_best={n_best}"])
+        v = self.loaded.vocabs
+        return translate_lines(
+            self.loaded.model, v.src, v.tgt, lines, cfg, self.device, sampling=sample, refs=refs
+        )
+
+    def translate(self, sentences: Iterable[str], **options: Any) -> list[str]:
+        """Each sentence's best translation; ``options`` as :meth:`nbest` takes them."""
+        return [hyps[0].text for hyps in self.nbest(sentences, **options)]
+
+    def attention(
+        self, src: str, tgt: str | None = None, names: tuple[str, str] = ("src", "tgt")
+    ) -> AttentionMap:
+        """The cross-attention of every layer and head while the model reads ``tgt``
+        (by default its own translation of ``src``): pieces and weights as arrays
+        (:class:`~nmt.attention_maps.AttentionMap`). A sentence longer than the model
+        reads is cut, with a warning naming it (by ``names``)."""
+        v, limit = self.loaded.vocabs, self.loaded.model.cfg.max_positions - 1
+
+        def cut(side: str) -> Callable[[int], None]:
+            return lambda n: warn(
+                f"{side}: over {limit:,} pieces; the model reads the first {limit:,}"
+            )
+
+        (src_ids,) = encode_source(v.src, [src], limit, cut(names[0]))
+        if not src_ids:
+            raise NmtError(f"{names[0]}: empty sentence")
+        if tgt is None:
+            tgt_ids = self.nbest([src])[0][0].tokens
+        else:
+            (tgt_ids,) = encode_source(v.tgt, [tgt], limit, cut(names[1]))
+        (amap,) = attention_maps(self.loaded.model, v.src, v.tgt, [src_ids], [tgt_ids])
+        return amap
+
+    def figure(self, amap: AttentionMap, layer: int | str = -1, head: int | str = "mean") -> Any:
+        """A heatmap of ``amap`` (target pieces down, source across, local attention's
+        centres as dots): one layer and head, or a grid where either is ``"all"``."""
+        layers, heads = panels(amap, str(layer), str(head))
+        kind = self.loaded.cfg.model.attention.kind
+        if self.loaded.cfg.model.decoder.kind == "two_stream":
+            kind += " (two-stream decoder: the predicting query stream)"
+        title = f"{kind} cross-attention, layer {layer}, head {head}"
+        if len(layers) == 1 and len(heads) == 1:
+            return heatmap_figure(amap, layers[0], heads[0], title)
+        return grid_figure(amap, layers, heads, title)
+
+
+def score(
+    hyps: list[str], refs: list[str] | list[list[str]], metrics: Iterable[str] = ("bleu", "chrf")
+) -> dict[str, Score]:
+    """sacreBLEU's corpus scores (``nmt score``'s: bleu, chrf, chrf++, ter) of ``hyps``
+    against one reference per line, or several lists of them."""
+    streams = refs if refs and isinstance(refs[0], list) else [refs]
+    for stream in streams:
+        if len(stream) != len(hyps):
+            raise NmtError(f"{len(hyps):,} hypotheses but {len(stream):,} references")
+    return {m: corpus_score(m, hyps, streams) for m in dict.fromkeys(metrics)}
