@@ -9,7 +9,6 @@ and FIFOs written in place, and the temp files of killed writers removed.
 from __future__ import annotations
 
 import errno
-import fcntl
 import glob
 import json
 import os
@@ -19,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
+
+import portalocker
 
 from nmt.errors import NmtError
 
@@ -118,15 +119,16 @@ def remove_stale_temps(directory: str | Path) -> int:
 
 @contextmanager
 def held(lock: Path) -> Iterator[None]:
-    """Hold an advisory ``flock`` on the file ``lock`` (created if absent) for the
-    block, waiting while another process holds it: for short read-modify-write
-    sections that two processes may reach at once."""
+    """Hold an advisory lock on the file ``lock`` (created if absent) for the block,
+    waiting while another process holds it: for short read-modify-write sections
+    that two processes may reach at once. portalocker (flock on POSIX, the Windows
+    equivalent there): the lock goes with the process, even one killed outright."""
     try:
         f = open(lock, "w")
     except OSError as e:
         raise NmtError(f"{lock}: cannot create ({e.strerror or e})") from None
     with f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        portalocker.lock(f, portalocker.LOCK_EX)
         yield
 
 

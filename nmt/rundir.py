@@ -3,12 +3,13 @@ the run its checkpoint describes."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+
+import portalocker
 
 from nmt.errors import NmtError
 
@@ -55,28 +56,31 @@ def make_run_dir(run_dir: Path, key: str = "run_dir") -> None:
 
 @contextmanager
 def owned(run_dir: Path, key: str = "run_dir") -> Iterator[None]:
-    """Hold ``run_dir`` for the duration (an advisory ``flock``, which the kernel
-    releases when the process dies, so ``kill -9`` leaves no stale lock); a second
+    """Hold ``run_dir`` for the duration (an advisory lock through portalocker, which
+    the system releases when the process dies, so ``kill -9`` leaves no stale lock); a second
     process gets an error naming the directory, the owner's pid and the ``key`` that
     chooses another directory. A directory this call created is removed again if the
     work fails before writing anything there, so a refused run leaves no trace."""
     created = not run_dir.exists()
     make_run_dir(run_dir, key)
     try:
-        fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        f = open(run_dir / LOCK, "a+b")  # created if absent, its owner's pid kept
     except OSError as e:
         raise NmtError(f"{run_dir / LOCK}: cannot create ({e.strerror or e})") from None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            portalocker.lock(f, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except portalocker.exceptions.LockException:
+            f.seek(0)
+            owner = f.read(32).decode("ascii", "replace").strip() or "unknown"
             raise NmtError(
                 f"{run_dir}: in use by another nmt process (pid {owner}); wait for it to "
                 f"finish or set {key} to a new directory"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n".encode("ascii"))
+        f.flush()
         try:
             yield
         except BaseException:
@@ -86,7 +90,7 @@ def owned(run_dir: Path, key: str = "run_dir") -> Iterator[None]:
                     run_dir.rmdir()
             raise
     finally:
-        os.close(fd)  # releases the lock
+        f.close()  # releases the lock
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -152,7 +152,8 @@ def translate_file(
         raise NmtError(
             f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"
         )
-    total, chunks = input_chunks(input, CHUNK_LINES)
+    typed = (input is None or str(input) == "-") and sys.stdin.isatty() and refs is None
+    total, chunks = (0, iter(())) if typed else input_chunks(input, CHUNK_LINES)
     if refs is not None and len(refs) != total:  # before any work or output
         few = "fewer than" if len(refs) < total else "more than"
         raise NmtError(f"--ref {ref}: {n_lines(len(refs))}, {few} the input's {total:,}")
@@ -165,11 +166,14 @@ def translate_file(
         nonlocal truncated
         truncated += n
 
-    with ExitStack() as outputs, sentence_progress("translate", total, show) as advance:
+    with (
+        ExitStack() as outputs,
+        sentence_progress("translate", total, show and not typed) as advance,
+    ):
         write = outputs.enter_context(open_output(output))
         write_links = None if alignments is None else outputs.enter_context(open_output(alignments))
-        first = 0
-        for lines in chunks:
+
+        def translate_part(lines: list[str], first: int) -> None:
             nbest = translate_lines(
                 model,
                 loaded.vocabs.src,
@@ -189,10 +193,32 @@ def translate_file(
                 if write_links is not None:
                     write_links("".join(format_pharaoh(a) + "\n" for a in links))
             write(format_output(nbest, n_best, first))
+
+        first = 0
+        for lines in typed_lines() if typed else chunks:
+            translate_part(lines, first)
             first += len(lines)
     if truncated:
         limit = loaded.model.cfg.max_positions - 1
         warn(f"{truncated} input line(s) longer than {limit} pieces were truncated")
+
+
+def typed_lines() -> Iterator[list[str]]:
+    """Sentences typed at a terminal, one at a time, each after a prompt on stderr,
+    until Ctrl-D: each is translated as soon as Enter is pressed."""
+    sys.stderr.write("type a sentence, then Enter; Ctrl-D to end\n")
+    while True:
+        sys.stderr.write("> ")
+        sys.stderr.flush()
+        try:
+            line = sys.stdin.readline()
+        except UnicodeDecodeError:
+            sys.stderr.write("not UTF-8 text: type it again\n")
+            continue
+        if not line:
+            sys.stderr.write("\n")
+            return
+        yield [line.rstrip("\r\n")]
 
 
 @contextmanager

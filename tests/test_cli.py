@@ -286,3 +286,11 @@ def test_a_process_count_out_of_range_is_refused_before_training(tiny_recipe, tm
     result = invoke("train", tiny_recipe(), "--nproc", nproc, "--device", "cpu")
     assert result.exit_code == 2 and "Invalid value for '--nproc'" in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_help_shows_a_flag_as_a_flag():
+    """typer's --help must not render a boolean flag as taking a value (typer 0.27
+    and later print ``--sample <bool>``: pyproject.toml pins below it)."""
+    result = runner.invoke(app, ["translate", "--help"], env={"COLUMNS": "120"})
+    (line,) = [x for x in result.output.splitlines() if "--sample " in x]
+    assert "bool" not in line.lower() and "Draw each token" in line

@@ -167,3 +167,22 @@ def test_reading_and_checking_a_recipe_loads_no_torch(recipe):
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=root)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_no_module_imports_what_only_posix_has():
+    """File locks go through portalocker (flock on POSIX, the Windows equivalent
+    there) and peak memory reads ``resource`` only when asked: no module of nmt
+    imports ``fcntl`` or ``resource`` when it is imported."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "nmt"
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:  # module level only: a function may import on demand
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            assert not {"fcntl", "resource"} & set(names), f"{path.name}: {names}"

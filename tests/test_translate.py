@@ -148,3 +148,38 @@ def test_sentencepiece_never_sees_more_than_the_cut(system, monkeypatch):
     monkeypatch.setattr(vocab, "encode", lambda lines: seen.extend(lines) or encode(lines))
     encode_source(vocab, ["a" * 10**6], 20)
     assert max(map(len, seen)) == CHARS_PER_PIECE * 21
+
+
+@pytest.mark.slow
+def test_at_a_terminal_translate_prompts_and_answers_each_line(tiny_run):
+    """Typed at a terminal (stdin a pseudo-terminal), each sentence is translated as
+    soon as Enter is pressed, after a prompt, until Ctrl-D."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import subprocess_env
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "translate", str(tiny_run), "--device", "cpu"],
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=subprocess_env(),
+    )
+    os.close(follower)
+    os.write(leader, b"lo nute miguge\n")
+    first = proc.stdout.readline()  # answered before the next line is typed
+    assert first.endswith(b"\n")
+    os.write(leader, b"la koma\n")
+    second = proc.stdout.readline()
+    time.sleep(0.2)
+    os.write(leader, b"\x04")  # Ctrl-D
+    rest, err = proc.communicate(timeout=120)
+    os.close(leader)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert rest == b"" and second.endswith(b"\n")
+    assert err.decode().count("> ") == 3 and "Ctrl-D to end" in err.decode()

@@ -106,6 +106,12 @@ def verdict(
     shown = p_text(p)
     if len(deltas) < 2:
         return f"{head} on one seed (p {shown}): seed noise not measured, no verdict"
+    if significant and len(deltas) == 2:  # two signs agree by chance half the time
+        return (
+            f"{head}, significant on two seeds only (p {shown}; both agree, which two "
+            "seeds would do by chance one time in two: a weak test; three or more seeds "
+            "make the seed rule count)"
+        )
     if significant:
         return f"{head}, significant (p {shown}; all {len(deltas)} seeds agree)"
     per_seed = ", ".join(f"{d:+.2f}" for d in deltas)

@@ -191,6 +191,31 @@ class PlannedRun:
     cfg: RunConfig
 
 
+RECIPE_SECTIONS = ("data", "model", "train", "decode", "run_dir")
+
+
+def with_spec_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """A spec with ``--set`` applied: a spec key (``seeds=[1,2,3]``), or ``set+=KEY=VALUE``,
+    which appends one recipe override to the spec's ``set`` list (every variant takes
+    it). A recipe key given as if it were a spec key is refused, saying so."""
+    plain = []
+    for text in overrides:
+        key, _, value = text.partition("=")
+        if key.strip() == "set+":
+            given = raw.get("set") or []
+            if not isinstance(given, list):
+                raise NmtError(f"--set {text}: the spec's set is not a list")
+            raw = {**raw, "set": [*given, value]}
+        elif key.strip().split(".")[0] in RECIPE_SECTIONS:
+            raise NmtError(
+                f"--set {text}: a recipe key, not a spec key; every variant takes recipe keys "
+                f"from the spec's set list: add one with --set 'set+={text}'"
+            )
+        else:
+            plain.append(text)
+    return apply_overrides(raw, plain)
+
+
 def load_spec(
     path: str | Path, overrides: list[str] | None = None, plugins: tuple[str, ...] = ()
 ) -> tuple[CompareSpec, list[PlannedRun]]:
@@ -204,7 +229,7 @@ def load_spec(
             f"{path}: a directory, not a spec; to compare existing runs: "
             f"nmt compare --runs {path} --runs OTHER --out DIR"
         )
-    raw = apply_overrides(read_yaml(path), overrides or [])
+    raw = with_spec_overrides(read_yaml(path), overrides or [])
     if "run_dir" in raw and "variants" not in raw:
         raise NmtError(
             f"{path}: a recipe, not a comparison spec; train it with nmt train {path}, "

@@ -22,8 +22,8 @@ from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
 from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
-from nmt.compare.spec import CompareSpec, PlannedRun, load_spec
-from nmt.config import apply_overrides, read_yaml
+from nmt.compare.spec import CompareSpec, PlannedRun, load_spec, with_spec_overrides
+from nmt.config import read_yaml
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
 from nmt.decode_config import decode_tag, decoding
@@ -61,7 +61,7 @@ def run_study(
     check_data(spec, planned)
     out = Path(spec.out_dir)
     with owned(out, "out_dir"):  # a second study here would race for runs and report
-        raw = apply_overrides(read_yaml(spec_path), overrides or [])
+        raw = with_spec_overrides(read_yaml(spec_path), overrides or [])
         write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
         if spec.launcher.kind == "slurm":
             from nmt.compare.slurm import launch

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import resource
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +99,12 @@ def progress_info(record: dict[str, float]) -> str:
 
 
 def peak_rss_mb() -> float:
+    """This process's peak resident memory (MB); NaN where the platform keeps none
+    that Python can read (the ``resource`` module is POSIX's)."""
+    try:
+        import resource
+    except ImportError:
+        return math.nan
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -56,7 +56,9 @@ def test_seeds_are_paired_by_number():
     """Only the seeds both sides have count; a missing seed is left out, not shifted."""
     out = judge("v", [run(2, 32.0), run(3, 31.5)], "base", BASE, "test", SignificanceSpec(), 0.01)
     assert out["seed_deltas"] == pytest.approx([1.0, 1.0]) and out["significant"]
-    assert "significant (p 0.010; all 2 seeds agree)" in out["verdict"]  # two give a verdict
+    # two give a verdict, said to be weak: two signs agree by chance one time in two
+    assert "significant on two seeds only (p 0.010; both agree" in out["verdict"]
+    assert "a weak test" in out["verdict"]
 
 
 def test_holm_adjusts_as_the_step_down_procedure():
