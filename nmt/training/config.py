@@ -129,6 +129,15 @@ class TrainConfig:
     # after the warm-up: inverse_sqrt (open-ended), or cosine / linear to zero at
     # max_steps (nmt.training.lr_schedule)
     lr_schedule: Literal["inverse_sqrt", "cosine", "linear"] = "inverse_sqrt"
+    # adam for every parameter; muon (Jordan et al. 2024, torch.optim.Muon) for the
+    # weight matrices of the layers, Adam for embeddings, norms, biases and the rest
+    # (nmt.training.optimizers)
+    optimizer: Literal["adam", "muon"] = "adam"
+    # muon: the peak learning rate of the matrices (it follows train.lr_schedule as
+    # train.lr does); null: train.lr, which Muon's update (scaled to match AdamW's
+    # RMS, Liu et al. 2025) can reuse
+    muon_lr: float | None = None
+    muon_momentum: float = 0.95
     betas: tuple[float, ...] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -158,6 +167,12 @@ class TrainConfig:
     # (nmt.kernels); off: the plain PyTorch model and loss, the same function
     kernels: Literal["auto", "off"] = "auto"
 
+    def inert_keys(self) -> dict[str, str]:
+        if self.optimizer == "muon":
+            return {}
+        why = f"only optimizer muon uses it (optimizer is {self.optimizer!r})"
+        return {"muon_lr": why, "muon_momentum": why}
+
     def __post_init__(self) -> None:
         for name in ("batch_tokens", "accumulate", "valid_every", "log_every", "max_bad_steps"):
             check(getattr(self, name) >= 1, name, "must be at least 1")
@@ -174,6 +189,8 @@ class TrainConfig:
         )
         check_seed(self.seed, "seed")
         check(self.lr > 0, "lr", "must be positive")
+        check(self.muon_lr is None or self.muon_lr > 0, "muon_lr", "must be positive (or null)")
+        check(0 <= self.muon_momentum < 1, "muon_momentum", "must be in [0, 1)")
         check(self.warmup >= 0, "warmup", "must be non-negative")
         check(
             self.lr_schedule == "inverse_sqrt" or self.max_steps is not None,

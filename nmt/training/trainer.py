@@ -33,10 +33,11 @@ from nmt.errors import NmtError
 from nmt.model.seq2seq import Transformer
 from nmt.progress import advancer, clock, console, eta, log_line, progress_bar
 from nmt.training.build import TrainingData
-from nmt.training.config import TRAINERS, TrainConfig
+from nmt.training.config import TRAINERS
 from nmt.training.epochs import EpochPlans
 from nmt.training.lr_schedule import SCHEDULES
 from nmt.training.objective import Loss
+from nmt.training.optimizers import optimizers
 from nmt.training.signals import Interrupted, StopSignals
 from nmt.training.state import (
     IntervalStats,
@@ -62,23 +63,10 @@ def out_of_memory(e: RuntimeError) -> bool:
     return isinstance(e, torch.OutOfMemoryError) or "can't allocate memory" in str(e)
 
 
-def adam(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Adam:
-    """Adam with the recipe's settings, fused: one kernel per parameter instead of a
-    dozen passes over it, on the CPU and CUDA (docs/benchmarks.md has the cost)."""
-    return torch.optim.Adam(
-        model.parameters(),
-        lr=t.lr,
-        betas=tuple(t.betas),
-        eps=t.eps,
-        weight_decay=t.weight_decay,
-        fused=True,
-    )
-
-
 class Trainer:
-    """Updates with Adam under an inverse-square-root schedule (Vaswani et al. 2017)
-    on the recipe's objective (``train.trainer``), with validation, early stopping,
-    checkpoints and resume."""
+    """Updates with the recipe's optimiser (Adam, or Muon with Adam: nmt.training.
+    optimizers) under its learning-rate schedule on its objective (``train.trainer``),
+    with validation, early stopping, checkpoints and resume."""
 
     def __init__(
         self,
@@ -113,7 +101,7 @@ class Trainer:
             # unchanged; shapes vary from batch to batch, hence dynamic. Scheduled
             # sampling's second pass and incremental decoding call other methods.
             self.model.states = torch.compile(self.model.states, dynamic=True)
-        self.optimizer = adam(self.model, t)
+        self.optimizer = optimizers(self.model, t)
         self.objective = TRAINERS.get(t.trainer.kind)(self.model, cfg)
         self.ddp = self._data_parallel() if dist.enabled else None
 
@@ -195,12 +183,16 @@ class Trainer:
             if t.clip_norm > 0
             else torch.zeros(())
         )
-        lr = SCHEDULES[t.lr_schedule](self.state.step + 1, t.lr, t.warmup, t.max_steps)
+        step = self.state.step + 1
+
+        def at_step(peak: float) -> float:
+            return SCHEDULES[t.lr_schedule](step, peak, t.warmup, t.max_steps)
+
+        lr = at_step(t.lr)
         if not (math.isfinite(objective) and bool(torch.isfinite(norm))):
             self.optimizer.zero_grad(set_to_none=True)
             return None
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self.optimizer.set_lr(at_step)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return total / tokens, {**stats, "lr": lr}

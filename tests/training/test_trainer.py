@@ -10,6 +10,7 @@ import torch
 from nmt import checkpoint
 from nmt.errors import NmtError
 from nmt.training.lr_schedule import inverse_sqrt
+from nmt.training.optimizers import Optimizers
 from nmt.training.run import prepare, train
 
 
@@ -95,7 +96,7 @@ def test_gradient_accumulation_matches_one_big_batch(tiny_config):
     # SGD: Adam's first step is ~lr·sign(g), which amplifies float noise in the
     # (theoretically zero) gradients of key biases.
     for t in (a, b):
-        t.optimizer = torch.optim.SGD(t.model.parameters(), lr=1.0)
+        t.optimizer = Optimizers([torch.optim.SGD(t.model.parameters(), lr=1.0)])
     plan = a.data.train.epoch_batches(512, 0, 0)[:2]
     a.train_step([a.data.train.collate([*plan[0], *plan[1]])])
     b.train_step([b.data.train.collate(p) for p in plan])
@@ -110,7 +111,7 @@ def test_an_update_clips_the_gradient_and_takes_the_schedules_rate(tiny_config, 
     s + 1 follows s done); it reports the smoothed cross-entropy per target token."""
     cfg = tiny_config(model={"dropout": 0.0}, train={"clip_norm": clip, "lr": 1.0, "warmup": 4})
     trainer = prepare(cfg, "cpu")
-    trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=123.0)  # train_step sets it
+    trainer.optimizer = Optimizers([torch.optim.SGD(trainer.model.parameters(), lr=1.0)])  # peak
     trainer.state.step = 2
     batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
     loss, token_loss, _ = trainer.loss(batch)
@@ -140,7 +141,7 @@ def test_compiled_training_matches_eager(tiny_config):
     compiled = prepare(tiny_config(model={"dropout": 0.0}, train={"compile": True}), "cpu")
     compiled.model.load_state_dict(eager.model.state_dict())
     for t in (eager, compiled):  # SGD, for the reason given in the test above
-        t.optimizer = torch.optim.SGD(t.model.parameters(), lr=1.0)
+        t.optimizer = Optimizers([torch.optim.SGD(t.model.parameters(), lr=1.0)])
     traced, decode_states = [], compiled.model.decode_states
 
     def spy(*args, **kwargs):  # runs while dynamo traces, not when the graph runs
@@ -184,7 +185,7 @@ def test_precision_sets_the_dtype_of_the_matmuls_only(tiny_config, precision, dt
     assert seen and set(seen) == {dtype}
     assert got[0] == pytest.approx(expected[0], rel=1e-2 if dtype == torch.bfloat16 else 1e-6)
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
-    moments = [s["exp_avg"] for s in trainer.optimizer.state.values()]
+    moments = [s["exp_avg"] for part in trainer.optimizer.parts for s in part.state.values()]
     assert moments and {m.dtype for m in moments} == {torch.float32}
 
 
