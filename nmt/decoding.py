@@ -380,7 +380,7 @@ def encode_source(
 ) -> list[list[int]]:
     """Source ids, each cut to ``limit`` pieces (one position is kept for EOS);
     ``on_truncated(n)`` hears how many lines were cut, if any. A huge line is cut
-    to a bounded number of characters first (:func:`nmt.data.vocab.cut`)."""
+    to a bounded number of characters first (:func:`nmt.data.vocab.clip_lines`)."""
     ids = vocab.encode(clip_lines(lines, limit))
     long = sum(len(s) > limit for s in ids)
     if long and on_truncated is not None:

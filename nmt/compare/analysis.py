@@ -65,6 +65,8 @@ class SplitAnalysis:
     # a joined split's (N,K,2): per sentence and caption, the covered share of the
     # caption's source words and chrF recall of its reference (diagnostics); else None
     captions: np.ndarray | None = None
+    # a joined split's drawn lines: the words of each of their captions
+    caption_words: dict[int, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -259,7 +261,8 @@ def analyse_run(
         keep = () if tag else heatmap_lines(n, split, heatmaps)
         attention, maps = attention_figures(loaded, src, refs, gold, keep)
         r = results[name]
-        sentences, captions = output_figures(loaded, src, hyps, joined_captions(cfg.data, split))
+        parts = joined_captions(cfg.data, split)
+        sentences, captions = output_figures(loaded, src, hyps, parts)
         out[split] = SplitAnalysis(
             bleu=r["bleu"],
             chrf=r["chrf"],
@@ -275,6 +278,7 @@ def analyse_run(
             words=word_accuracy(hyps, refs, counts),
             maps=maps,
             captions=captions,
+            caption_words={i: [len(line.split()) for line in parts.src[i]] for i in maps if parts},
         )
     params = sum(p.numel() for p in loaded.model.parameters())
     return RunAnalysis(variant, seed, run_dir, params, train, curve, out)

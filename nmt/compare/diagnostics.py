@@ -62,7 +62,7 @@ WORD_START = "▁"  # SentencePiece marks the first piece of a word
 _tokenize = Tokenizer13a()
 
 
-def words(text: str) -> list[str]:
+def tokens_13a(text: str) -> list[str]:
     """sacreBLEU's 13a tokens of ``text``: what BLEU counts."""
     return _tokenize(text.strip()).split()
 
@@ -70,7 +70,7 @@ def words(text: str) -> list[str]:
 def repetition(hyp: str) -> tuple[float, int]:
     """(seq-rep-2 of one hypothesis, 1); (0, 0) for one without a bigram, which
     Welleck et al.'s mean over sequences leaves out."""
-    grams = list(itertools.pairwise(words(hyp)))
+    grams = list(itertools.pairwise(tokens_13a(hyp)))
     if not grams:
         return 0.0, 0
     return 1 - len(set(grams)) / len(grams), 1
@@ -190,7 +190,7 @@ def word_counts(lines: Iterable[str]) -> Counter[str]:
     """How often each 13a token occurs in ``lines`` (the training targets)."""
     counts: Counter[str] = Counter()
     for line in lines:
-        counts.update(words(line))
+        counts.update(tokens_13a(line))
     return counts
 
 
@@ -206,11 +206,11 @@ def word_accuracy(
     matched (compare-mt's rule)."""
     table = np.zeros((len(edges) + 1, 3), dtype=np.int64)
     for hyp, ref in zip(hyps, refs):
-        ref_words = words(ref)
+        ref_words = tokens_13a(ref)
         left = Counter(ref_words)
         for w in ref_words:
             table[frequency_bucket(counts[w], edges), 1] += 1
-        for w in words(hyp):
+        for w in tokens_13a(hyp):
             bucket = frequency_bucket(counts[w], edges)
             table[bucket, 2] += 1
             if left[w] > 0:

@@ -19,6 +19,7 @@ from nmt.compare.aggregate import (
 from nmt.compare.analysis import RunAnalysis, analyse_run, heatmap_lines, read_gold
 from nmt.compare.diagnostics import ratio
 from nmt.compare.ensembles import ensemble_rows
+from nmt.compare.html import caption_starts, heatmap, write_html
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
 from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
@@ -269,6 +270,7 @@ def report(
     )
     for note in notes:
         warn(note)
+    write_html(out / "report.html", title, splits, rows, html_maps(runs, splits), notes)
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {
         "baseline": baseline,
@@ -287,6 +289,23 @@ def report(
     }
     write_json(out / "results.json", payload)
     console.print(f"report: {out / 'report.md'}")
+
+
+def html_maps(
+    runs: dict[str, list[RunAnalysis]], splits: tuple[str, ...]
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per split and drawn line, each variant's (first seed's) heatmap figures, with
+    the captions' starts on a joined split."""
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for split in splits:
+        for variant, rs in runs.items():
+            if not rs:
+                continue
+            part = rs[0].splits[split]
+            for line, amap in part.maps.items():
+                starts = caption_starts(amap, part.caption_words.get(line, [0]))
+                out.setdefault(split, {}).setdefault(line, {})[variant] = heatmap(amap, starts)
+    return out
 
 
 def per_run(r: RunAnalysis) -> dict[str, Any]:

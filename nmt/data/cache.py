@@ -41,7 +41,7 @@ import numpy as np
 from nmt.data.batching import ParallelData, Tokens, keep_pairs
 from nmt.data.config import DataConfig
 from nmt.data.corpus import count_lines, iter_lines, iter_parallel
-from nmt.data.splits import words
+from nmt.data.splits import word_count
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.files import held
@@ -114,12 +114,12 @@ def trained_lines(files: tuple[Path, Path], side: int, max_words: int | None) ->
     vocabulary as they are of training, so that no piece is learned from them."""
     if max_words is None:
         return iter_lines(files[side])
-    if not any(words(src) <= max_words for src, _ in iter_parallel(*files)):
+    if not any(word_count(src) <= max_words for src, _ in iter_parallel(*files)):
         raise NmtError(
             f"data.train_max_words {max_words}: holds out every training pair of {files[0]} "
             "(each has more source words); raise it"
         )
-    return (pair[side] for pair in iter_parallel(*files) if words(pair[0]) <= max_words)
+    return (pair[side] for pair in iter_parallel(*files) if word_count(pair[0]) <= max_words)
 
 
 def vocab_entry(cfg: DataConfig, files: tuple[Path, Path], log: Callable[[str], None]) -> Path:
@@ -233,7 +233,7 @@ def encode_split(
                 ]
                 short, empty, long = keep_pairs(*encoded, max_len)
                 if max_words is not None:
-                    fits = [i for i in short if words(chunk[i][0]) <= max_words]
+                    fits = [i for i in short if word_count(chunk[i][0]) <= max_words]
                     counts["held_out"] += len(short) - len(fits)
                     short = fits
                 lines = counts["lines"] + np.asarray(short, dtype=np.int64)

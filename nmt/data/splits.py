@@ -64,7 +64,7 @@ def pairs_where(
     src: list[str], tgt: list[str], keep: Callable[[int], bool]
 ) -> tuple[list[str], list[str]]:
     """The pairs whose source length in words ``keep`` accepts."""
-    kept = [i for i, line in enumerate(src) if keep(words(line))]
+    kept = [i for i, line in enumerate(src) if keep(word_count(line))]
     return [src[i] for i in kept], [tgt[i] for i in kept]
 
 
@@ -74,7 +74,7 @@ def join(lines: list[str], k: int) -> list[str]:
     return [" ".join(s.strip() for s in lines[i : i + k]) for i in range(0, whole, k)]
 
 
-def words(line: str) -> int:
+def word_count(line: str) -> int:
     """Whitespace-separated words: the length unit of the length buckets and of
     ``data.train_max_words``."""
     return len(line.split())

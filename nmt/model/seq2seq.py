@@ -1,4 +1,5 @@
-"""The encoder-decoder: ``encode``, ``start``, ``decode`` and ``forward``.
+"""The encoder-decoder: ``encode``, ``decoder_state``, ``decode`` (and ``decode_step``,
+what search calls) and ``forward``.
 
 The encoder's block (``model.encoder.block``) and the decoder stack
 (``model.decoder.kind``) come from registries: ``ENCODER_BLOCKS`` (transformer,

@@ -1,0 +1,354 @@
+"""report.html: the study in one self-contained page (no file or network beside it at
+view time), for reading in a browser what report.md lists.
+
+Per split: a table of the variants that sorts by any column (a click on its header,
+or ``report.html#sort=KEY`` for every table at once),
+the verdicts against the baseline, the per-caption figures of a joined split, the
+sentences where each variant differs most from the baseline beside the source, the
+reference and both translations, and each variant's cross-attention of the drawn
+lines as a heatmap (target pieces down, source pieces across, the mean over layers
+and heads, on one scale for every variant) whose cells say their piece pair and
+weight under the pointer, with local attention's centres as dots and, on a joined
+split, a line where each caption starts. The figures travel as JSON inside the
+page; a script of the page draws them.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nmt.attention_maps import AttentionMap
+from nmt.compare.significance import p_text
+from nmt.files import write_text
+
+# (header, key, digits) of the sortable table; a None key is the row's verdict
+TABLE = [
+    ("variant", "variant", None),
+    ("seeds", "seeds", 0),
+    ("BLEU", "bleu", 2),
+    ("± std", "bleu_std", 2),
+    ("p", "p_value", 3),
+    ("chrF", "chrf", 2),
+    ("length ratio", "length_ratio", 3),
+    ("dropped", "dropped", 3),
+    ("backward", "backward", 2),
+    ("centre dist", "center_distance", 2),
+    ("train min", "train_minutes", 1),
+    ("verdict", None, None),
+]
+WORD_START = "▁"  # SentencePiece marks the first piece of a word
+
+
+def caption_starts(amap: AttentionMap, counts: list[int]) -> list[int]:
+    """The source piece at which each caption after the first starts, for captions of
+    ``counts`` words (SentencePiece words, as nmt.compare.diagnostics counts them)."""
+    starts = [i for i, p in enumerate(amap.src[:-1]) if i == 0 or p.startswith(WORD_START)]
+    firsts = np.cumsum(counts)[:-1]
+    return [starts[k] for k in firsts if k < len(starts)]
+
+
+def heatmap(amap: AttentionMap, boundaries: list[int]) -> dict[str, Any]:
+    """A drawn line's figures: pieces, the mean weights (T,S) rounded to 4 digits, the
+    mean centre per target piece (local attention), the captions' starts."""
+    mean = amap.weights.mean((0, 1))  # (T,S)
+    centers = None if amap.centers is None else amap.centers.mean((0, 1)).round(2).tolist()
+    return {
+        "src": amap.src,
+        "tgt": amap.tgt,
+        "weights": mean.round(4).tolist(),
+        "centers": centers,
+        "captions": boundaries,
+    }
+
+
+def row_data(row: dict[str, Any]) -> dict[str, Any]:
+    cells = {key: row.get(key) for _, key, _ in TABLE if key is not None}
+    cells["p_text"] = "baseline" if row.get("is_baseline") else p_text(row.get("p_value"))
+    cells["significant"] = bool(row.get("significant"))
+    cells["verdict"] = row.get("verdict", "")
+    for key in ("caption_covered", "caption_recall", "differs_most"):
+        if key in row:
+            cells[key] = row[key]
+    return cells
+
+
+def write_html(
+    path: Path,
+    title: str,
+    splits: tuple[str, ...],
+    rows: list[dict[str, Any]],
+    maps: dict[str, dict[int, dict[str, Any]]],
+    notes: list[str],
+) -> None:
+    """report.html (see the module docstring). ``maps``: per split and drawn line, per
+    variant the :func:`heatmap` figures."""
+    data = {
+        "title": title,
+        "notes": notes,
+        "columns": [[h, k, d] for h, k, d in TABLE],
+        "splits": [
+            {
+                "name": split,
+                "rows": [row_data(r) for r in rows if r["split"] == split],
+                "maps": {str(line): by for line, by in maps.get(split, {}).items()},
+            }
+            for split in splits
+        ],
+    }
+    payload = json.dumps(data, ensure_ascii=False, allow_nan=False, default=_plain)
+    payload = payload.replace("</", "<\\/")  # the JSON cannot end its script element
+    page = PAGE.replace("{{title}}", html.escape(title)).replace("{{data}}", payload)
+    write_text(path, page)
+
+
+def _plain(value: Any) -> Any:
+    """Numbers numpy or NaN would keep from JSON."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{title}}</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .5em 0 1em; }
+th, td { border: 1px solid #ccc; padding: .25em .5em; text-align: right; }
+td:first-child, th:first-child, td.text { text-align: left; }
+th.sortable { cursor: pointer; background: #f3f3f3; } th.sorted { background: #dde8f5; }
+td.significant { font-weight: bold; }
+.note { background: #fff6d6; padding: .4em .6em; }
+.maps { display: flex; flex-wrap: wrap; gap: 1em; }
+.map { border: 1px solid #ddd; padding: .4em; }
+#tip { position: fixed; pointer-events: none; background: #222; color: #fff;
+       padding: .2em .4em; font-size: 12px; border-radius: 3px; display: none; }
+</style></head>
+<body>
+<h1 id="title"></h1>
+<div id="notes"></div>
+<div id="splits"></div>
+<div id="tip"></div>
+<script id="data" type="application/json">{{data}}</script>
+<script>
+"use strict";
+const data = JSON.parse(document.getElementById("data").textContent);
+const tip = document.getElementById("tip");
+
+function el(tag, attrs, text) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+function shown(value, digits) {
+  if (value === null || value === undefined) return "\u2013";
+  if (digits === null || typeof value !== "number") return String(value);
+  return value.toFixed(digits);
+}
+
+function sortable(table, rows, columns) {
+  const body = table.tBodies[0];
+  let key = null, ascending = true;
+  table.querySelectorAll("th").forEach((th, i) => {
+    const column = columns[i];
+    if (column[1] === null) return;
+    th.classList.add("sortable");
+    th.addEventListener("click", () => {
+      ascending = key === column[1] ? !ascending : true;
+      key = column[1];
+      table.querySelectorAll("th").forEach(h => h.classList.remove("sorted"));
+      th.classList.add("sorted");
+      const order = rows.map((r, j) => [r, body.rows[j]]);
+      order.sort((a, b) => {
+        const x = a[0][key], y = b[0][key];
+        if (x === y) return 0;
+        if (x === null || x === undefined) return 1;
+        if (y === null || y === undefined) return -1;
+        return (x < y ? -1 : 1) * (ascending ? 1 : -1);
+      });
+      rows.length = 0;
+      order.forEach(([r, tr]) => { rows.push(r); body.appendChild(tr); });
+    });
+  });
+}
+
+function variantTable(split) {
+  const table = el("table", {class: "variants"});
+  const head = table.createTHead().insertRow();
+  data.columns.forEach(c => head.appendChild(el("th", {}, c[0])));
+  const body = table.createTBody();
+  const rows = split.rows.slice();
+  rows.forEach(r => {
+    const tr = body.insertRow();
+    data.columns.forEach(([, key, digits]) => {
+      let text = key === null ? r.verdict : shown(r[key], digits);
+      if (key === "p_value") text = r.p_text;
+      const td = el("td", {}, text);
+      if (key === null) td.className = "text";
+      if (key === "p_value" && r.significant) td.className = "significant";
+      tr.appendChild(td);
+    });
+  });
+  sortable(table, rows, data.columns);
+  return table;
+}
+
+function captionTable(split) {
+  const rows = split.rows.filter(r => r.caption_covered);
+  if (!rows.length) return null;
+  const table = el("table", {class: "captions"});
+  const head = table.createTHead().insertRow();
+  head.appendChild(el("th", {}, "variant"));
+  rows[0].caption_covered.forEach((_, k) => head.appendChild(el("th", {}, "caption " + (k + 1))));
+  const body = table.createTBody();
+  rows.forEach(r => {
+    const tr = body.insertRow();
+    tr.appendChild(el("td", {}, r.variant));
+    r.caption_covered.forEach((c, k) =>
+      tr.appendChild(el("td", {}, shown(c, 2) + " / " + shown(r.caption_recall[k], 1))));
+  });
+  return table;
+}
+
+function differsTable(split) {
+  const rows = split.rows.filter(r => r.differs_most && r.differs_most.length);
+  if (!rows.length) return null;
+  const table = el("table", {class: "differs"});
+  const head = table.createTHead().insertRow();
+  ["variant", "line", "\u0394 BLEU", "source", "reference", "baseline", "variant's"]
+    .forEach(h => head.appendChild(el("th", {}, h)));
+  const body = table.createTBody();
+  rows.forEach(r => r.differs_most.forEach(d => {
+    const tr = body.insertRow();
+    [r.variant, d.line, shown(d.delta, 1)].forEach(t => tr.appendChild(el("td", {}, t)));
+    [d.src, d.ref, d.baseline, d.hyp].forEach(t => tr.appendChild(el("td", {class: "text"}, t)));
+  }));
+  return table;
+}
+
+function drawMap(figure, scale) {
+  const cell = Math.max(4, Math.min(14, Math.floor(640 / Math.max(figure.src.length, 1))));
+  const left = 90, top = 90;
+  const canvas = el("canvas", {
+    width: left + cell * figure.src.length, height: top + cell * figure.tgt.length});
+  const ctx = canvas.getContext("2d");
+  figure.weights.forEach((row, t) => row.forEach((w, s) => {
+    const v = Math.round(255 * (1 - Math.min(w / scale, 1)));
+    ctx.fillStyle = "rgb(" + v + "," + v + ",255)";
+    ctx.fillRect(left + s * cell, top + t * cell, cell, cell);
+  }));
+  ctx.fillStyle = "#222";
+  ctx.font = Math.min(cell, 11) + "px sans-serif";
+  figure.tgt.forEach((p, t) => ctx.fillText(p, 2, top + t * cell + cell - 2, left - 4));
+  figure.src.forEach((p, s) => {
+    ctx.save();
+    ctx.translate(left + s * cell + cell - 2, top - 4);
+    ctx.rotate(-Math.PI / 2);
+    ctx.fillText(p, 0, 0, top - 8);
+    ctx.restore();
+  });
+  if (figure.centers) {
+    ctx.fillStyle = "red";
+    figure.centers.forEach((c, t) => {
+      ctx.beginPath();
+      ctx.arc(left + (c + 0.5) * cell, top + (t + 0.5) * cell, Math.max(cell / 5, 1.5), 0, 7);
+      ctx.fill();
+    });
+  }
+  ctx.strokeStyle = "orange";
+  figure.captions.forEach(s => {
+    ctx.beginPath();
+    ctx.moveTo(left + s * cell, top);
+    ctx.lineTo(left + s * cell, top + cell * figure.tgt.length);
+    ctx.stroke();
+  });
+  canvas.addEventListener("mousemove", e => {
+    const box = canvas.getBoundingClientRect();
+    const s = Math.floor((e.clientX - box.left - left) / cell);
+    const t = Math.floor((e.clientY - box.top - top) / cell);
+    if (t < 0 || s < 0 || t >= figure.tgt.length || s >= figure.src.length) {
+      tip.style.display = "none";
+      return;
+    }
+    tip.textContent = figure.tgt[t] + " \u2192 " + figure.src[s] + ": " +
+      figure.weights[t][s].toFixed(4);
+    tip.style.left = (e.clientX + 12) + "px";
+    tip.style.top = (e.clientY + 12) + "px";
+    tip.style.display = "block";
+  });
+  canvas.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+  return canvas;
+}
+
+function maps(split) {
+  const lines = Object.keys(split.maps);
+  if (!lines.length) return [];
+  const parts = [];
+  lines.forEach(line => {
+    const byVariant = split.maps[line];
+    let scale = 0;
+    Object.values(byVariant).forEach(f => f.weights.forEach(r => r.forEach(w => {
+      scale = Math.max(scale, w);
+    })));
+    parts.push(el("h3", {}, "Line " + line + ": cross-attention while reading the reference " +
+      "(the mean over layers and heads; white 0 to blue " + scale.toFixed(2) +
+      ", one scale for every variant; red: centres; orange: where a caption starts)"));
+    const box = el("div", {class: "maps"});
+    Object.entries(byVariant).forEach(([variant, figure]) => {
+      const panel = el("div", {class: "map"});
+      panel.appendChild(el("div", {}, variant));
+      panel.appendChild(drawMap(figure, scale || 1));
+      box.appendChild(panel);
+    });
+    parts.push(box);
+  });
+  return parts;
+}
+
+document.getElementById("title").textContent = data.title;
+const notes = document.getElementById("notes");
+data.notes.forEach(n => notes.appendChild(el("p", {class: "note"}, "Note: " + n + ".")));
+const splits = document.getElementById("splits");
+data.splits.forEach(split => {
+  splits.appendChild(el("h2", {}, split.name));
+  splits.appendChild(variantTable(split));
+  const captions = captionTable(split);
+  if (captions) {
+    splits.appendChild(el("p", {}, "Which captions each variant translated: the share of " +
+      "each caption's source words receiving at least 0.5 of attention over the output, " +
+      "and chrF recall of its reference in the output (0-100)."));
+    splits.appendChild(captions);
+  }
+  const differs = differsTable(split);
+  if (differs) {
+    splits.appendChild(el("p", {}, "Where each variant differs most from the baseline " +
+      "(sentence BLEU, first seeds):"));
+    splits.appendChild(differs);
+  }
+  maps(split).forEach(p => splits.appendChild(p));
+});
+// a link may name a column to sort every table by: report.html#sort=bleu
+const wanted = new URLSearchParams(location.hash.slice(1)).get("sort");
+if (wanted) {
+  const index = data.columns.findIndex(c => c[1] === wanted);
+  document.querySelectorAll("table.variants").forEach(t => {
+    if (index >= 0) t.querySelectorAll("th")[index].click();
+  });
+}
+document.body.dataset.ready = "1";
+</script>
+</body></html>
+"""

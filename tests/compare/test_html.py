@@ -1,0 +1,102 @@
+"""report.html in a real headless browser (Debian's chromium, which .ci/run installs):
+the page renders, its script runs without a console error, its tables sort, and a
+screenshot is not blank."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.env import flag
+from tests.compare.test_compare import write_spec
+
+runner = CliRunner()
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--allow-file-access-from-files",
+]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = "no chromium here (.ci/run installs Debian's)"
+        if flag("NMT_REQUIRE_DATA"):
+            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
+        pytest.skip(message)
+    return path
+
+
+def browse(
+    chromium: str, page, tmp_path, *action: str, hash: str = ""
+) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile-{len(action)}-{len(hash)}"
+    command = [chromium, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr"]
+    command += ["--v=0", "--virtual-time-budget=5000", "--window-size=1400,1800", *action]
+    return subprocess.run(
+        [*command, page.as_uri() + hash], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.slow
+def test_the_study_page_renders_runs_and_sorts_in_a_browser(chromium, tmp_path, toy_dir):
+    spec = write_spec(
+        tmp_path,
+        toy_dir,
+        {"global": [], "local_m": ["model.attention.kind=local_m", "model.attention.window=2"]},
+        seeds=(1, 2),
+    )
+    data = yaml.safe_load(spec.read_text())
+    data["splits"] = ["test", "test*3"]
+    data["heatmaps"] = [0]
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    page = tmp_path / "study" / "report.html"
+    text = page.read_text(encoding="utf-8")
+    assert "<script src=" not in text and "http" not in text.split("<script")[1]  # no network
+    embedded = json.loads(text.split('type="application/json">')[1].split("</script>")[0])
+    joined = next(s for s in embedded["splits"] if s["name"] == "test*3")
+    (line,) = joined["maps"].values()
+    assert set(line) == {"global", "local_m"} and len(line["global"]["captions"]) == 2
+    assert line["local_m"]["centers"] is not None and line["global"]["centers"] is None
+
+    dom = browse(chromium, page, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-ready="1"' in dom.stdout  # the script ran to its end
+    assert dom.stdout.count("<canvas") == 4  # line 0 of test and of test*3, per variant
+    errors = [x for x in dom.stderr.splitlines() if "CONSOLE" in x or "Uncaught" in x]
+    assert not errors, errors
+
+    rows = {r["variant"]: r["bleu"] for r in embedded["splits"][0]["rows"]}
+    for column in ("bleu", "variant"):
+        dom = browse(chromium, page, tmp_path, "--dump-dom", hash=f"#sort={column}")
+        first = dom.stdout.split('class="variants"')[1].split("</table>")[0]
+        order = [v for v in sorted(rows) if f"<td>{v}</td>" in first]
+        shown = sorted(order, key=lambda v: first.index(f"<td>{v}</td>"))
+        want = sorted(rows, key=(lambda v: rows[v]) if column == "bleu" else None)
+        assert shown == want, (column, shown)
+
+    shot = tmp_path / "shot.png"
+    done = browse(chromium, page, tmp_path, f"--screenshot={shot}")
+    assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(shot)
+    colours = np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)
+    assert pixels.shape[0] > 100 and len(colours) > 20  # text, tables and heatmaps drawn
