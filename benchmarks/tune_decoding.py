@@ -35,11 +35,11 @@ GRID: dict[str, list[list[str]]] = {
     "recipe": [[]],
     "coverage": [
         [f"decode.alpha={a}", f"decode.coverage={b}"]
-        for a in (0.6, 1.0, 1.5)
-        for b in (0.2, 0.5, 1.0)
+        for a in (0.6, 1.0)
+        for b in (0.05, 0.1, 0.2, 0.5)
     ],
-    "word_reward": [["decode.alpha=0", f"decode.word_reward={g}"] for g in (0.5, 1.0, 2.0)],
-    "min_len": [[f"decode.min_len_a={a}"] for a in (0.6, 0.9)],
+    "word_reward": [["decode.alpha=0", f"decode.word_reward={g}"] for g in (0.2, 0.5, 1.0)],
+    "min_len": [[f"decode.min_len_a={a}"] for a in (0.5, 0.8)],
 }
 
 

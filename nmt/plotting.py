@@ -36,7 +36,8 @@ def save_figure(fig: Any, path: Path, dpi: int = 120) -> None:
     """Render ``fig`` in memory in the format of ``path``'s suffix, then write it
     atomically, then close it."""
     buf = io.BytesIO()
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a figure laid out its own way keeps it
+        fig.tight_layout()
     fig.savefig(buf, format=figure_format(path), dpi=dpi)
     pyplot().close(fig)
     atomic_write(path, lambda f: f.write(buf.getvalue()))

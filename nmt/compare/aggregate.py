@@ -198,7 +198,13 @@ def summarise(
             whole, by_bucket = diagnostic_figures(parts, edges)
             row.update(whole)
             row["length_buckets"] = {
-                label: {"sentences": int(n), "bleu": float(np.mean(col)), **figures}
+                label: {
+                    "sentences": int(n),
+                    "bleu": float(np.mean(col)),
+                    "bleu_min": float(np.min(col)),  # the seeds' range, for the plot's band
+                    "bleu_max": float(np.max(col)),
+                    **figures,
+                }
                 for label, n, col, figures in zip(
                     bucket_labels(edges), counts, per_bucket.T, by_bucket
                 )

@@ -349,13 +349,16 @@ def plot_all(
     firsts = {name: rs[0] for name, rs in runs.items() if rs}
     for n, split in enumerate(splits):
         for line in heatmap_lines(n, split, lines):
-            maps = {
-                v: r.splits[split].maps[line]
-                for v, r in firsts.items()
-                if line in r.splits[split].maps
+            parts = {v: r.splits[split] for v, r in firsts.items()}
+            maps = {v: p.maps[line] for v, p in parts.items() if line in p.maps}
+            starts = {
+                v: caption_starts(maps[v], parts[v].caption_words[line])
+                for v in maps
+                if line in parts[v].caption_words
             }
             if maps:
                 name = f"attention_{split}_line{line}.png"
-                plot_attention_grid(out / name, maps, f"{split} line {line}: cross-attention")
+                title = f"{split} line {line}: cross-attention"
+                plot_attention_grid(out / name, maps, title, starts)
                 figures["_all"].append(name)
     return figures

@@ -123,3 +123,36 @@ def test_the_diagnostics_section_shows_each_figure_by_split_length_and_frequency
     assert "| local_m | 0.950 | 0.480 |" in text and "| local_m | 0.100 | 0.600 |" in text
     assert "| variant | <1 (2) | >=1 (40) |" in text and "| local_m | 0.000 | 0.812 |" in text
     assert "- line 4 (-23.4): source `a b`" in text and "  - local_m: `A`" in text
+
+
+def test_the_figures_draw_bands_greyed_buckets_and_one_colour_scale(tmp_path):
+    """BLEU by length with the seeds' range and small buckets greyed; attention panels
+    on one scale with the captions' starts; rows from before the bands draw too."""
+    import numpy as np
+
+    from nmt.attention_maps import AttentionMap
+    from nmt.compare.plots import plot_attention_grid, plot_length_buckets
+
+    buckets = {
+        "1-10": {"sentences": 5, "bleu": 30.0, "bleu_min": 28.0, "bleu_max": 31.0},
+        "11+": {"sentences": 90, "bleu": 20.0, "length_ratio": 0.8},
+    }
+    rows = [
+        {"variant": "a", "seeds": 3, "length_buckets": buckets},
+        {
+            "variant": "b",
+            "seeds": 1,
+            "length_buckets": {
+                k: {"sentences": v["sentences"], "bleu": 1.0} for k, v in buckets.items()
+            },
+        },
+    ]
+    plot_length_buckets(tmp_path / "len.png", "test", rows)
+    rng = np.random.default_rng(0)
+    maps = {
+        v: AttentionMap(["▁a", "▁b", "▁c", "</s>"], ["▁x", "</s>"], rng.random((2, 2, 2, 4)), None)
+        for v in ("global", "local_m")
+    }
+    plot_attention_grid(tmp_path / "att.png", maps, "test*2 line 0", {"global": [2]})
+    for name in ("len.png", "att.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
