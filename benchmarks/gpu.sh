@@ -129,6 +129,7 @@ study() {
     specs=(${SPECS:-compare-multi30k compare-multi30k-length compare-multi30k-train-short})
     outdir() { $py -c "import yaml; print(yaml.safe_load(open('recipes/$1.yaml'))['out_dir'])"; }
     # a spec is done when its out_dir's results.json has every split and variant it names
+    # and no failed run
     # (two specs may share an out_dir: the length study reuses the headline's runs)
     reported_spec() {
         $py - "$1" <<'PY'
@@ -137,10 +138,10 @@ spec = yaml.safe_load(open(f"recipes/{sys.argv[1]}.yaml"))
 results = pathlib.Path(spec["out_dir"]) / "results.json"
 if not results.exists():
     sys.exit(1)
-rows = json.loads(results.read_text())["rows"]
-have = {(r["variant"], r["split"]) for r in rows}
+report = json.loads(results.read_text())
+have = {(r["variant"], r["split"]) for r in report["rows"]}
 want = {(v, s) for v in spec["variants"] for s in spec.get("splits") or []}
-sys.exit(0 if want <= have else 1)
+sys.exit(0 if want <= have and not report.get("failed") else 1)  # a failed seed: not done
 PY
     }
     busy=()  # out_dirs of the specs running now: one compare at a time in each
@@ -157,8 +158,10 @@ PY
             continue
         fi
         busy+=("$(outdir "$spec")")
+        # MPS serves at most 48 clients on a GPU: a 49th run failed at its first
+        # kernel ("CUDA-capable device(s) is/are busy or unavailable")
         jobs=$($py -c "import yaml; s = yaml.safe_load(open('recipes/$spec.yaml'))
-print(len(s['variants']) * len(s['seeds']))")
+print(min(48, len(s['variants']) * len(s['seeds'])))")
         setsid $py -m nmt compare "recipes/$spec.yaml" --device cuda --jobs "$jobs" \
             >>"$log" 2>&1 </dev/null &
         echo $! >"runs/$spec.pid"

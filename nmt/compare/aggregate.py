@@ -95,6 +95,19 @@ def sentence_pairs(part: SplitAnalysis) -> dict[str, np.ndarray]:
     return {"length_ratio": part.stats[:, :2].astype(np.float64), **part.sentences}
 
 
+def caption_figures(captions: list[np.ndarray]) -> dict[str, list[float | None]]:
+    """Each caption's covered share and recall, from each seed's (N,K,2): the mean over
+    sentences, then over seeds; covered only over the seeds whose attention was read
+    (all NaN: analysed without a checkpoint), None where none was."""
+    recall = np.nanmean(np.stack([c[..., 1] for c in captions]), axis=1).mean(0)  # (K,)
+    read = [c[..., 0] for c in captions if not np.isnan(c[..., 0]).all()]
+    covered = np.nanmean(np.stack(read), axis=1).mean(0) if read else [None] * len(recall)
+    return {
+        "caption_covered": [None if x is None else float(x) for x in covered],
+        "caption_recall": [float(x) for x in recall],
+    }
+
+
 def diagnostic_figures(
     parts: list[SplitAnalysis], edges: tuple[int, ...]
 ) -> tuple[dict[str, float], list[dict[str, float]]]:
@@ -216,10 +229,8 @@ def summarise(
                 row["word_counts"] = dict(zip(frequency_labels(), map(int, words[0][:, 1])))
             row["ref_repetition"] = ratio(np.array([repetition(r) for r in parts[0].refs]))
             captions = [p.captions for p in parts if p.captions is not None]
-            if captions:  # (seeds, N, K, 2): the mean over sentences, then over seeds
-                means = np.nanmean(np.stack(captions), axis=1).mean(0)  # (K,2)
-                row["caption_covered"] = [float(x) for x in means[:, 0]]
-                row["caption_recall"] = [float(x) for x in means[:, 1]]
+            if captions:  # (N,K,2) each: the mean over sentences, then over seeds
+                row.update(caption_figures(captions))
             base_runs = runs.get(baseline, [])
             if name != baseline and base_runs:
                 row["differs_most"] = differs_most(parts[0], base_runs[0].splits[split])

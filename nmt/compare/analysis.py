@@ -32,16 +32,18 @@ from nmt.compare.diagnostics import (
     word_accuracy,
     word_counts,
 )
+from nmt.config import read_yaml
 from nmt.data.config import DataConfig
 from nmt.data.corpus import n_lines, read_lines
 from nmt.data.pipeline import load_split, split_files
 from nmt.data.splits import JOINED
 from nmt.decoding import encode_source
-from nmt.errors import NmtError
+from nmt.errors import ConfigError, NmtError
 from nmt.evaluate import read_results
 from nmt.metrics import sentence_stats
 from nmt.model.load import Loaded, load_model
 from nmt.progress import warn
+from nmt.recipe import RunConfig, config_from_dict
 from nmt.training.run import read_summary
 from nmt.training.state import metric_records
 
@@ -74,7 +76,7 @@ class RunAnalysis:
     variant: str
     seed: int
     run_dir: Path
-    params: int
+    params: int | None  # None: analysed without its checkpoint
     train: dict[str, float]  # steps, seconds, tokens_per_s
     curve: list[dict[str, float]]  # dev scores: step, elapsed, valid_bleu / valid_loss
     splits: dict[str, SplitAnalysis]
@@ -181,6 +183,20 @@ def output_figures(
     return pairs, np.stack(captions) if captions else None
 
 
+def text_figures(
+    hyps: list[str], parts: Captions | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """What :func:`output_figures` gives without the model: repetition per sentence,
+    and on a joined split each caption's recall, its covered share NaN (not read)."""
+    pairs = {"repetition": np.array([repetition(h) for h in hyps], np.float64).reshape(-1, 2)}
+    if parts is None:
+        return pairs, None
+    recall = np.array(
+        [[chrf_recall(h, ref) for ref in refs] for h, refs in zip(hyps, parts.refs)], np.float64
+    )  # (N,K)
+    return pairs, np.stack([np.full_like(recall, np.nan), recall], -1)  # (N,K,2)
+
+
 @dataclass(frozen=True)
 class Captions:
     """The captions of a joined split (``NAME*K``, K ≥ 2): per joined sentence, the K
@@ -243,9 +259,12 @@ def analyse_run(
 ) -> RunAnalysis:
     """Everything the report needs from one evaluated run (``tag``: from another
     decoding of it, ``SPLIT@TAG``; its heatmaps, read with the references, would be
-    the run's own, so none are kept)."""
-    loaded = load_model(run_dir / "best.pt", device)
-    cfg = loaded.cfg
+    the run's own, so none are kept). A run without ``best.pt`` (pruned, or brought
+    back from a cluster without its checkpoints) is analysed from its translations
+    alone: the figures that read the model's attention are left out (None)."""
+    checkpoint = run_dir / "best.pt"
+    loaded = load_model(checkpoint, device) if checkpoint.is_file() else None
+    cfg = loaded.cfg if loaded is not None else recipe_of(run_dir)
     results = read_results(run_dir)
     train, curve = training_figures(run_dir)
     out = {}
@@ -259,10 +278,14 @@ def analyse_run(
             raise NmtError(f"{hyp}: {n_lines(len(hyps))}, {len(refs):,} expected")
         gold = read_gold(cfg.data, split, len(src))
         keep = () if tag else heatmap_lines(n, split, heatmaps)
-        attention, maps = attention_figures(loaded, src, refs, gold, keep)
-        r = results[name]
         parts = joined_captions(cfg.data, split)
-        sentences, captions = output_figures(loaded, src, hyps, parts)
+        if loaded is not None:
+            attention, maps = attention_figures(loaded, src, refs, gold, keep)
+            sentences, captions = output_figures(loaded, src, hyps, parts)
+        else:
+            attention, maps = {}, {}
+            sentences, captions = text_figures(hyps, parts)
+        r = results[name]
         out[split] = SplitAnalysis(
             bleu=r["bleu"],
             chrf=r["chrf"],
@@ -280,5 +303,15 @@ def analyse_run(
             captions=captions,
             caption_words={i: [len(line.split()) for line in parts.src[i]] for i in maps if parts},
         )
-    params = sum(p.numel() for p in loaded.model.parameters())
+    params = None if loaded is None else sum(p.numel() for p in loaded.model.parameters())
     return RunAnalysis(variant, seed, run_dir, params, train, curve, out)
+
+
+def recipe_of(run_dir: Path) -> RunConfig:
+    """The recipe a run was trained with (``RUN/recipe.yaml``); damage is an error
+    naming it."""
+    path = run_dir / "recipe.yaml"
+    try:
+        return config_from_dict(read_yaml(path), str(path))
+    except ConfigError as e:
+        raise NmtError(f"{path}: damaged ({e})") from None

@@ -207,18 +207,18 @@ function variantTable(split) {
 }
 
 function captionTable(split) {
-  const rows = split.rows.filter(r => r.caption_covered);
+  const rows = split.rows.filter(r => r.caption_recall);
   if (!rows.length) return null;
   const table = el("table", {class: "captions"});
   const head = table.createTHead().insertRow();
   head.appendChild(el("th", {}, "variant"));
-  rows[0].caption_covered.forEach((_, k) => head.appendChild(el("th", {}, "caption " + (k + 1))));
+  rows[0].caption_recall.forEach((_, k) => head.appendChild(el("th", {}, "caption " + (k + 1))));
   const body = table.createTBody();
   rows.forEach(r => {
     const tr = body.insertRow();
     tr.appendChild(el("td", {}, r.variant));
-    r.caption_covered.forEach((c, k) =>
-      tr.appendChild(el("td", {}, shown(c, 2) + " / " + shown(r.caption_recall[k], 1))));
+    r.caption_recall.forEach((rec, k) =>
+      tr.appendChild(el("td", {}, shown(r.caption_covered[k], 2) + " / " + shown(rec, 1))));
   });
   return table;
 }

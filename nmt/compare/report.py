@@ -178,15 +178,16 @@ def diagnostics_table(rows: list[dict[str, Any]], split: str) -> str:
 def caption_table(rows: list[dict[str, Any]], split: str) -> str:
     """A joined split's per-caption coverage / recall, one row per variant ("" for a
     split that joins nothing)."""
-    mine = [r for r in rows if r["split"] == split and "caption_covered" in r]
+    mine = [r for r in rows if r["split"] == split and "caption_recall" in r]
     if not mine:
         return ""
-    k = len(mine[0]["caption_covered"])
+    k = len(mine[0]["caption_recall"])
     lines = ["| variant | " + " | ".join(f"caption {i + 1}" for i in range(k)) + " |"]
     lines.append("|---|" + "---:|" * k)
     for r in mine:
         cells = [
-            f"{c:.2f} / {rec:.1f}" for c, rec in zip(r["caption_covered"], r["caption_recall"])
+            f"{_number(c, '{:.2f}')} / {rec:.1f}"
+            for c, rec in zip(r["caption_covered"], r["caption_recall"])
         ]
         lines.append(f"| {r['variant']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

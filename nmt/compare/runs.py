@@ -128,6 +128,7 @@ def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult
         raise
     except Exception as e:  # one broken variant must not stop the study
         return failed(RunResult(run.variant, run.seed, run.run_dir, status), e)
+    (run.run_dir / "error.log").unlink(missing_ok=True)  # an earlier try's, now stale
     return RunResult(run.variant, run.seed, run.run_dir, status)
 
 

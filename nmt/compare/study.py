@@ -16,7 +16,7 @@ from nmt.compare.aggregate import (
     summarise,
     timing_notes,
 )
-from nmt.compare.analysis import RunAnalysis, analyse_run, heatmap_lines, read_gold
+from nmt.compare.analysis import RunAnalysis, analyse_run, heatmap_lines, read_gold, recipe_of
 from nmt.compare.diagnostics import ratio
 from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.html import caption_starts, heatmap, write_html
@@ -29,11 +29,11 @@ from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
 from nmt.decode_config import decode_tag, decoding
 from nmt.device import resolve_device
-from nmt.errors import ConfigError, NmtError
+from nmt.errors import NmtError
 from nmt.evaluate import evaluate, read_results
 from nmt.files import write_text
 from nmt.progress import console, warn
-from nmt.recipe import RunConfig, config_from_dict
+from nmt.recipe import RunConfig
 from nmt.rundir import is_run, owned
 
 
@@ -160,17 +160,20 @@ def compare_runs(
     if len(set(names)) < len(names):
         names = [f"run{i}-{d.name}" for i, d in enumerate(run_dirs, 1)]
     for i, d in enumerate(run_dirs):
-        if not (d / "best.pt").is_file():
+        if not (d / "best.pt").is_file() and not (d / "recipe.yaml").is_file():
             raise NmtError(f"--runs {no_best(d)}")
         if d.resolve() in {e.resolve() for e in run_dirs[:i]}:
             raise NmtError(f"--runs {d}: named twice")
     check_not_a_run(out_dir, "--out")
-    configs = [run_config(d) for d in run_dirs]
+    configs = [recipe_of(d) for d in run_dirs]
     if not splits:
         splits = list(configs[0].data.test)
         if not splits:
             raise NmtError(f"{run_dirs[0]}: the recipe has no data.test; name --split")
     missing = [[s for s in splits if s not in read_results(d)] for d in run_dirs]
+    for d, to_do in zip(run_dirs, missing):  # a pruned run is reported from its translations
+        if to_do and not (d / "best.pt").is_file():
+            raise NmtError(f"--runs {d}: no best.pt to translate {', '.join(to_do)} with")
     for cfg, to_do in zip(configs, missing):  # before any evaluation: a split a corpus lacks
         for split in to_do:
             try:
@@ -200,16 +203,6 @@ def compare_runs(
         report(spec, outcomes, out_dir, device, title="Comparison of existing runs")
     fail_if_any_failed(outcomes, out_dir)
     return out_dir
-
-
-def run_config(run_dir: Path) -> RunConfig:
-    """The recipe a run was trained with (``RUN/recipe.yaml``); damage is an error
-    naming it."""
-    path = run_dir / "recipe.yaml"
-    try:
-        return config_from_dict(read_yaml(path), str(path))
-    except ConfigError as e:
-        raise NmtError(f"{path}: damaged ({e})") from None
 
 
 def warn_of_other_search(configs: list[RunConfig]) -> None:

@@ -156,6 +156,12 @@ def test_a_failing_variant_does_not_stop_the_study(tmp_path, toy_dir):
     (failure,) = results["failed"]
     assert failure["variant"] == "broken" and "train.src:1: not UTF-8" in failure["error"]
     assert "failed: " in (tmp_path / "study/report.md").read_text()
+    broken = tmp_path / "study/runs/broken/seed1"
+    assert "not UTF-8" in (broken / "error.log").read_text()
+    shutil.copy(toy_dir / "train.src", damaged / "train.src")  # mended: the run now trains
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert not (broken / "error.log").exists()  # no stale traceback beside a finished run
 
 
 def test_spec_and_runs_errors_name_the_key(tmp_path, toy_dir, tiny_run):
@@ -552,3 +558,40 @@ def test_a_decoding_that_makes_no_sense_is_refused_before_training(tmp_path, toy
     assert result.exit_code == 2
     assert "decodings.bad: --set decode.coverage: must be in [0, 100]" in result.output
     assert not (tmp_path / "study" / "runs").exists()
+
+
+def test_runs_without_their_checkpoints_are_reported_from_their_translations(tmp_path, tiny_run):
+    """A run brought back from a cluster without its checkpoints (or pruned) is
+    compared from its translations: every score and text figure, each caption's
+    recall on a joined split, and no figure that needs the model's attention; a split
+    it never translated is refused, naming the run."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(tiny_run, a)
+    shutil.copytree(tiny_run, b)
+    args = ["--runs", str(a), "--runs", str(b), "--split", "test", "--split", "test*2"]
+    with_model = runner.invoke(app, ["compare", *args, "--out", str(tmp_path / "one")])
+    assert with_model.exit_code == 0, with_model.output
+    for run in (a, b):
+        for checkpoint in run.glob("*.pt"):
+            checkpoint.unlink()
+    result = runner.invoke(app, ["compare", *args, "--out", str(tmp_path / "two")])
+    assert result.exit_code == 0, result.output
+    first, second = (
+        {
+            (r["variant"], r["split"]): r
+            for r in json.loads((out / "results.json").read_text())["rows"]
+        }
+        for out in (tmp_path / "one", tmp_path / "two")
+    )
+    assert first.keys() == second.keys() == {(v, s) for v in "ab" for s in ("test", "test*2")}
+    for key, row in second.items():
+        for same in ("bleu", "chrf", "length_ratio", "repetition", "caption_recall"):
+            assert row.get(same) == first[key].get(same), same
+        assert row["entropy"] is None and row["params"] is None and "dropped" not in row
+        if key[1] == "test*2":
+            assert row["caption_covered"] == [None, None]
+            assert first[key]["caption_covered"][0] is not None
+    assert "| – / " in (tmp_path / "two" / "report.md").read_text()
+    args += ["--split", "valid"]
+    result = runner.invoke(app, ["compare", *args, "--out", str(tmp_path / "three")])
+    assert result.exit_code == 2 and f"--runs {a}: no best.pt to translate valid" in result.output
