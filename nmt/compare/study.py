@@ -259,7 +259,7 @@ def report(
         spec.significance,
         ensembles,
         contrasts,
-        notes := timing_notes(runs),
+        notes := timing_notes(runs) + pruned_notes(runs),
     )
     for note in notes:
         warn(note)
@@ -282,6 +282,20 @@ def report(
     }
     write_json(out / "results.json", payload)
     console.print(f"report: {out / 'report.md'}")
+
+
+def pruned_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
+    """Say when runs were analysed without their checkpoints (their attention figures
+    are missing, not zero)."""
+    every = [r for rs in runs.values() for r in rs]
+    pruned = [r for r in every if r.params is None]
+    if not pruned:
+        return []
+    return [
+        f"{len(pruned)} of {len(every)} runs had no best.pt and were analysed from their "
+        "translations alone: their attention figures (entropy, peak and centre distances, "
+        "AER, dropped, backward, each caption's covered share) are left out"
+    ]
 
 
 def html_maps(

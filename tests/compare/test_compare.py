@@ -591,7 +591,9 @@ def test_runs_without_their_checkpoints_are_reported_from_their_translations(tmp
         if key[1] == "test*2":
             assert row["caption_covered"] == [None, None]
             assert first[key]["caption_covered"][0] is not None
-    assert "| – / " in (tmp_path / "two" / "report.md").read_text()
+    report = (tmp_path / "two" / "report.md").read_text()
+    assert "| – / " in report and "2 of 2 runs had no best.pt" in report
+    assert "had no best.pt" not in (tmp_path / "one" / "report.md").read_text()
     args += ["--split", "valid"]
     result = runner.invoke(app, ["compare", *args, "--out", str(tmp_path / "three")])
     assert result.exit_code == 2 and f"--runs {a}: no best.pt to translate valid" in result.output
