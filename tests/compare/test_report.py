@@ -156,3 +156,15 @@ def test_the_figures_draw_bands_greyed_buckets_and_one_colour_scale(tmp_path):
     plot_attention_grid(tmp_path / "att.png", maps, "test*2 line 0", {"global": [2]})
     for name in ("len.png", "att.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_every_variant_of_a_large_study_has_a_line_of_its_own(tmp_path):
+    """Colours repeat after ten: the next variants change line and marker, so that no
+    two of 40 look alike; 18 variants draw with the legend beside the panels."""
+    from nmt.compare.plots import plot_length_buckets, style
+
+    assert len({tuple(sorted(style(i).items())) for i in range(40)}) == 40
+    buckets = {"1-10": {"sentences": 50, "bleu": 30.0, "length_ratio": 0.9}}
+    rows = [{"variant": f"v{i}", "seeds": 1, "length_buckets": buckets} for i in range(18)]
+    plot_length_buckets(tmp_path / "len.png", "test", rows)
+    assert (tmp_path / "len.png").read_bytes()[:4] == b"\x89PNG"
