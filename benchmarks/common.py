@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from nmt.errors import NmtError
-from nmt.recipe import load_recipe
+from nmt.setup.recipe import load_recipe
 from nmt.training.run import prepare
 from nmt.training.signals import Terminated, terminable
 from nmt.training.trainer import Trainer

@@ -23,9 +23,9 @@ import ctranslate2
 import torch
 
 from nmt.data.pipeline import load_split
-from nmt.decoding import translate_lines
-from nmt.export import export_ctranslate2
-from nmt.metrics import bleu
+from nmt.decoding.metrics import bleu
+from nmt.decoding.search import translate_lines
+from nmt.io.export import export_ctranslate2
 from nmt.model.load import load_model
 
 

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from nmt.data.pipeline import load_split
-from nmt.decoding import translate_lines
-from nmt.metrics import bleu
+from nmt.decoding.metrics import bleu
+from nmt.decoding.search import translate_lines
 from nmt.model.decoder import DecoderState
 from nmt.model.load import load_model
 from nmt.model.seq2seq import Transformer

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from common import recipe_trainer
 
-from nmt import checkpoint
+from nmt.io import checkpoint
 
 ESTIMATORS = {  # name -> attention overrides
     "reinforce": ["model.attention.estimator=reinforce"],

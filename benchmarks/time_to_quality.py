@@ -48,18 +48,18 @@ import torch
 import yaml
 from common import SHARED_MULTI30K, run_child, user_errors
 
-from nmt import checkpoint
-from nmt.averaging import average, kept_checkpoints
 from nmt.data.pipeline import load_split
-from nmt.decoding import translate_lines
-from nmt.device import where_it_ran
+from nmt.decoding.metrics import corpus_score
+from nmt.decoding.search import translate_lines
+from nmt.decoding.translate import one_line
 from nmt.errors import NmtError
-from nmt.files import write_text
-from nmt.metrics import corpus_score
+from nmt.io import checkpoint
+from nmt.io.averaging import average, kept_checkpoints
+from nmt.io.files import write_text
+from nmt.io.rundir import flatten
 from nmt.model.load import model_from_payload
-from nmt.recipe import load_recipe
-from nmt.rundir import flatten
-from nmt.translate import one_line
+from nmt.setup.device import where_it_ran
+from nmt.setup.recipe import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 

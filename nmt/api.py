@@ -9,7 +9,7 @@ at a sentence's cross-attention, score a translation (docs/api.md).
     score(t.translate(src), refs)                      # {'bleu': ..., 'chrf': ...}
 
 The commands call the same functions: ``nmt translate`` translates through
-:func:`nmt.decoding.translate_lines`, as :meth:`Translator.nbest` does, and ``nmt
+:func:`nmt.decoding.search.translate_lines`, as :meth:`Translator.nbest` does, and ``nmt
 attention`` draws what :meth:`Translator.attention` returns.
 """
 
@@ -22,14 +22,14 @@ from typing import Any
 
 import torch
 
-from nmt.attention_maps import AttentionMap, attention_maps, grid_figure, heatmap_figure, panels
-from nmt.decode_config import Sampling, with_overrides
-from nmt.decoding import Translation, encode_source, translate_lines
-from nmt.device import resolve_device
+from nmt.decoding.config import Sampling, with_overrides
+from nmt.decoding.metrics import Score, corpus_score
+from nmt.decoding.search import Translation, encode_source, translate_lines
 from nmt.errors import NmtError
-from nmt.metrics import Score, corpus_score
+from nmt.inspection.maps import AttentionMap, attention_maps, grid_figure, heatmap_figure, panels
 from nmt.model.load import Loaded, load_model
 from nmt.progress import warn
+from nmt.setup.device import resolve_device
 
 
 @dataclasses.dataclass
@@ -58,7 +58,7 @@ class Translator:
     ) -> list[list[Translation]]:
         """Each sentence's ``n_best`` translations (text, score, target ids), best
         first: by beam search (``beam``; the run's by default), or one drawn per
-        sentence with ``sample`` (a :class:`~nmt.decode_config.Sampling`). Any other
+        sentence with ``sample`` (a :class:`~nmt.decoding.config.Sampling`). Any other
         key of the recipe's ``decode`` section may be given (``coverage=0.2``,
         ``min_len_a=0.8``); ``refs``: each output exactly as long as its reference
         (``--length oracle``)."""
@@ -81,7 +81,7 @@ class Translator:
     ) -> AttentionMap:
         """The cross-attention of every layer and head while the model reads ``tgt``
         (by default its own translation of ``src``): pieces and weights as arrays
-        (:class:`~nmt.attention_maps.AttentionMap`). A sentence longer than the model
+        (:class:`~nmt.inspection.maps.AttentionMap`). A sentence longer than the model
         reads is cut, with a warning naming it (by ``names``)."""
         v, limit = self.loaded.vocabs, self.loaded.model.cfg.max_positions - 1
 

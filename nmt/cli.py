@@ -121,15 +121,15 @@ def train(
     plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
 ) -> None:
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
-    from nmt.evaluate import evaluate
-    from nmt.recipe import load_recipe
+    from nmt.decoding.evaluate import evaluate
+    from nmt.setup.recipe import load_recipe
     from nmt.training.run import train as run_training
 
     cfg = load_recipe(recipe, set_, tuple(plugin))  # a bad recipe fails before any process
     if nproc > 1 and device.startswith("cuda:"):
         raise NmtError(f"--device {device}: --nproc gives each process its own GPU; use cuda")
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
-        from nmt.distributed import launch
+        from nmt.training.distributed import launch
 
         argv = ["train", str(recipe), *[f"--set={x}" for x in set_], f"--device={device}"]
         argv += [f"--plugin={x}" for x in plugin]
@@ -168,8 +168,8 @@ def evaluate(
     ),
 ) -> None:
     """Translate test splits with the recipe's beam settings; scores go to RUN/results.json."""
-    from nmt.decode_config import length_mode
-    from nmt.evaluate import evaluate as run_evaluate
+    from nmt.decoding.config import length_mode
+    from nmt.decoding.evaluate import evaluate as run_evaluate
 
     run_evaluate(run, split or None, device=device, overrides=set_, length=length_mode(length))
 
@@ -214,9 +214,9 @@ def translate(
     plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
 ) -> None:
     """Translate one sentence per line; always exactly one output line per input line."""
-    from nmt.decode_config import length_mode
-    from nmt.plugins import import_plugins
-    from nmt.translate import sampling_options, translate_file
+    from nmt.decoding.config import length_mode
+    from nmt.decoding.translate import sampling_options, translate_file
+    from nmt.setup.plugins import import_plugins
 
     import_plugins(plugin)
 
@@ -261,7 +261,7 @@ def attention(
     """Draw a cross-attention heatmap, with local attention's centres p_t.
 
     Writes PNG, or PDF or SVG for a paper (the suffix of -o chooses)."""
-    from nmt.inspect_attention import draw_attention
+    from nmt.inspection.draw import draw_attention
 
     draw_attention(checkpoint, src, tgt, layer, head, output, device)
 
@@ -324,7 +324,7 @@ def compare(
         raise NmtError("--launcher and --no-wait are for a spec's runs; --runs trains none")
     if out is None:
         raise NmtError("--runs needs --out DIR for the report")
-    from nmt.plugins import import_plugins
+    from nmt.setup.plugins import import_plugins
 
     import_plugins(plugin)
     compare_runs(runs, out, split, baseline, device=device)
@@ -343,7 +343,7 @@ def average(
     output: Path = typer.Option(..., "-o", "--output", help="The averaged checkpoint."),
 ) -> None:
     """Average checkpoints of one model (every floating-point tensor's mean) into one."""
-    from nmt.averaging import average_into
+    from nmt.io.averaging import average_into
     from nmt.progress import console
 
     n = average_into(inputs, last, output)
@@ -368,7 +368,7 @@ def export(
     """Export a model for CTranslate2, self-contained with its SentencePiece models.
 
     Models with global dot attention and the standard decoder can be exported."""
-    from nmt.export import export_ctranslate2
+    from nmt.io.export import export_ctranslate2
     from nmt.progress import info
 
     if export_format != "ctranslate2":
@@ -390,7 +390,7 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Score hypotheses with sacreBLEU and print the scores with their signatures."""
-    from nmt.metrics import score_files
+    from nmt.decoding.metrics import score_files
 
     scores = score_files(hyp, ref, [m.strip() for m in metrics.split(",") if m.strip()])
     if as_json:
@@ -478,7 +478,7 @@ def data_prepare(
     data."""
     from nmt.data.pipeline import prepare
     from nmt.progress import info
-    from nmt.recipe import load_recipe
+    from nmt.setup.recipe import load_recipe
 
     meta = prepare(load_recipe(recipe, set_).data, log=info)
     typer.echo(

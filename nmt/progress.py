@@ -28,7 +28,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from nmt.env import flag
+from nmt.setup.env import flag
 
 QUIET = "NMT_QUIET"
 console = Console(stderr=True, highlight=False, quiet=flag(QUIET))

@@ -18,10 +18,10 @@ import torch
 import yaml
 
 from nmt import install_hint
-from nmt.config import from_dict
 from nmt.data.toy import write_corpus
-from nmt.env import flag
-from nmt.recipe import RunConfig
+from nmt.setup.config import from_dict
+from nmt.setup.env import flag
+from nmt.setup.recipe import RunConfig
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One PyTorch thread per worker (and per process a test starts): workers share

@@ -9,10 +9,10 @@ import torch
 from hypothesis import strategies as st
 
 from nmt.attention.config import AttentionConfig
-from nmt.config import from_dict
 from nmt.data.vocab import PAD
 from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
+from nmt.setup.config import from_dict
 
 VOCAB = 40
 

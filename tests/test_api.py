@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from nmt.api import Translator, score
-from nmt.decode_config import Sampling
-from nmt.decoding import translate_lines
+from nmt.decoding.config import Sampling
+from nmt.decoding.search import translate_lines
 from nmt.errors import NmtError
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"

@@ -516,7 +516,7 @@ def test_a_split_named_twice_is_evaluated_once(tiny_run, tmp_path):
 def test_evaluations_at_once_keep_each_other_scores(tmp_path, monkeypatch):
     """Split a's evaluation is paused while it writes results.json; split b's, which
     finishes meanwhile, must wait and merge into what a wrote, not over it."""
-    from nmt import evaluate
+    from nmt.decoding import evaluate
 
     inside, go_on = threading.Event(), threading.Event()
     write_text = evaluate.write_text
@@ -563,12 +563,12 @@ def test_damaged_summary_and_requested_recipe_are_named(tiny_run, tmp_path):
 
 def test_running_out_of_memory_is_one_line(tiny_run, tmp_path, monkeypatch):
     """As with ``-i /dev/zero``, one endless line: a MemoryError, not a traceback."""
-    import nmt.translate
+    import nmt.decoding.translate
 
     def exhausted(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(nmt.translate, "translate_file", exhausted)
+    monkeypatch.setattr(nmt.decoding.translate, "translate_file", exhausted)
     fails_cleanly(["translate", tiny_run, "-i", "/dev/zero"], "out of memory: an input line")
 
 

@@ -128,10 +128,14 @@ def test_every_command_shows_an_example_in_its_help():
 
 
 def test_version():
+    """The installed distribution's version (nmt-attention: the name is not the
+    import name, and an old nmt.egg-info beside the checkout must not answer)."""
     from importlib.metadata import version
 
+    from nmt import DISTRIBUTION
+
     result = invoke("--version")
-    assert result.exit_code == 0 and result.output.strip() == f"nmt {version('nmt')}"
+    assert result.exit_code == 0 and result.output.strip() == f"nmt {version(DISTRIBUTION)}"
 
 
 def test_score_reads_hypotheses_from_stdin(tmp_path):

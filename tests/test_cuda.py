@@ -89,8 +89,8 @@ def test_trained_on_cuda_translates_on_cpu(tiny_config):
 
 
 def test_a_gpu_is_chosen_by_index_and_an_absent_one_refused():
-    from nmt.device import resolve_device
     from nmt.errors import NmtError
+    from nmt.setup.device import resolve_device
 
     assert resolve_device("cuda:0") == torch.device("cuda", 0)
     count = torch.cuda.device_count()

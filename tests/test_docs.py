@@ -19,7 +19,7 @@ from nmt.attention.config import ATTENTION
 from nmt.cli import app
 from nmt.compare.spec import CompareSpec, load_spec
 from nmt.model.config import DECODERS, ENCODER_BLOCKS
-from nmt.recipe import RunConfig, load_recipe
+from nmt.setup.recipe import RunConfig, load_recipe
 from nmt.training.config import TRAINERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +142,7 @@ def shipped_file(args: list[str]) -> list[str]:
 
 
 # A line with --plugin registers a user's kind: loading it here would register it
-# in this process for every later test; tests/test_plugins.py runs those lines.
+# in this process for every later test; tests/setup/test_plugins.py runs those lines.
 LOADED = [p for p in SHOWN if shipped_file(p.values[0]) and "--plugin" not in p.values[0]]
 
 

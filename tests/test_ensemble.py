@@ -8,11 +8,11 @@ import torch
 from nmt.data.corpus import read_lines
 from nmt.data.pipeline import Vocabs
 from nmt.data.vocab import Vocab
-from nmt.decoding import DecodeConfig, translate_ids
+from nmt.decoding.search import DecodeConfig, translate_ids
+from nmt.decoding.translate import ensemble
 from nmt.errors import NmtError
 from nmt.model.ensemble import Ensemble
 from nmt.model.load import Loaded
-from nmt.translate import ensemble
 from tests.helpers import VOCAB, tiny_model
 
 SOURCES = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16], [], [17]]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import subprocess_env
+
 PACKAGE = Path(__file__).resolve().parents[1] / "nmt"
 
 
@@ -121,9 +123,10 @@ def test_a_training_config_does_not_load_the_trainer():
     loaded = json.loads(done.stdout)
     assert loaded == [
         "nmt",
-        "nmt.config",
         "nmt.errors",
-        "nmt.registry",
+        "nmt.setup",
+        "nmt.setup.config",
+        "nmt.setup.registry",
         "nmt.training",
         "nmt.training.config",
     ]
@@ -134,7 +137,7 @@ def test_a_registry_loads_its_built_in_entries_at_the_first_lookup():
     it; reading a recipe section that names an entry imports them then."""
     probe = (
         "import sys\n"
-        "from nmt.config import from_dict\n"
+        "from nmt.setup.config import from_dict\n"
         "from nmt.training.config import TrainConfig\n"
         "assert 'nmt.training.scheduled_sampling' not in sys.modules\n"
         "data = {'max_steps': 1, 'trainer': {'kind': 'scheduled_sampling'}}\n"
@@ -159,8 +162,8 @@ def test_reading_and_checking_a_recipe_loads_no_torch(recipe):
     ]
     probe = (
         "import json, sys\n"
-        "import nmt.recipe\n"
-        f"cfg = nmt.recipe.load_recipe({recipe!r}, {overrides!r})\n"
+        "import nmt.setup.recipe\n"
+        f"cfg = nmt.setup.recipe.load_recipe({recipe!r}, {overrides!r})\n"
         "assert type(cfg.model.attention).__name__ == 'LocalPConfig'\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')))\n"
     )
@@ -186,3 +189,27 @@ def test_no_module_imports_what_only_posix_has():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             assert not {"fcntl", "resource"} & set(names), f"{path.name}: {names}"
+
+
+def test_training_loads_no_plotting_or_study_module(tiny_recipe):
+    """``nmt train`` imports what training needs: no matplotlib, nothing of attention
+    inspection or of nmt compare (a cluster job starts faster, and a broken plotting
+    install cannot stop a run)."""
+    recipe = tiny_recipe(train={"max_steps": 2, "valid_every": 2})
+    code = (
+        "import atexit, runpy, sys\n"
+        "heavy = ('matplotlib', 'nmt.inspection', 'nmt.compare')\n"
+        "atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules "
+        "if m.startswith(heavy))))\n"
+        f"sys.argv = ['nmt', 'train', {str(recipe)!r}, '--device', 'cpu']\n"
+        "runpy.run_module('nmt', run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "LOADED []", done.stdout

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention.config import AttentionConfig
-from nmt.registry import Registry
+from nmt.setup.registry import Registry
 
 SCORES: Registry[type[Score]] = Registry("attention score")
 

@@ -9,8 +9,8 @@ from typing import Literal
 
 import numpy as np
 
-from nmt.config import check
-from nmt.registry import Registry
+from nmt.setup.config import check
+from nmt.setup.registry import Registry
 
 ATTENTION: Registry = Registry("attention kind", base="nmt.attention.base:CrossAttention")
 

@@ -19,8 +19,8 @@ from nmt.compare.diagnostics import (
 )
 from nmt.compare.significance import adjust_family, judge
 from nmt.compare.spec import SignificanceSpec
+from nmt.decoding.metrics import bleu_from_stats, paired_bootstrap
 from nmt.errors import NmtError
-from nmt.metrics import bleu_from_stats, paired_bootstrap
 
 ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "center_distance", "aer")
 DIAGNOSTICS = ("length_ratio", *SENTENCE_KEYS)  # nmt.compare.diagnostics

@@ -11,14 +11,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nmt.alignment import Alignment, aer, read_alignments
-from nmt.attention_maps import (
-    AttentionMap,
-    attention_entropy,
-    each_attention_map,
-    supervised_heads,
-    word_alignment,
-)
 from nmt.compare.diagnostics import (
     SENTENCE_KEYS,
     backward,
@@ -32,18 +24,26 @@ from nmt.compare.diagnostics import (
     word_accuracy,
     word_counts,
 )
-from nmt.config import read_yaml
+from nmt.data.alignment import Alignment, aer, read_alignments
 from nmt.data.config import DataConfig
 from nmt.data.corpus import n_lines, read_lines
 from nmt.data.pipeline import load_split, split_files
 from nmt.data.splits import JOINED
-from nmt.decoding import encode_source
+from nmt.decoding.evaluate import read_results
+from nmt.decoding.metrics import sentence_stats
+from nmt.decoding.search import encode_source
 from nmt.errors import ConfigError, NmtError
-from nmt.evaluate import read_results
-from nmt.metrics import sentence_stats
+from nmt.inspection.maps import (
+    AttentionMap,
+    attention_entropy,
+    each_attention_map,
+    supervised_heads,
+    word_alignment,
+)
 from nmt.model.load import Loaded, load_model
 from nmt.progress import warn
-from nmt.recipe import RunConfig, config_from_dict
+from nmt.setup.config import read_yaml
+from nmt.setup.recipe import RunConfig, config_from_dict
 from nmt.training.run import read_summary
 from nmt.training.state import metric_records
 

@@ -51,8 +51,8 @@ from collections.abc import Iterable
 import numpy as np
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-from nmt.alignment import Alignment, word_ids
-from nmt.attention_maps import AttentionMap
+from nmt.data.alignment import Alignment, word_ids
+from nmt.inspection.maps import AttentionMap
 
 DROPPED_BELOW = 0.5  # attention mass over the whole output under which a word counts as dropped
 FREQUENCY_EDGES = (1, 2, 3, 4, 5, 10, 100, 1000)  # compare-mt's default bucket cutoffs

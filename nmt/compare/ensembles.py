@@ -18,12 +18,12 @@ import torch
 
 from nmt.compare.analysis import RunAnalysis
 from nmt.data.pipeline import load_split
-from nmt.decoding import translate_lines
-from nmt.evaluate import evaluated_model
-from nmt.files import write_text
-from nmt.metrics import corpus_score
+from nmt.decoding.evaluate import evaluated_model
+from nmt.decoding.metrics import corpus_score
+from nmt.decoding.search import translate_lines
+from nmt.decoding.translate import ensemble, one_line
+from nmt.io.files import write_text
 from nmt.progress import console
-from nmt.translate import ensemble, one_line
 
 DIR = "ensembles"  # OUT/ensembles/VARIANT/{split}.hyp
 

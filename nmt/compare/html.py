@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from nmt.attention_maps import AttentionMap
 from nmt.compare.significance import p_text
-from nmt.files import write_text
+from nmt.inspection.maps import AttentionMap
+from nmt.io.files import write_text
 
 # (header, key, digits) of the sortable table; a None key is the row's verdict
 TABLE = [

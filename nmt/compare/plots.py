@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from nmt.attention_maps import AttentionMap, draw_heatmap, panel_size, select
 from nmt.compare.analysis import RunAnalysis
-from nmt.plotting import pyplot, save_figure
+from nmt.inspection.maps import AttentionMap, draw_heatmap, panel_size, select
+from nmt.inspection.plotting import pyplot, save_figure
 
 FEW = 30  # sentences under which a length bucket's BLEU is too noisy to read: greyed
 LINES = ("-", "--", ":", "-.")  # after the 10 colours, the next 10 variants change line

@@ -16,7 +16,7 @@ from nmt.compare.ensembles import markdown as ensemble_markdown
 from nmt.compare.runs import RunResult
 from nmt.compare.significance import NAMES, p_text
 from nmt.compare.spec import SignificanceSpec
-from nmt.files import write_text
+from nmt.io.files import write_text
 
 COLUMNS = [  # (header, key, format); a None key is computed in _cells
     ("variant", "variant", "{}"),

@@ -20,13 +20,13 @@ import yaml
 
 from nmt.compare.spec import PlannedRun
 from nmt.compare.watch import study_progress
+from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
-from nmt.evaluate import evaluate, read_results
-from nmt.files import write_text
-from nmt.migrations import upgrade_recipe
-from nmt.plugins import import_plugins
+from nmt.io.files import write_text
+from nmt.io.rundir import flatten
 from nmt.progress import clock, console, eta, log_line, progress_bar, warn
-from nmt.rundir import flatten
+from nmt.setup.migrations import upgrade_recipe
+from nmt.setup.plugins import import_plugins
 from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.signals import Interrupted, Terminated, terminable
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
 from nmt.compare.spec import SignificanceSpec
-from nmt.metrics import corpus_score, paired_test
+from nmt.decoding.metrics import corpus_score, paired_test
 
 NAMES = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
 

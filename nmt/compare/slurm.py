@@ -42,13 +42,13 @@ import torch
 from nmt import install_hint
 from nmt.compare.runs import RunResult, bring_up, finished_run
 from nmt.compare.spec import LauncherSpec, PlannedRun
-from nmt.config import from_dict
+from nmt.decoding.evaluate import read_results
 from nmt.errors import NmtError
-from nmt.evaluate import read_results
-from nmt.files import write_text
-from nmt.plugins import with_plugins
+from nmt.io.files import write_text
 from nmt.progress import console, progress_bar
-from nmt.recipe import RunConfig
+from nmt.setup.config import from_dict
+from nmt.setup.plugins import with_plugins
+from nmt.setup.recipe import RunConfig
 from nmt.training.signals import Interrupted, Terminated
 
 JOBS = "jobs.json"  # in OUT/slurm: run directory -> the SLURM job id of its last submission

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from nmt.config import apply_overrides, check, check_seed, from_dict, read_yaml
-from nmt.decode_config import decoding, with_overrides
+from nmt.decoding.config import decoding, with_overrides
 from nmt.errors import ConfigError, NmtError
-from nmt.plugins import with_plugins
-from nmt.recipe import RunConfig, check_moved_keys
+from nmt.setup.config import apply_overrides, check, check_seed, from_dict, read_yaml
+from nmt.setup.plugins import with_plugins
+from nmt.setup.recipe import RunConfig, check_moved_keys
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
 # Bounds on what one spec may ask for: every run is planned (its recipe built and
@@ -113,7 +113,7 @@ class CompareSpec:
     )
     significance: SignificanceSpec = field(default_factory=SignificanceSpec)
     launcher: LauncherSpec = field(default_factory=LauncherSpec)
-    plugins: tuple[str, ...] = ()  # imported first, and stored in every run (nmt.plugins)
+    plugins: tuple[str, ...] = ()  # imported first, and stored in every run (nmt.setup.plugins)
     # other decodings of every trained run, no retraining: name -> decode.KEY=VALUE
     # overrides and/or length=oracle; each reported as the variant VARIANT@NAME
     decodings: dict[str, tuple[str, ...]] = field(default_factory=dict)

@@ -8,7 +8,6 @@ from typing import Any
 
 import yaml
 
-from nmt.checkpoint import no_best
 from nmt.compare.aggregate import (
     check_one_test_set,
     contrast_rows,
@@ -24,17 +23,18 @@ from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_
 from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
 from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
 from nmt.compare.spec import CompareSpec, PlannedRun, load_spec, with_spec_overrides
-from nmt.config import read_yaml
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
-from nmt.decode_config import decode_tag, decoding
-from nmt.device import resolve_device
+from nmt.decoding.config import decode_tag, decoding
+from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
-from nmt.evaluate import evaluate, read_results
-from nmt.files import write_text
+from nmt.io.checkpoint import no_best
+from nmt.io.files import write_text
+from nmt.io.rundir import is_run, owned
 from nmt.progress import console, warn
-from nmt.recipe import RunConfig
-from nmt.rundir import is_run, owned
+from nmt.setup.config import read_yaml
+from nmt.setup.device import resolve_device
+from nmt.setup.recipe import RunConfig
 
 
 def run_study(

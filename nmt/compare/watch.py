@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from nmt.errors import NmtError
-from nmt.files import read_json
+from nmt.io.files import read_json
 from nmt.training.run import SUMMARY
 
 TAIL_BYTES = 8192  # the last log lines, enough to hold a training record

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nmt import install_hint
-from nmt.alignment import format_pharaoh, grow_diag_final_and, read_alignments
+from nmt.data.alignment import format_pharaoh, grow_diag_final_and, read_alignments
 from nmt.data.corpus import read_parallel, split_path
 from nmt.errors import NmtError
-from nmt.files import write_text
+from nmt.io.files import write_text
 
 
 def corpus_splits(directory: Path, src: str, tgt: str) -> list[str]:

@@ -44,7 +44,7 @@ from nmt.data.corpus import count_lines, iter_lines, iter_parallel
 from nmt.data.splits import word_count
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
-from nmt.files import held
+from nmt.io.files import held
 from nmt.progress import progress_bar
 
 FORMAT = 3  # bump when the layout of an entry changes (2: lines; 3: CRC-32 of each file)

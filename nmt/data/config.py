@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nmt.config import check
 from nmt.data.corpus import plain_name
+from nmt.setup.config import check
 
 
 @dataclass(frozen=True)

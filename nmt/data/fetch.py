@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nmt.errors import NmtError
-from nmt.files import atomic_write
+from nmt.io.files import atomic_write
 
 # The official Multi30k task-1 raw files (Elliott et al. 2016).
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"

@@ -3,7 +3,7 @@ alignment (``train.alignment``; nmt.training.guided_alignment).
 
 Alignments are Pharaoh ``i-j`` lines (source word i, target word j, 0-based) over
 whitespace words; a piece that starts with "▁" starts a word, the grouping
-``compare`` uses for AER (nmt.alignment.word_ids). Each target piece is aligned
+``compare`` uses for AER (nmt.data.alignment.word_ids). Each target piece is aligned
 to every piece of the source words its word is linked to; a row with links sums
 to 1 (Garg et al. 2019 normalise the alignment matrix so), a row without any
 (an unaligned word, </s>) is all zero and not supervised.
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from nmt.alignment import read_alignments
+from nmt.data.alignment import read_alignments
 from nmt.data.corpus import n_lines
 from nmt.data.vocab import Vocab
 from nmt.errors import NmtError

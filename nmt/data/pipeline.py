@@ -14,7 +14,7 @@ from nmt.data.corpus import read_parallel, split_path
 from nmt.data.splits import base_split, derive
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
-from nmt.files import atomic_write
+from nmt.io.files import atomic_write
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nmt.errors import NmtError
-from nmt.files import write_text
+from nmt.io.files import write_text
 
 TRAIN_MAX_LEN = 40  # source words; test_long is strictly longer
 LONG_MIN_LEN = 45

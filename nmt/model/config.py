@@ -9,8 +9,8 @@ from typing import Literal
 import numpy as np
 
 from nmt.attention.config import ATTENTION, AttentionConfig
-from nmt.config import by_kind, check
-from nmt.registry import Registry
+from nmt.setup.config import by_kind, check
+from nmt.setup.registry import Registry
 
 
 @dataclass(frozen=True)

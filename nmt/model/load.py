@@ -9,12 +9,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from nmt import checkpoint
 from nmt.data.pipeline import Vocabs, checkpoint_vocabs
 from nmt.data.vocab import PAD
 from nmt.errors import ConfigError, NmtError, brief
+from nmt.io import checkpoint
 from nmt.model.seq2seq import Transformer
-from nmt.recipe import RunConfig, config_from_dict
+from nmt.setup.recipe import RunConfig, config_from_dict
 
 
 @dataclass(frozen=True)

@@ -23,15 +23,15 @@ from nmt.data.pipeline import (
 )
 from nmt.data.splits import shorter
 from nmt.data.vocab import PAD
-from nmt.distributed import Distributed
 from nmt.errors import ConfigError, NmtError
+from nmt.io.rundir import recipe_changes
 from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
-from nmt.recipe import config_from_dict
-from nmt.rundir import recipe_changes
+from nmt.setup.recipe import config_from_dict
+from nmt.training.distributed import Distributed
 
 if TYPE_CHECKING:
-    from nmt.recipe import RunConfig
+    from nmt.setup.recipe import RunConfig
 
 
 @dataclass(frozen=True)

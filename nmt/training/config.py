@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nmt.config import by_kind, check, check_seed
-from nmt.registry import Registry
+from nmt.setup.config import by_kind, check, check_seed
+from nmt.setup.registry import Registry
 
 
 @dataclass(frozen=True)

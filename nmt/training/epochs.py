@@ -12,7 +12,7 @@ from nmt.data.joining import joined
 from nmt.data.subword_sampling import resampled
 
 if TYPE_CHECKING:
-    from nmt.recipe import RunConfig
+    from nmt.setup.recipe import RunConfig
     from nmt.training.build import TrainingData
 
 

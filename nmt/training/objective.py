@@ -26,7 +26,7 @@ from nmt.model.seq2seq import Transformer
 from nmt.training.guided_alignment import alignment_loss
 
 if TYPE_CHECKING:
-    from nmt.recipe import RunConfig
+    from nmt.setup.recipe import RunConfig
 
 
 class Loss(NamedTuple):

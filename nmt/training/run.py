@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from nmt import checkpoint, files
 from nmt.data.pipeline import check_files
-from nmt.device import resolve_device
-from nmt.distributed import Distributed, from_env
 from nmt.errors import ConfigError, NmtError, brief
-from nmt.files import is_number
+from nmt.io import checkpoint, files
+from nmt.io.files import is_number
+from nmt.io.rundir import make_run_dir, owned
 from nmt.progress import console
-from nmt.rundir import make_run_dir, owned
+from nmt.setup.device import resolve_device
 from nmt.training.build import build
+from nmt.training.distributed import Distributed, from_env
 from nmt.training.signals import Interrupted, watch_parent
 from nmt.training.tensorboard import log_dir, summary_writer
 from nmt.training.trainer import Trainer
 
 if TYPE_CHECKING:
-    from nmt.recipe import RunConfig
+    from nmt.setup.recipe import RunConfig
 
 __all__ = ["SUMMARY", "Interrupted", "Trainer", "prepare", "read_summary", "train"]
 

@@ -30,7 +30,7 @@ from nmt.training.config import ScheduledSamplingConfig
 from nmt.training.objective import Loss, TeacherForcing
 
 if TYPE_CHECKING:
-    from nmt.recipe import RunConfig
+    from nmt.setup.recipe import RunConfig
 
 
 def gold_probability(cfg: ScheduledSamplingConfig, step: int) -> float:

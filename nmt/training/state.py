@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.files import is_number
+from nmt.io.files import is_number
 from nmt.training.config import TrainConfig
 
 

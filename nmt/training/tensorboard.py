@@ -15,15 +15,16 @@ import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nmt import install_hint
-from nmt.attention_maps import AttentionMap, attention_entropy, attention_maps, heatmap_figure
-from nmt.decoding import encode_source
+from nmt.decoding.search import encode_source
 from nmt.errors import NmtError
 from nmt.model.seq2seq import Transformer
-from nmt.plotting import pyplot
 from nmt.progress import warn
+
+if TYPE_CHECKING:
+    from nmt.inspection.maps import AttentionMap
 
 GROUPS = {"valid_": "valid", "attn_": "attention", "ss_": "scheduled_sampling"}
 NOT_SCALARS = ("step",)
@@ -120,7 +121,11 @@ class TensorBoardLog:
     def attention(self, amap: AttentionMap, step: int) -> None:
         """The fixed dev sentence's cross-attention as a heatmap (last layer, mean over
         heads, as ``compare`` draws it), and its mean entropy (nats) over layers, heads
-        and target positions."""
+        and target positions (drawing is imported here: a run that logs no
+        TensorBoard loads no plotting)."""
+        from nmt.inspection.maps import attention_entropy, heatmap_figure
+        from nmt.inspection.plotting import pyplot
+
         entropy = attention_entropy(amap.weights)  # weights (L,H,T,S)
         title = f"last layer, mean over heads, step {step}"
         fig = heatmap_figure(amap, -1, "mean", title)
@@ -142,6 +147,8 @@ class TensorBoardLog:
 
 def dev_attention(model: Transformer, vocabs: Any, src: str, ref: str) -> AttentionMap:
     """The cross-attention of every layer while ``model`` reads ``ref`` for ``src``."""
+    from nmt.inspection.maps import attention_maps
+
     limit = model.cfg.max_positions - 1
     src_ids = encode_source(vocabs.src, [src], limit)
     tgt_ids = encode_source(vocabs.tgt, [ref], limit)

@@ -23,17 +23,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from nmt import checkpoint, files, kernels
-from nmt.averaging import kept_name, prune
-from nmt.config import from_dict
+from nmt import kernels
 from nmt.data.batching import Batch
-from nmt.device import where_it_ran
-from nmt.distributed import Distributed
 from nmt.errors import NmtError
+from nmt.io import checkpoint, files
+from nmt.io.averaging import kept_name, prune
 from nmt.model.seq2seq import Transformer
 from nmt.progress import advancer, clock, console, eta, log_line, progress_bar
+from nmt.setup.config import from_dict
+from nmt.setup.device import where_it_ran
 from nmt.training.build import TrainingData
 from nmt.training.config import TRAINERS
+from nmt.training.distributed import Distributed
 from nmt.training.epochs import EpochPlans
 from nmt.training.lr_schedule import SCHEDULES
 from nmt.training.objective import Loss
@@ -54,7 +55,7 @@ from nmt.training.validation import dev_scores
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from nmt.recipe import RunConfig
+    from nmt.setup.recipe import RunConfig
 
 
 def out_of_memory(e: RuntimeError) -> bool:

@@ -11,12 +11,12 @@ import torch
 import torch.nn.functional as F
 
 from nmt.data.vocab import PAD
-from nmt.decoding import translate_lines
-from nmt.metrics import bleu
+from nmt.decoding.metrics import bleu
+from nmt.decoding.search import translate_lines
 from nmt.model.seq2seq import Transformer
 
 if TYPE_CHECKING:
-    from nmt.recipe import RunConfig
+    from nmt.setup.recipe import RunConfig
     from nmt.training.build import TrainingData
 
 

@@ -7,8 +7,8 @@ import torch
 
 from nmt.attention.base import Context, merge_heads, split_heads
 from nmt.attention.hard import Reinforce
-from nmt.config import ConfigError
 from nmt.data.vocab import PAD
+from nmt.setup.config import ConfigError
 from nmt.training.objective import attention_loss
 from tests.attention.test_attention import D, build, global_twin, inputs
 from tests.helpers import random_batch, tiny_model

@@ -11,7 +11,7 @@ import pytest
 from nmt.compare.aggregate import summarise
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
 from nmt.compare.spec import SignificanceSpec
-from nmt.metrics import bleu, corpus_score, sentence_stats
+from nmt.decoding.metrics import bleu, corpus_score, sentence_stats
 from tests.helpers import noisy
 
 RNG = np.random.default_rng(0)

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from nmt.attention_maps import AttentionMap
 from nmt.compare import analysis
+from nmt.inspection.maps import AttentionMap
 
 
 def figures(monkeypatch, maps: list[AttentionMap]) -> dict[str, float]:

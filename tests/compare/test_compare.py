@@ -16,7 +16,7 @@ from nmt.compare.report import write_markdown
 from nmt.compare.runs import RunResult, check_reusable
 from nmt.compare.spec import SignificanceSpec, load_spec
 from nmt.errors import NmtError
-from nmt.rundir import owned
+from nmt.io.rundir import owned
 from tests.conftest import tiny_recipe_dict
 
 runner = CliRunner()
@@ -413,7 +413,7 @@ def test_compare_mends_what_it_derived_and_a_run_left_damaged(tmp_path, tiny_run
     """Scores and hypotheses are evaluated again; a damaged summary gives way to the
     metrics log, damaged metrics records are left out. Each used to fail the run
     with a bare KeyError or TypeError, or to take a damaged entry as scores."""
-    from nmt.evaluate import evaluate
+    from nmt.decoding.evaluate import evaluate
 
     a, b = (shutil.copytree(tiny_run, tmp_path / name) for name in ("a", "b"))
     evaluate(a, ["test"], device="cpu")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmt import checkpoint
+from nmt.io import checkpoint
 from tests.compare.test_compare import write_spec
 from tests.conftest import as_in_a_terminal, subprocess_env
 

@@ -9,8 +9,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from nmt.attention_maps import AttentionMap
 from nmt.compare import diagnostics as d
+from nmt.inspection.maps import AttentionMap
 from tests.conftest import require_extra
 
 

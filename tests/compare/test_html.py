@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.env import flag
+from nmt.setup.env import flag
 from tests.compare.test_compare import write_spec
 
 runner = CliRunner()

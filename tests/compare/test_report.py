@@ -130,8 +130,8 @@ def test_the_figures_draw_bands_greyed_buckets_and_one_colour_scale(tmp_path):
     on one scale with the captions' starts; rows from before the bands draw too."""
     import numpy as np
 
-    from nmt.attention_maps import AttentionMap
     from nmt.compare.plots import plot_attention_grid, plot_length_buckets
+    from nmt.inspection.maps import AttentionMap
 
     buckets = {
         "1-10": {"sentences": 5, "bleu": 30.0, "bleu_min": 28.0, "bleu_max": 31.0},

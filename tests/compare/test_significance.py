@@ -11,7 +11,7 @@ from nmt.compare.aggregate import contrast_rows, summarise
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
 from nmt.compare.significance import adjust_family, holm, judge
 from nmt.compare.spec import SignificanceSpec
-from nmt.metrics import bleu, sentence_stats
+from nmt.decoding.metrics import bleu, sentence_stats
 from tests.helpers import noisy
 
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.compare.slurm import read_outcome
-from nmt.env import flag
+from nmt.setup.env import flag
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra, subprocess_env
 
@@ -159,8 +159,8 @@ def test_a_job_holds_plain_data_that_a_fresh_process_unpickles_before_any_plugin
     submitit.core.utils.cloudpickle_dump(RunJob(run, ("test",), "cpu", tmp_path), path)
     check = (
         "import cloudpickle, sys; job = cloudpickle.load(open(sys.argv[1], 'rb'));"
-        "from nmt.config import from_dict; from nmt.plugins import with_plugins;"
-        "from nmt.recipe import RunConfig;"
+        "from nmt.setup.config import from_dict; from nmt.setup.plugins import with_plugins;"
+        "from nmt.setup.recipe import RunConfig;"
         "print(from_dict(RunConfig, with_plugins(job.recipe)).model.attention.kind)"
     )
     done = subprocess.run(

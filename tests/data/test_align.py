@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from nmt.alignment import aer, grow_diag_final_and, read_alignments
 from nmt.data.align import align_corpus
+from nmt.data.alignment import aer, grow_diag_final_and, read_alignments
 from nmt.errors import NmtError
 from tests.conftest import require_extra
 from tests.test_cli import invoke

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.config import from_dict
 from nmt.data import cache
 from nmt.data.batching import ParallelData
 from nmt.data.config import DataConfig
@@ -21,6 +20,7 @@ from nmt.data.corpus import read_parallel
 from nmt.data.pipeline import encode_pairs, load_training, split_files
 from nmt.data.toy import write_corpus
 from nmt.errors import NmtError
+from nmt.setup.config import from_dict
 
 
 @pytest.fixture

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nmt.config import ConfigError, from_dict
 from nmt.data.batching import ParallelData
 from nmt.data.config import DataConfig, JoinConfig
 from nmt.data.joining import groups, joined
-from nmt.recipe import RunConfig
+from nmt.setup.config import ConfigError, from_dict
+from nmt.setup.recipe import RunConfig
 from nmt.training.run import prepare
 from tests.conftest import tiny_recipe_dict
 

@@ -7,12 +7,12 @@ import torch
 
 from nmt.attention import ATTENTION
 from nmt.attention.base import Context, DotScore, TrilinearScore, merge_heads, split_heads
-from nmt.config import from_dict
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import ConfigError
 from nmt.model import two_stream
 from nmt.model.config import DECODERS, ENCODER_BLOCKS, DecoderConfig, EncoderConfig, ModelConfig
 from nmt.model.qanet import QANetBlock
+from nmt.setup.config import from_dict
 from tests.attention.test_attention import build, inputs
 from tests.helpers import VOCAB, random_batch, tiny_model
 

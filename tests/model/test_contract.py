@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt import checkpoint
 from nmt.errors import NmtError
-from nmt.recipe import load_recipe
+from nmt.io import checkpoint
+from nmt.setup.recipe import load_recipe
 from tests.helpers import random_batch, tiny_model
 
 PACKAGE = Path(__file__).resolve().parents[2] / "nmt"

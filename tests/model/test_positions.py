@@ -12,10 +12,10 @@ import torch
 
 from nmt.attention import ATTENTION
 from nmt.attention.base import alibi_slopes
-from nmt.config import ConfigError, from_dict
 from nmt.data.vocab import BOS
 from nmt.model.config import ModelConfig
 from nmt.model.positions import Rotary, sinusoids
+from nmt.setup.config import ConfigError, from_dict
 from tests.helpers import random_batch, tiny_model
 
 SCHEMES = {

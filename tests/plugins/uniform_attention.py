@@ -1,7 +1,7 @@
 """A user's attention kind, written outside the nmt package: every query attends
 uniformly to the real source positions (a baseline with no alignment at all).
 
-tests/test_plugins.py copies this file to a temporary directory and trains,
+tests/setup/test_plugins.py copies this file to a temporary directory and trains,
 resumes, translates and compares with it through ``--plugin uniform_attention``."""
 
 from __future__ import annotations

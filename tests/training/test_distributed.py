@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from nmt import checkpoint
+from nmt.io import checkpoint
 from tests.conftest import subprocess_env, training_until_logged, write_subprocess_recipe
 
 STEPS = 4

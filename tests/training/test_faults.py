@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt import checkpoint, files
 from nmt.errors import NmtError
+from nmt.io import checkpoint, files
 from nmt.training.build import build
 from nmt.training.run import train
 from nmt.training.signals import Interrupted
@@ -225,8 +225,8 @@ def test_a_run_stopped_in_a_validation_resumes_to_the_uninterrupted_answer(
     """A stop inside a validation (its budget already spent when it is the last)
     leaves it owed: the resume runs it first, so best.pt, the validations logged and
     the run's summary are those of the run never stopped."""
-    from nmt.config import from_dict
-    from nmt.recipe import RunConfig
+    from nmt.setup.config import from_dict
+    from nmt.setup.recipe import RunConfig
     from nmt.training.run import prepare
     from tests.conftest import tiny_recipe_dict
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.alignment import word_ids
 from nmt.attention.base import AttentionOutput
+from nmt.data.alignment import word_ids
 from nmt.data.corpus import read_lines
 from nmt.data.gold_alignments import GoldAlignments
 from nmt.data.vocab import BOS, Vocab

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt import checkpoint
+from nmt.io import checkpoint
 from tests.conftest import subprocess_env, write_subprocess_recipe
 
 STEPS = 80

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from nmt.config import ConfigError
+from nmt.setup.config import ConfigError
 from nmt.training.config import TrainConfig
 from nmt.training.lr_schedule import SCHEDULES, inverse_sqrt
 from nmt.training.run import prepare

@@ -9,9 +9,9 @@ import signal
 import pytest
 import torch
 
-from nmt import checkpoint
-from nmt.config import ConfigError, from_dict
-from nmt.recipe import RunConfig
+from nmt.io import checkpoint
+from nmt.setup.config import ConfigError, from_dict
+from nmt.setup.recipe import RunConfig
 from nmt.training.build import build
 from nmt.training.config import TrainConfig
 from nmt.training.optimizers import matrices

@@ -60,7 +60,7 @@ def test_schedule_values(options, expected):
     ],
 )
 def test_bad_options_are_refused(tiny_recipe, options):
-    from nmt.recipe import load_recipe
+    from nmt.setup.recipe import load_recipe
 
     with pytest.raises(NmtError, match=r"train\.trainer\."):
         load_recipe(tiny_recipe(train={"trainer": {"kind": "scheduled_sampling", **options}}))

@@ -7,8 +7,8 @@ import time
 import pytest
 import torch
 
-from nmt import checkpoint
 from nmt.errors import NmtError
+from nmt.io import checkpoint
 from nmt.training.lr_schedule import inverse_sqrt
 from nmt.training.optimizers import Optimizers
 from nmt.training.run import prepare, train

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from nmt.data.batching import ParallelData
 from nmt.data.vocab import BOS, EOS
-from nmt.decoding import DecodeConfig, Translation
+from nmt.decoding.search import DecodeConfig, Translation
 from nmt.training import validation
 from nmt.training.validation import dev_scores
 from tests.helpers import VOCAB, tiny_model

@@ -7,12 +7,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from nmt import checkpoint
 from nmt.cli import app
-from nmt.config import from_dict
 from nmt.data.splits import derive
 from nmt.errors import NmtError
-from nmt.recipe import RunConfig
+from nmt.io import checkpoint
+from nmt.setup.config import from_dict
+from nmt.setup.recipe import RunConfig
 from nmt.training.run import prepare, train
 from tests.conftest import tiny_recipe_dict
 

@@ -1,0 +1,129 @@
+"""The recipe's ``decode`` section (search settings) and ``nmt translate --sample``'s
+options: torch-free, so that reading a recipe loads no model code."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from nmt.errors import ConfigError, NmtError
+from nmt.setup.config import check, check_seed, from_dict, parse_override
+
+# ``--length``: the recipe's bounds, or exactly the reference's length (Newman et al.
+# 2020's oracle: what a model reads when the stop decision is taken from it)
+LengthMode = Literal["model", "oracle"]
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Search settings for validation, ``nmt translate`` and test evaluation."""
+
+    beam: int = 5
+    alpha: float = 1.0  # length penalty ((5 + len) / 6) ** alpha, Wu et al. 2016
+    max_len_a: float = 1.5  # output length limit a * S + b
+    max_len_b: int = 10
+    min_len_a: float = 0.0  # no </s> before a * S + b output pieces
+    min_len_b: int = 0
+    # GNMT's coverage penalty β·Σ_s log min(Σ_t a_ts, 1) on the cross-attention's
+    # weights (Wu et al. 2016, eq. 14); 0: none. Beam search only.
+    coverage: float = 0.0
+    # γ added to a hypothesis's score per output piece (Murray & Chiang 2018; Marian's
+    # --word-penalty is −γ); 0: none. Beam search only.
+    word_reward: float = 0.0
+    batch_tokens: int = 8192
+    n_best: int = 1
+    # evaluate (and compare) with the mean of the last N kept checkpoints instead of
+    # best.pt (nmt.io.averaging; needs train.keep_checkpoints >= N); 0: best.pt
+    average_last: int = 0
+
+    def __post_init__(self) -> None:
+        check(1 <= self.beam <= 1024, "beam", "must be in 1..1024 (and at most the vocabulary)")
+        check(0 <= self.alpha <= 100, "alpha", "must be in [0, 100]")
+        check(0 <= self.max_len_a <= 1000, "max_len_a", "must be in 0..1000")
+        check(1 <= self.max_len_b <= 2**20, "max_len_b", "must be in 1..1,048,576")
+        check(
+            0 <= self.min_len_a <= self.max_len_a,
+            "min_len_a",
+            f"must be in 0..decode.max_len_a ({self.max_len_a})",
+        )
+        check(
+            0 <= self.min_len_b <= self.max_len_b,
+            "min_len_b",
+            f"must be in 0..decode.max_len_b ({self.max_len_b})",
+        )
+        check(0 <= self.coverage <= 100, "coverage", "must be in [0, 100] (0: no penalty)")
+        check(-100 <= self.word_reward <= 100, "word_reward", "must be in [-100, 100]")
+        for key, value in (("coverage", self.coverage), ("word_reward", self.word_reward)):
+            check(
+                value == 0 or self.beam > 1,
+                key,
+                "changes how beam search ranks hypotheses; with beam 1 it would change "
+                "nothing (set decode.beam above 1)",
+            )
+        check(1 <= self.batch_tokens <= 2**26, "batch_tokens", "must be in 1..67,108,864")
+        check(1 <= self.n_best <= self.beam, "n_best", "must be between 1 and decode.beam")
+        check(0 <= self.average_last <= 10_000, "average_last", "must be in 0..10,000")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Draw each token instead of searching (``nmt translate --sample``): from the
+    model's distribution at ``temperature``, cut to the ``top_k`` most probable
+    tokens (Fan et al. 2018; 0: no cut) and to the smallest set holding ``top_p`` of
+    the probability (nucleus sampling, Holtzman et al. 2020; 1: no cut). Draws come
+    from one generator seeded with ``seed``: the same input, settings and seed give
+    the same output."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        check(0 < self.temperature <= 100, "temperature", "must be in (0, 100]")
+        check(self.top_k >= 0, "top_k", "must be non-negative (0: no cut)")
+        check(0 < self.top_p <= 1, "top_p", "must be in (0, 1] (1: no cut)")
+        check_seed(self.seed, "seed")
+
+
+def with_overrides(cfg: DecodeConfig, overrides: list[str]) -> DecodeConfig:
+    """``cfg`` with each ``decode.KEY=VALUE`` of ``--set`` applied (checked as a recipe's
+    decode section is); another section, an unknown key or an absurd value is a
+    one-line error naming the ``--set``."""
+    data = dataclasses.asdict(cfg)
+    for text in overrides:
+        keys, value = parse_override(text)
+        if len(keys) != 2 or keys[0] != "decode":
+            raise NmtError(f"--set {text}: only decode.KEY=VALUE can change here")
+        data[keys[1]] = value
+    try:
+        return from_dict(DecodeConfig, data, "decode")
+    except ConfigError as e:
+        raise NmtError(f"--set {e}") from None
+
+
+def length_mode(text: str) -> LengthMode:
+    """``--length``'s value, checked."""
+    if text not in ("model", "oracle"):
+        raise NmtError(f"--length {text}: model (the recipe's bounds) or oracle (the reference's)")
+    return "oracle" if text == "oracle" else "model"
+
+
+def decoding(entries: tuple[str, ...] | list[str]) -> tuple[list[str], LengthMode]:
+    """A comparison spec's decoding (``decode.KEY=VALUE`` entries and at most one
+    ``length=model|oracle``) as ``--set`` overrides and a length mode."""
+    lengths = [
+        e.partition("=")[2].strip() for e in entries if e.partition("=")[0].strip() == "length"
+    ]
+    if len(lengths) > 1:
+        raise NmtError("length= given twice")
+    rest = [e for e in entries if e.partition("=")[0].strip() != "length"]
+    return rest, length_mode(lengths[0]) if lengths else "model"
+
+
+def decode_tag(overrides: list[str], length: LengthMode) -> str:
+    """What makes an evaluation differ from the recipe's own, for its name in
+    results.json and its .hyp file ("" for the recipe's own)."""
+    parts = [*overrides, *([f"length={length}"] if length != "model" else [])]
+    return ",".join(parts)

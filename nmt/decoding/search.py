@@ -1,0 +1,388 @@
+"""Greedy search, ancestral sampling and batched beam search on the incremental
+(cached) decoder, with the length controls of ``decode``: a least and a most
+length per sentence (``min_len_a/b``, ``max_len_a/b``, or the reference's own
+length: :class:`Lengths`), and two terms beam search adds to a hypothesis's
+length-normalised log-probability: GNMT's coverage penalty and a word reward."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from nmt.data.batching import bucket, pad
+from nmt.data.vocab import BOS, EOS, PAD, Vocab, clip_lines
+from nmt.decoding.config import DecodeConfig, Sampling
+from nmt.errors import NmtError
+from nmt.model.ensemble import Ensemble
+from nmt.model.seq2seq import Transformer
+
+
+def sample_tokens(logp: Tensor, cfg: Sampling, generator: torch.Generator) -> Tensor:
+    """One token per row of log-probabilities (n,V) -> (n,)."""
+    # Shifted so that the best is 0 before dividing, and divided by no less than the
+    # dtype's smallest normal number (5e-324 is 0 in float32): at the smallest
+    # temperatures the rest go to -inf and the best keeps probability 1, not NaN.
+    temperature = max(cfg.temperature, torch.finfo(logp.dtype).tiny)
+    logits = (logp - logp.max(-1, keepdim=True).values) / temperature
+    if cfg.top_k:
+        kth = logits.topk(min(cfg.top_k, logits.size(-1)), dim=-1).values[:, -1:]  # (n,1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if cfg.top_p < 1:
+        ranked, order = logits.sort(dim=-1, descending=True)  # (n,V)
+        probs = ranked.softmax(-1)
+        outside = probs.cumsum(-1) - probs >= cfg.top_p  # the most probable always stays
+        logits = logits.scatter(-1, order, ranked.masked_fill(outside, float("-inf")))
+    return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(1)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    tokens: list[int]  # target ids, without BOS/EOS
+    score: float  # log-probability divided by the length penalty
+
+
+class Translation(NamedTuple):
+    text: str  # detokenised
+    score: float
+    tokens: list[int]
+
+
+def length_penalty(length: Tensor, alpha: float) -> Tensor:
+    """((5 + |Y|) / 6) ** alpha — Wu et al. 2016, eq. 14."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def max_lengths(src: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
+    """Per-sentence output limit a·S + b (S without padding), capped by ``limit``."""
+    s = (src != PAD).sum(1).float()  # (B,)
+    return (cfg.max_len_a * s + cfg.max_len_b).long().clamp(1, limit)
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Per sentence (B,): ``limit``, the step at which EOS is forced (an output holds
+    at most limit − 1 pieces), and ``least``, the pieces an output holds before EOS
+    may end it."""
+
+    limit: Tensor
+    least: Tensor
+
+    def select(self, index: Tensor) -> Lengths:
+        return Lengths(self.limit[index], self.least[index])
+
+
+def lengths_of(src: Tensor, cfg: DecodeConfig, limit: int, exact: Tensor | None) -> Lengths:
+    """The recipe's bounds for src (B,S) (``min_len_a/b``, ``max_len_a/b``), or, with
+    ``exact`` (B,) pieces per sentence (``--length oracle``), exactly that many."""
+    if exact is not None:
+        exact = exact.clamp(max=limit - 1)
+        return Lengths(exact + 1, exact)
+    s = (src != PAD).sum(1).float()  # (B,)
+    least = (cfg.min_len_a * s + cfg.min_len_b).long()
+    return Lengths(max_lengths(src, cfg, limit), least)
+
+
+def _step(
+    model: Transformer | Ensemble, last: Tensor, state, need_weights: bool = False
+) -> tuple[Tensor, Tensor | None]:
+    """The log-probabilities of the next token (N,V) and, when asked, the
+    cross-attention it was predicted with, the mean over layers and heads (N,S)."""
+    logits, weights = model.decode_step(last, state, need_weights)
+    logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
+    return logp, None if weights is None else weights[:, -1].float()
+
+
+def _restrict(
+    logp: Tensor, finished: Tensor | None, at_limit: Tensor, too_short: Tensor | None = None
+) -> Tensor:
+    """The tokens an output may hold next, as log-probabilities (N,V): never PAD or
+    BOS (no reference holds them; the rest is not renormalised, so scores stay the
+    model's log-probability); finished rows (None: there are none) only continue
+    with PAD at no cost; rows shorter than their least length (``too_short``) may
+    not end; rows at their length limit must emit EOS (the limit wins)."""
+    logp = logp.clone()
+    logp[:, [PAD, BOS]] = float("-inf")
+    force = at_limit
+    if finished is not None:
+        logp[finished] = float("-inf")
+        logp[finished, PAD] = 0.0
+        force = at_limit & ~finished
+    eos = logp[force, EOS]
+    if too_short is not None:
+        logp[too_short & ~at_limit, EOS] = float("-inf")
+    logp[force] = float("-inf")
+    logp[force, EOS] = eos
+    return logp
+
+
+def _strip(row: list[int]) -> list[int]:
+    return row[: row.index(EOS)] if EOS in row else [t for t in row if t != PAD]
+
+
+@torch.no_grad()
+def greedy(
+    model: Transformer | Ensemble,
+    src: Tensor,
+    lengths: Lengths,
+    alpha: float = 0.0,
+    draw: Callable[[Tensor], Tensor] | None = None,
+) -> list[Hypothesis]:
+    """Pick the most probable token at each step, or the one ``draw`` picks from the
+    log-probabilities (n,V) -> (n,) (sampling). src (B,S); ``lengths`` per sentence.
+
+    A sentence leaves the batch when it emits EOS. Scores are the model's
+    log-probability of the output, normalised by the length penalty like beam
+    search's.
+    """
+    memory, src_mask = model.encode(src)
+    state = model.decoder_state(memory, src_mask, incremental=True)
+    B, device = src.size(0), src.device
+    tokens = torch.full((B, 1), BOS, dtype=torch.long, device=device)
+    total = torch.zeros(B, device=device)
+    alive = torch.arange(B, device=device)  # (n,) sentences still decoded
+    results: list[Hypothesis] = [Hypothesis([], 0.0)] * B
+    for t in range(int(lengths.limit.max())):
+        logp, _ = _step(model, tokens[:, -1:], state)
+        logp = _restrict(logp, None, t + 1 >= lengths.limit, t < lengths.least)
+        if draw is None:
+            score, nxt = logp.max(dim=-1)  # (n,)
+        else:
+            nxt = draw(logp)  # (n,)
+            score = logp.gather(-1, nxt.unsqueeze(1)).squeeze(1)
+        total += score
+        tokens = torch.cat([tokens, nxt.unsqueeze(1)], dim=1)
+        done = nxt == EOS  # (n,)
+        if not bool(done.any()):
+            continue
+        final = total[done] / length_penalty(torch.tensor(t + 1.0), alpha)
+        for b, row, s in zip(alive[done].tolist(), tokens[done, 1:].tolist(), final.tolist()):
+            results[b] = Hypothesis(_strip(row), s)
+        if bool(done.all()):
+            return results
+        kept = ~done
+        alive, tokens, total = (x[kept] for x in (alive, tokens, total))
+        lengths = lengths.select(kept)
+        state = state.select(kept.nonzero().squeeze(1))
+    raise AssertionError("unreachable: every sentence emits EOS by its length limit")
+
+
+# Coverage below this counts as this much in the penalty: a variant that can give a
+# source piece exactly zero weight (a local window, sparsemax) would otherwise make
+# log 0 = -inf of every hypothesis of a long input
+COVERAGE_FLOOR = 1e-3
+
+
+def coverage_penalty(beta: float, coverage: Tensor, counted: Tensor) -> Tensor:
+    """GNMT's cp = β·Σ_s log min(c_s, 1) over the counted source pieces (Wu et al.
+    2016, eq. 14; c_s the attention piece s received over the output so far, the
+    mean over layers and heads), c_s floored at :data:`COVERAGE_FLOOR`.
+    coverage, counted (N,S) -> (N,)."""
+    capped = coverage.clamp(max=1.0).clamp(min=COVERAGE_FLOOR)
+    return beta * (capped.log() * counted).sum(-1)
+
+
+@dataclass(frozen=True)
+class Bonus:
+    """What beam search adds to a hypothesis's length-normalised log-probability:
+    GNMT's coverage penalty (``coverage``, β) and a reward per output piece
+    (``word_reward``, γ; Murray & Chiang 2018)."""
+
+    coverage: float = 0.0
+    word_reward: float = 0.0
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer | Ensemble,
+    src: Tensor,
+    lengths: Lengths,
+    beam: int,
+    alpha: float,
+    n_best: int = 1,
+    bonus: Bonus = Bonus(),
+) -> list[list[Hypothesis]]:
+    """Batched beam search; beams are ranked by length-normalised log-probability plus
+    the ``bonus`` terms, at every step and at the end.
+
+    A finished hypothesis stays in its beam (continuing with PAD at no cost, its
+    coverage and length frozen), so every sentence holds ``beam`` candidates until all
+    of them are finished; then the sentence leaves the batch and later steps no longer
+    compute it. Returns the ``n_best`` best hypotheses per sentence, best first.
+    """
+    memory, src_mask = model.encode(src)
+    B, K, device = src.size(0), beam, src.device
+    rows = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,)
+    state = model.decoder_state(memory, src_mask, incremental=True).select(rows)
+    lengths = lengths.select(rows)
+    tokens = torch.full((B * K, 1), BOS, dtype=torch.long, device=device)
+    scores = torch.zeros(B, K, device=device)
+    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
+    finished = torch.zeros(B * K, dtype=torch.bool, device=device)
+    length = torch.zeros(B * K, device=device)
+    extra = torch.zeros(B * K, device=device)  # each row's bonus
+    counted = ((src != PAD) & (src != EOS))[rows].float()  # (B*K,S) coverage's source pieces
+    covered = torch.zeros(counted.shape, device=device)  # (B*K,S)
+    alive = torch.arange(B, device=device)  # (n,) sentences still searched
+    results: list[list[Hypothesis]] = [[] for _ in range(B)]
+    for t in range(int(lengths.limit.max())):
+        n = alive.numel()
+        at_limit = t + 1 >= lengths.limit  # (n*K,)
+        logp, attention = _step(model, tokens[:, -1:], state, need_weights=bonus.coverage > 0)
+        logp = _restrict(logp, finished, at_limit, t < lengths.least)
+        V = logp.size(-1)
+        cand = scores.view(-1, 1) + logp  # (n*K,V) raw log-probabilities
+        cand_len = torch.where(finished, length, torch.full_like(length, t + 1))
+        cand_extra = bonus.word_reward * cand_len  # (n*K,) the same for a row's V tokens
+        if attention is not None:
+            covered = covered + attention * ~finished.unsqueeze(1)  # finished rows: frozen
+            cand_extra = cand_extra + coverage_penalty(bonus.coverage, covered, counted)
+        ranked = cand / length_penalty(cand_len, alpha).unsqueeze(1) + cand_extra.unsqueeze(1)
+        top = ranked.view(n, K * V).topk(K, dim=1).indices  # (n,K)
+        pick = (torch.arange(n, device=device).unsqueeze(1) * K + top // V).view(-1)  # (n*K,)
+        token = (top % V).view(-1)
+        scores = cand.view(n, K * V).gather(1, top)
+        length, extra, covered = cand_len[pick], cand_extra[pick], covered[pick]
+        tokens = torch.cat([tokens[pick], token.unsqueeze(1)], dim=1)
+        # A row at its limit ends whatever it picked: where a beam is wider than the
+        # outputs left to rank (a small vocabulary, a limit near 1), or the model gave
+        # NaN, impossible candidates fill it, and they need not be EOS.
+        finished = finished[pick] | (token == EOS) | at_limit[pick]
+        done = finished.view(n, K).all(dim=1)  # (n,)
+        if not bool(done.any()):
+            state = state.select(pick, same_source=True)  # pick stays within each sentence
+            continue
+        out = done.repeat_interleave(K)  # (n*K,) rows of finished sentences
+        final = scores[done].view(-1) / length_penalty(length[out], alpha) + extra[out]
+        _collect(results, alive[done], tokens[out], final.view(-1, K), n_best)
+        if bool(done.all()):
+            return results
+        kept = ~out
+        alive, scores = alive[~done], scores[~done]
+        tokens, finished, length, extra = (x[kept] for x in (tokens, finished, length, extra))
+        covered, counted, lengths = covered[kept], counted[kept], lengths.select(kept)
+        state = state.select(pick[kept])  # fewer sentences: memories shrink too
+    raise AssertionError("unreachable: every row ends at its length limit")
+
+
+def _collect(
+    results: list[list[Hypothesis]],
+    sentences: Tensor,
+    tokens: Tensor,
+    final: Tensor,
+    n_best: int,
+) -> None:
+    """Store the ``n_best`` hypotheses of ``sentences`` (m,) into ``results``, from
+    their beams: tokens (m*K, t), final scores (m, K). Impossible candidates (score
+    -inf) are left out, so a sentence with fewer possible outputs gets fewer; never
+    none: a model that makes every output impossible still gets its best-ranked, for
+    one output line per input line."""
+    K = final.size(1)
+    order = final.argsort(dim=1, descending=True)[:, :n_best]  # (m,n_best)
+    rows = tokens[:, 1:].tolist()
+    for j, b in enumerate(sentences.tolist()):
+        ranked = order[j].tolist()
+        possible = [k for k in ranked if final[j, k] != float("-inf")] or ranked[:1]
+        results[b] = [Hypothesis(_strip(rows[j * K + k]), float(final[j, k])) for k in possible]
+
+
+def translate_ids(
+    model: Transformer | Ensemble,
+    src_ids: list[list[int]],
+    cfg: DecodeConfig,
+    device: torch.device,
+    on_batch: Callable[[int], None] | None = None,
+    sampling: Sampling | None = None,
+    generator: torch.Generator | None = None,
+    exact: list[int] | None = None,
+) -> list[list[Hypothesis]]:
+    """Translate encoded sentences (each without EOS) in input order, by search or,
+    with ``sampling``, by drawing one output per sentence (``cfg.beam`` must be 1);
+    with ``exact``, each output holds exactly that many pieces (``--length
+    oracle``: the reference's own length).
+
+    Sentences are bucketed by length into ``cfg.batch_tokens`` batches; an empty
+    sentence gets an empty hypothesis without being decoded. ``on_batch(n)`` is
+    called after each batch of n sentences (progress bars). Draws come from
+    ``generator``, so that calls for successive parts of one input continue one
+    stream of draws; without it, from a new one seeded with ``sampling.seed``.
+    """
+    draw = None
+    if sampling is not None:
+        if cfg.beam != 1:
+            raise NmtError(f"sampling draws one output per sentence; beam is {cfg.beam}, not 1")
+        if generator is None:
+            generator = torch.Generator(device).manual_seed(sampling.seed)
+        draw = functools.partial(sample_tokens, cfg=sampling, generator=generator)
+    limit = model.cfg.max_positions - 1
+    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in src_ids]
+    todo = [i for i, s in enumerate(src_ids) if s]
+    lengths = [(len(src_ids[i]) + 1, len(src_ids[i]) + 1) for i in todo]
+    # A beam multiplies the work per sentence: keep the tokens in flight bounded.
+    for batch in bucket(lengths, max(1, cfg.batch_tokens // cfg.beam)):
+        idx = [todo[j] for j in batch]
+        src = pad([src_ids[i] for i in idx], suffix=[EOS]).to(device)
+        wanted = None if exact is None else torch.tensor([exact[i] for i in idx], device=device)
+        lengths = lengths_of(src, cfg, limit, wanted)
+        if cfg.beam == 1:
+            hyps = [[h] for h in greedy(model, src, lengths, cfg.alpha, draw)]
+        else:
+            bonus = Bonus(cfg.coverage, cfg.word_reward)
+            hyps = beam_search(model, src, lengths, cfg.beam, cfg.alpha, cfg.n_best, bonus)
+        for i, h in zip(idx, hyps):
+            results[i] = h
+        if on_batch is not None:
+            on_batch(len(idx))
+    return results
+
+
+def translate_lines(
+    model: Transformer | Ensemble,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    lines: list[str],
+    cfg: DecodeConfig,
+    device: torch.device,
+    on_batch: Callable[[int], None] | None = None,
+    on_truncated: Callable[[int], None] | None = None,
+    sampling: Sampling | None = None,
+    generator: torch.Generator | None = None,
+    refs: list[str] | None = None,
+) -> list[list[Translation]]:
+    """Detokenised n-best lists, one per input line, in input order.
+
+    Lines longer than the model's maximum are truncated, never dropped;
+    ``on_truncated(n)`` hears how many were. With ``refs`` (``--length oracle``),
+    each output holds exactly as many pieces as its reference does.
+    """
+    limit = model.cfg.max_positions - 1
+    ids = encode_source(src_vocab, lines, limit, on_truncated)
+    exact = None if refs is None else [len(r) for r in encode_source(tgt_vocab, refs, limit)]
+    model.eval()
+    nbest = translate_ids(model, ids, cfg, device, on_batch, sampling, generator, exact)
+    flat = tgt_vocab.decode([h.tokens for hyps in nbest for h in hyps])
+    out, k = [], 0
+    for hyps in nbest:
+        out.append([Translation(flat[k + j], h.score, h.tokens) for j, h in enumerate(hyps)])
+        k += len(hyps)
+    return out
+
+
+def encode_source(
+    vocab: Vocab,
+    lines: list[str],
+    limit: int,
+    on_truncated: Callable[[int], None] | None = None,
+) -> list[list[int]]:
+    """Source ids, each cut to ``limit`` pieces (one position is kept for EOS);
+    ``on_truncated(n)`` hears how many lines were cut, if any. A huge line is cut
+    to a bounded number of characters first (:func:`nmt.data.vocab.clip_lines`)."""
+    ids = vocab.encode(clip_lines(lines, limit))
+    long = sum(len(s) > limit for s in ids)
+    if long and on_truncated is not None:
+        on_truncated(long)
+    return [s[:limit] for s in ids]

@@ -1,0 +1,2 @@
+"""Files and checkpoints: atomic writes, the run directory and its lock,
+checkpoints, their averaging, and export to other runtimes."""

@@ -1,0 +1,105 @@
+"""The decoding remedies for long inputs through the library and the command line:
+--length oracle emits exactly the reference's length, evaluate keeps another
+decoding of a checkpoint beside the recipe's own, bad values are one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from nmt.cli import app
+from nmt.decoding.config import DecodeConfig, with_overrides
+from nmt.decoding.search import encode_source, translate_lines
+from nmt.errors import NmtError
+from nmt.model.load import load_model
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_the_oracle_length_is_exactly_each_references_length(tiny_run, toy_dir, beam):
+    loaded = load_model(tiny_run, torch.device("cpu"))
+    src = (toy_dir / "test.src").read_text().splitlines()[:8]
+    refs = (toy_dir / "test.tgt").read_text().splitlines()[:8]
+    refs[3] = refs[3] + " " + refs[4]  # longer than the model would go by itself
+    v = loaded.vocabs
+    cfg = DecodeConfig(beam=beam)
+    out = translate_lines(loaded.model, v.src, v.tgt, src, cfg, torch.device("cpu"), refs=refs)
+    want = [len(ids) for ids in encode_source(v.tgt, refs, loaded.model.cfg.max_positions - 1)]
+    assert [len(hyps[0].tokens) for hyps in out] == want
+
+
+def test_least_length_holds_every_output_open(tiny_run, toy_dir):
+    loaded = load_model(tiny_run, torch.device("cpu"))
+    src = (toy_dir / "test.src").read_text().splitlines()[:8]
+    cfg = DecodeConfig(beam=3, min_len_a=1.2, min_len_b=2)
+    out = translate_lines(loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, src, cfg, "cpu")
+    sizes = [len(s) + 1 for s in encode_source(loaded.vocabs.src, src, 511)]  # with EOS
+    for hyps, s in zip(out, sizes):
+        assert len(hyps[0].tokens) >= min(int(1.2 * s + 2), int(1.5 * s + 10) - 1)
+
+
+def test_evaluate_keeps_another_decoding_beside_the_recipes_own(tiny_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    result = invoke("evaluate", run, "--split", "test", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    args = ("--set", "decode.coverage=0.3", "--set", "decode.word_reward=0.2", "--length", "oracle")
+    result = invoke("evaluate", run, "--split", "test*2", "--device", "cpu", *args)
+    assert result.exit_code == 0, result.output
+    results = json.loads((run / "results.json").read_text())
+    name = "test*2@decode.coverage=0.3,decode.word_reward=0.2,length=oracle"
+    assert set(results) == {"test", name}
+    assert (run / f"{name}.hyp").read_text().count("\n") == results[name]["sentences"]
+
+
+def test_translate_takes_the_oracle_lengths_from_its_references(tiny_run, toy_dir, tmp_path):
+    out = tmp_path / "hyp.txt"
+    src, ref = toy_dir / "test.src", toy_dir / "test.tgt"
+    args = ("-i", src, "-o", out, "--length", "oracle", "--ref", ref, "--set", "decode.coverage=1")
+    result = invoke("translate", tiny_run, *args)
+    assert result.exit_code == 0, result.output
+    assert out.read_text().count("\n") == src.read_text().count("\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--length", "oracle"], "--length oracle needs --ref"),
+        (["--ref", "REF"], "--ref: only --length oracle uses it"),
+        (["--length", "oracle", "--ref", "SHORT"], "--ref .*: 2 lines, fewer than the input's"),
+        (["--length", "longest"], "--length longest: model .* or oracle"),
+        (["--set", "decode.coverage=-1"], r"--set decode\.coverage: must be in \[0, 100\]"),
+        (["--set", "train.lr=1"], r"--set train\.lr=1: only decode\.KEY=VALUE"),
+        (["--set", "decode.coverage=0.2", "--beam", "1"], "--coverage: .* with beam 1"),
+        (["--set", "decode.min_len_a=9"], r"--set decode\.min_len_a: must be in 0\.\.decode"),
+    ],
+)
+def test_bad_remedy_options_are_one_line_and_write_nothing(
+    tiny_run, toy_dir, tmp_path, args, message
+):
+    short = tmp_path / "short.txt"
+    short.write_text("a\nb\n")
+    paths = {"REF": toy_dir / "test.tgt", "SHORT": short}
+    out = tmp_path / "hyp.txt"
+    given = [paths.get(a, a) for a in args]
+    result = invoke("translate", tiny_run, "-i", toy_dir / "test.src", "-o", out, *given)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert re.search(message, lines[0]), lines[0]
+    assert not out.exists()
+
+
+def test_decode_overrides_name_an_unknown_key():
+    with pytest.raises(NmtError, match=r"decode\.coverge: unknown key .*decode\.coverage"):
+        with_overrides(DecodeConfig(), ["decode.coverge=0.2"])

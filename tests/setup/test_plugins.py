@@ -1,0 +1,222 @@
+"""A plug-in outside the package (``--plugin``, a recipe's or spec's ``plugins:``)
+registers an attention kind that trains, resumes, translates and compares like a
+built-in; its name is stored with the run, and a missing one is one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmt.io import checkpoint
+from nmt.setup import plugins
+from tests.conftest import subprocess_env, tiny_recipe_dict
+
+PLUGIN = Path(__file__).parents[1] / "plugins" / "uniform_attention.py"
+
+
+def nmt(
+    *args, plugin_dir: Path | None, extra_env: dict | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    env = {**subprocess_env(), **(extra_env or {})}
+    if plugin_dir is not None:
+        env["PYTHONPATH"] = f"{plugin_dir}:{env['PYTHONPATH']}"
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        **kwargs,
+    )
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path) -> Path:
+    """The plug-in in a directory of its own, outside the package."""
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    shutil.copy(PLUGIN, out / "uniform_attention.py")
+    return out
+
+
+@pytest.mark.slow
+def test_a_plugin_trains_resumes_translates_and_compares(plugin_dir, toy_dir, tmp_path):
+    run = tmp_path / "run"
+    recipe = tmp_path / "recipe.yaml"
+    base = tiny_recipe_dict(toy_dir, run, train={"max_steps": 4, "valid_every": 2})
+    recipe.write_text(yaml.safe_dump(base))
+    uniform = ["--plugin", "uniform_attention", "--set", "model.attention.kind=uniform"]
+
+    done = nmt("train", recipe, *uniform, "--device", "cpu", plugin_dir=plugin_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stored = yaml.safe_load((run / "recipe.yaml").read_text())
+    assert stored["plugins"] == ["uniform_attention"]
+    assert stored["model"]["attention"]["kind"] == "uniform"
+
+    more = ["--set", "train.max_steps=6"]
+    done = nmt(
+        "train", recipe, *uniform, *more, "--resume", "--device", "cpu", plugin_dir=plugin_dir
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert checkpoint.load(run / "last.pt")["state"]["step"] == 6
+
+    source = (toy_dir / "test.src").read_text()
+    done = nmt("translate", run, "--device", "cpu", plugin_dir=plugin_dir, input=source)
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 15, done.stderr[-3000:]
+
+    missing = nmt("translate", run, "--device", "cpu", plugin_dir=None, input=source)
+    lines = missing.stderr.strip().splitlines()
+    assert missing.returncode == 2 and len(lines) == 1, missing.stderr
+    assert "plug-in 'uniform_attention'" in lines[0] and "is not installed" in lines[0]
+    assert f"({run} was trained with it)" in lines[0] and missing.stdout == ""
+
+    spec = tmp_path / "spec.yaml"
+    study = {
+        "base": str(recipe),
+        "out_dir": str(tmp_path / "study"),
+        "plugins": ["uniform_attention"],
+        "variants": {"global": [], "uniform": ["model.attention.kind=uniform"]},
+        "set": ["train.max_steps=4", "train.valid_every=2"],
+        "bootstrap": 100,
+    }
+    spec.write_text(yaml.safe_dump(study))
+    done = nmt("compare", spec, "--device", "cpu", plugin_dir=plugin_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "study" / "results.json").read_text())["rows"]
+    assert {r["variant"] for r in rows} == {"global", "uniform"}
+
+
+@pytest.mark.slow
+def test_a_plugin_file_and_a_broken_plugin(plugin_dir, toy_dir, tmp_path):
+    """A ``.py`` path works as a module name does; a plug-in that fails to import is
+    one line naming it and where it failed."""
+    recipe = tmp_path / "recipe.yaml"
+    base = tiny_recipe_dict(toy_dir, tmp_path / "run", train={"max_steps": 2, "valid_every": 2})
+    base["plugins"] = [str(plugin_dir / "uniform_attention.py")]
+    base["model"]["attention"] = {"kind": "uniform"}
+    recipe.write_text(yaml.safe_dump(base))
+    done = nmt("train", recipe, "--device", "cpu", plugin_dir=None)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    broken = plugin_dir / "broken.py"
+    broken.write_text("import torch\nraise RuntimeError('the lab server is down')\n")
+    done = nmt("train", recipe, "--plugin", broken, "--device", "cpu", plugin_dir=None)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "broken.py:2: RuntimeError: the lab server is down" in lines[0]
+
+
+def test_without_the_plugin_the_kind_is_unknown_and_named(tiny_recipe):
+    recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
+    done = nmt("train", recipe, "--device", "cpu", plugin_dir=None)
+    assert done.returncode == 2 and "unknown attention kind 'uniform'" in done.stderr
+
+
+def test_two_plugin_files_of_one_name_are_two_modules(tmp_path, monkeypatch):
+    """lab/a/attn.py and lab/b/attn.py: the second must not replace the first."""
+    monkeypatch.setattr(plugins, "_loaded", set())
+    files = []
+    for lab in ("a", "b"):
+        (tmp_path / lab).mkdir()
+        files.append(tmp_path / lab / "attn.py")
+        files[-1].write_text(f"WHICH = {lab!r}\n")
+    before = set(sys.modules)
+    plugins.import_plugins(map(str, files))
+    added = {name: sys.modules[name] for name in set(sys.modules) - before}
+    for name in added:
+        monkeypatch.delitem(sys.modules, name)
+    assert sorted(m.WHICH for m in added.values()) == ["a", "b"]
+    assert all(name.startswith("nmt_plugin_attn_") for name in added)
+
+
+@pytest.mark.slow
+def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, tmp_path):
+    """Named by a relative path: stored resolved, so that translate works from another
+    directory; a study with --jobs 2 (spawned workers), and --nproc 2 (DDP ranks, with
+    the base-class projections the plug-in leaves unused), train with it."""
+    recipe = tmp_path / "recipe.yaml"
+    base = tiny_recipe_dict(toy_dir, tmp_path / "run", train={"max_steps": 2, "valid_every": 2})
+    base["model"]["attention"] = {"kind": "uniform"}
+    recipe.write_text(yaml.safe_dump(base))
+    relative = ["--plugin", "elsewhere/uniform_attention.py"]
+    done = nmt("train", recipe, *relative, "--device", "cpu", plugin_dir=None, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stored = yaml.safe_load((tmp_path / "run" / "recipe.yaml").read_text())["plugins"]
+    assert stored == [str((plugin_dir / "uniform_attention.py").resolve())]
+    source = (toy_dir / "test.src").read_text()
+    done = nmt("translate", tmp_path / "run", plugin_dir=None, input=source, cwd=toy_dir)
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 15, done.stderr[-3000:]
+
+    spec = tmp_path / "spec.yaml"
+    study = {
+        "base": str(recipe),
+        "out_dir": str(tmp_path / "study"),
+        "plugins": ["elsewhere/uniform_attention.py", str(plugin_dir / "uniform_attention.py")],
+        "variants": {"global": ["model.attention={kind: global}"], "uniform": []},
+        "bootstrap": 100,
+    }
+    spec.write_text(yaml.safe_dump(study))
+    done = nmt("compare", spec, "--jobs", "2", "--device", "cpu", plugin_dir=None, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]  # two spellings of one file: one module
+
+    ddp = ["--nproc", "2", "--set", f"run_dir={tmp_path / 'ddp'}", *relative]
+    env = {"OMP_NUM_THREADS": "1"}
+    done = nmt(
+        "train", recipe, *ddp, "--device", "cpu", plugin_dir=None, cwd=tmp_path, extra_env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(plugin_dir, tiny_recipe):
+    """An entry point of the group nmt.plugins, in a package installed on the path:
+    reading a recipe that names its kind loads it (no --plugin)."""
+    info = plugin_dir / "lab_plugins-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-plugins\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[nmt.plugins]\nuniform = uniform_attention\n")
+    recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
+    code = "from nmt.setup.recipe import load_recipe; "
+    code += f"print(load_recipe({str(recipe)!r}).model.attention)"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(recipe)],
+        env={**subprocess_env(), "PYTHONPATH": f"{plugin_dir}:{subprocess_env()['PYTHONPATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "UniformConfig(kind='uniform')" in done.stdout
+
+
+def test_a_plugin_that_exits_at_import_is_one_line(plugin_dir, tiny_recipe):
+    quitter = plugin_dir / "quitter.py"
+    quitter.write_text("import sys\nsys.exit(0)\n")
+    done = nmt("train", tiny_recipe(), "--plugin", quitter, "--device", "cpu", plugin_dir=None)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "called sys.exit(0) while it was imported" in lines[0]
+
+
+def test_the_example_command_of_extending_md_is_a_valid_recipe(plugin_dir):
+    """docs/extending.md's command line, read as nmt train reads it (in a process of
+    its own: a plug-in registers its kind for the life of the process)."""
+    text = (Path(__file__).parents[2] / "docs" / "extending.md").read_text()
+    assert "--set 'model.attention={kind: uniform}'" in text
+    code = "import sys; from nmt.setup.recipe import load_recipe; "
+    code += "cfg = load_recipe(sys.argv[1], ['model.attention={kind: uniform}'], "
+    code += "plugins=('uniform_attention',)); print(cfg.model.attention.kind)"
+    toy = Path(__file__).parents[2] / "recipes" / "toy.yaml"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(toy)],
+        env={**subprocess_env(), "PYTHONPATH": f"{plugin_dir}:{subprocess_env()['PYTHONPATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "uniform", done.stderr[-2000:]
