@@ -128,14 +128,45 @@ def test_tune_decoding_scores_every_setting_and_names_the_best(tiny_run, tmp_pat
     cmd += ["--remedy", "word_reward", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=subprocess_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "best of each remedy" in proc.stdout
-    rows = json.loads(out.read_text())["rows"]
+    assert "chosen for each remedy" in proc.stdout
+    payload = json.loads(out.read_text())
+    rows = payload["rows"]
     assert [r["remedy"] for r in rows] == ["recipe"] + ["word_reward"] * 3
-    assert all(
-        set(r["bleu"]) == {"tmp_path_unused run test*2"} or len(r["bleu"]) == 1 for r in rows
-    )
+    assert all(set(r["bleu"]) == {f"{tmp_path.name}/run test*2"} for r in rows)
+    assert set(payload["chosen"]) == {"recipe", "word_reward"}
     stored = json.loads((run / "results.json").read_text())
     assert "test*2@decode.alpha=0,decode.word_reward=0.5" in stored
+
+
+def test_tune_decoding_never_chooses_a_setting_that_loses_the_first_split():
+    """The rule: a setting more than ``keep`` BLEU below the recipe on the first
+    split, on any run, is not chosen however well it does on the joined splits;
+    among the rest the best mean over the joined splits wins."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune", BENCHMARKS / "tune_decoding.py")
+    tune = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(tune)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def row(remedy, name, a1, a5, b1, b5):
+        bleu = {"a val": a1, "a val*5": a5, "b val": b1, "b val*5": b5}
+        return {"remedy": remedy, "set": [name], "bleu": bleu}
+
+    table = [
+        row("recipe", "", 35.0, 3.0, 35.0, 3.0),
+        row("coverage", "loses b", 35.0, 20.0, 34.0, 20.0),  # 1.0 below on run b
+        row("coverage", "keeps", 34.6, 8.0, 35.2, 6.0),
+        row("coverage", "keeps, worse", 35.0, 5.0, 35.0, 5.0),
+        row("min_len", "loses a", 33.0, 9.0, 35.0, 9.0),
+    ]
+    chosen = tune.choose(table, ["val", "val*5"], keep=0.5)
+    assert chosen["coverage"]["set"] == ["keeps"] and chosen["coverage"]["long_bleu"] == 7.0
+    assert chosen["min_len"] is None and chosen["recipe"]["set"] == [""]
+    assert tune.choose(table, ["val", "val*5"], keep=2.0)["coverage"]["set"] == ["loses b"]
 
 
 def ttq(*args, env=None, **popen):
