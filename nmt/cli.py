@@ -440,6 +440,53 @@ def data_fetch(
 
 
 @data_app.command(
+    "import",
+    epilog="Example: nmt data import pairs.tsv data/mine --format tsv --src-lang de "
+    "--tgt-lang en --split train  (a saved Hugging Face dataset: nmt data import "
+    "saved/ data/mine --format hf --src-lang de --tgt-lang en --split validation=val)",
+)
+@user_errors
+def data_import(
+    source: Path = typer.Argument(
+        ..., help="A .tsv or .jsonl file (plain or .gz), or a save_to_disk directory."
+    ),
+    out_dir: Path = typer.Argument(..., help="Directory for {split}.{lang} files."),
+    format_: str = typer.Option(..., "--format", help="tsv, jsonl or hf."),
+    src_lang: str = typer.Option(..., "--src-lang", help="Source language suffix, e.g. de."),
+    tgt_lang: str = typer.Option(..., "--tgt-lang", help="Target language suffix, e.g. en."),
+    split: list[str] = typer.Option(
+        [],
+        help="NAME or FROM=TO (repeatable for hf). Default: a file's name up to its "
+        "first dot; every split of a dataset under its own name.",
+    ),
+    src_field: Optional[str] = typer.Option(
+        None, help="JSON field of the source (default: translation.SRC, else SRC)."
+    ),
+    tgt_field: Optional[str] = typer.Option(None, help="JSON field of the target."),
+    skip_empty: bool = typer.Option(
+        False, "--skip-empty", help="Leave out pairs with an empty side (else an error)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace files already in OUT_DIR."),
+) -> None:
+    """Write a corpus directory from TSV, JSON lines or a saved Hugging Face dataset.
+
+    Every segment must be one line; a line break inside one, an empty side or a
+    malformed record is an error naming its file and line, and nothing is written."""
+    from nmt.data.importing import Sides, import_corpus
+
+    sides = Sides(src_lang, tgt_lang, src_field, tgt_field)
+    counts = import_corpus(source, out_dir, format_, sides, split, skip_empty, force, show=True)
+    typer.echo(
+        ", ".join(
+            f"{s}: {c['pairs']:,} pairs"
+            + (f" ({c['empty']:,} with an empty side left out)" if c["empty"] else "")
+            for s, c in counts.items()
+        )
+        + f" in {out_dir}"
+    )
+
+
+@data_app.command(
     "align",
     epilog="Example: nmt data align data/multi30k --src de --tgt en  "
     "(then train with --set 'train.alignment={}')",
