@@ -47,12 +47,15 @@ class RunResult:
     tag: str = ""  # another decoding of the run: its results are SPLIT@TAG (nmt evaluate)
 
 
+LOGGING_KEYS = ("log_to", "tensorboard_dir", "mlflow_uri", "wandb_dir", "experiment", "run_name")
+
+
 def without_logging(recipe: Any) -> Any:
-    """A recipe without where its run logs (``train.log_to``, ``train.tensorboard_dir``):
+    """A recipe without where its run logs (``train.log_to`` and the trackers' keys):
     logging elsewhere does not make another run, so it does not stop reuse."""
     if not isinstance(recipe, dict) or not isinstance(recipe.get("train"), dict):
         return recipe
-    train = {k: v for k, v in recipe["train"].items() if k not in ("log_to", "tensorboard_dir")}
+    train = {k: v for k, v in recipe["train"].items() if k not in LOGGING_KEYS}
     return {**recipe, "train": train}
 
 

@@ -14,6 +14,7 @@ from nmt.errors import ConfigError, NmtError
 from nmt.setup.config import apply_overrides, check, check_seed, from_dict, read_yaml
 from nmt.setup.plugins import with_plugins
 from nmt.setup.recipe import RunConfig, check_moved_keys
+from nmt.training.config import TrainConfig
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
 # Bounds on what one spec may ask for: every run is planned (its recipe built and
@@ -216,6 +217,27 @@ def with_spec_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, 
     return apply_overrides(raw, plain)
 
 
+def tracking(train: TrainConfig, out: Path, variant: str, seed: int) -> dict[str, str]:
+    """Where a study's run logs (train keys), for the trackers it logs to: one place
+    for the whole study (``tensorboard --logdir OUT/tb``, ``OUT/mlflow.db``,
+    ``OUT/wandb``), the study as the experiment and ``VARIANT/seedN`` as the run's
+    name. An MLflow URI, a W&B directory, an experiment or a run name the spec sets
+    (``set:``) stays."""
+    keys = {}
+    if "tensorboard" in train.log_to:  # a directory per run, as TensorBoard expects
+        keys["tensorboard_dir"] = str(out / "tb" / variant / f"seed{seed}")
+    if "mlflow" in train.log_to and train.mlflow_uri is None:
+        keys["mlflow_uri"] = f"sqlite:///{(out / 'mlflow.db').resolve()}"
+    if "wandb" in train.log_to and train.wandb_dir is None:
+        keys["wandb_dir"] = str(out)
+    if any(t in train.log_to for t in ("mlflow", "wandb")):
+        if train.experiment == "nmt":
+            keys["experiment"] = out.name
+        if train.run_name is None:
+            keys["run_name"] = f"{variant}/seed{seed}"
+    return keys
+
+
 def load_spec(
     path: str | Path, overrides: list[str] | None = None, plugins: tuple[str, ...] = ()
 ) -> tuple[CompareSpec, list[PlannedRun]]:
@@ -249,9 +271,8 @@ def load_spec(
             try:
                 recipe = with_plugins(apply_overrides(base, sets), spec.plugins)
                 check_moved_keys(recipe, "the recipe")
-                if "tensorboard" in from_dict(RunConfig, recipe).train.log_to:
-                    tb = out / "tb" / variant / f"seed{seed}"  # one --logdir for every run
-                    recipe = apply_overrides(recipe, [f"train.tensorboard_dir={tb}"])
+                logging = tracking(from_dict(RunConfig, recipe).train, out, variant, seed)
+                recipe = {**recipe, "train": {**recipe.get("train", {}), **logging}}
                 cfg = from_dict(RunConfig, recipe)
             except (ConfigError, NmtError) as e:
                 raise NmtError(f"{path}: variant {variant!r}: {e}") from None

@@ -80,6 +80,8 @@ class ScheduledSamplingConfig(TrainerConfig):
 # ε_i = 1 − o(1) at the start, falling over a few thousand updates: linear reaches 0.9
 # after 1,000 updates (c = 1e-4), exponential after ~1,050, inverse sigmoid (Bengio et
 # al. 2015's curve) after ~10,800.
+# train.log_to: jsonl always, and any of the trackers of nmt.training.trackers
+LOG_TO = ("jsonl", "tensorboard", "mlflow", "wandb")
 DEFAULT_K = {"linear": 1.0, "exponential": 0.9999, "inverse_sigmoid": 2000.0}
 
 
@@ -154,10 +156,14 @@ class TrainConfig:
     log_every: int = 50
     # guided alignment: an attention loss against gold word alignments; null: off
     alignment: GuidedAlignment | None = None
-    # where metrics go: jsonl (RUN/metrics.jsonl, always: compare and resume read it)
-    # and tensorboard (the tensorboard extra; nmt.training.tensorboard)
+    # where metrics go: jsonl (RUN/metrics.jsonl, always: compare and resume read it),
+    # tensorboard, mlflow, wandb (optional extras; nmt.training.trackers)
     log_to: tuple[str, ...] = ("jsonl",)
     tensorboard_dir: str | None = None  # default RUN_DIR/tb
+    mlflow_uri: str | None = None  # an MLflow tracking URI; default sqlite:///RUN_DIR/mlflow.db
+    wandb_dir: str | None = None  # where W&B's offline runs go; default RUN_DIR
+    experiment: str = "nmt"  # MLflow's experiment, W&B's project
+    run_name: str | None = None  # the run's name in MLflow and W&B; default run_dir
     max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
     compile: bool = False  # torch.compile the teacher-forced pass of training (Transformer.states)
     # matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; bf16 on the CPU pays
@@ -179,14 +185,17 @@ class TrainConfig:
         check(self.batch_tokens <= 2**26, "batch_tokens", "must be at most 67,108,864")
         check(self.accumulate <= 2**16, "accumulate", "must be at most 65,536")
         check(0 <= self.keep_checkpoints <= 10_000, "keep_checkpoints", "must be in 0..10,000")
-        unknown = sorted(set(self.log_to) - {"jsonl", "tensorboard"})
-        check(not unknown, "log_to", f"unknown {', '.join(unknown)}; valid: jsonl, tensorboard")
+        unknown = sorted(set(self.log_to) - set(LOG_TO))
+        check(not unknown, "log_to", f"unknown {', '.join(unknown)}; valid: {', '.join(LOG_TO)}")
         check("jsonl" in self.log_to, "log_to", "must include jsonl (compare and resume read it)")
-        check(
-            self.tensorboard_dir is None or "tensorboard" in self.log_to,
-            "tensorboard_dir",
-            "only train.log_to: [jsonl, tensorboard] uses it",
-        )
+        for key, tracker in (("tensorboard_dir", "tensorboard"), ("mlflow_uri", "mlflow"),
+                             ("wandb_dir", "wandb")):  # fmt: skip
+            check(
+                getattr(self, key) is None or tracker in self.log_to,
+                key,
+                f"only train.log_to: [jsonl, {tracker}] uses it",
+            )
+        check(bool(self.experiment.strip()), "experiment", "must not be empty")
         check_seed(self.seed, "seed")
         check(self.lr > 0, "lr", "must be positive")
         check(self.muon_lr is None or self.muon_lr > 0, "muon_lr", "must be positive (or null)")

@@ -23,7 +23,7 @@ from nmt.setup.device import resolve_device
 from nmt.training.build import build
 from nmt.training.distributed import Distributed, from_env
 from nmt.training.signals import Interrupted, watch_parent
-from nmt.training.tensorboard import log_dir, summary_writer
+from nmt.training.trackers import check_trackers
 from nmt.training.trainer import Trainer
 
 if TYPE_CHECKING:
@@ -60,9 +60,7 @@ def prepare(
     log = console.print if dist.main else lambda *args, **kwargs: None
     run_dir = Path(cfg.run_dir)
     check_files(cfg.data)
-    if "tensorboard" in cfg.train.log_to:
-        summary_writer()
-        log_dir(run_dir, cfg.train.tensorboard_dir)
+    check_trackers(cfg)
     last = run_dir / "last.pt"
     if resume and not last.is_file():
         raise NmtError(f"{last}: nothing to resume (no last.pt in run_dir)")

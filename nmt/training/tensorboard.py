@@ -1,12 +1,10 @@
 """TensorBoard logging (``train.log_to: [jsonl, tensorboard]``; the ``tensorboard``
-extra): every ``metrics.jsonl`` record as scalars, and at each validation the
-cross-attention of one fixed dev sentence as a heatmap with its entropy.
-
-Tags group by prefix: ``valid_bleu`` -> ``valid/bleu``, ``attn_reward`` (REINFORCE)
--> ``attention/reward``, ``ss_gold_prob`` (scheduled sampling's ε) ->
-``scheduled_sampling/gold_prob``, anything else -> ``train/...``. ``nmt compare``
-points each run at ``OUT/tb/VARIANT/seedN``, so one ``tensorboard --logdir OUT/tb``
-overlays every variant and seed.
+extra): every ``metrics.jsonl`` record as scalars (tags: :func:`nmt.training.trackers.tag`),
+the recipe as hyperparameters (TensorBoard's HPARAMS tab filters runs by them, e.g.
+by ``model.attention.kind``), and at each validation the cross-attention of one
+fixed dev sentence as a heatmap with its entropy. ``nmt compare`` points each run
+at ``OUT/tb/VARIANT/seedN``, so one ``tensorboard --logdir OUT/tb`` overlays every
+variant and seed.
 """
 
 from __future__ import annotations
@@ -22,19 +20,14 @@ from nmt.decoding.search import encode_source
 from nmt.errors import NmtError
 from nmt.model.seq2seq import Transformer
 from nmt.progress import warn
+from nmt.training.trackers import Tracker, hyperparameters, scalars
 
 if TYPE_CHECKING:
     from nmt.inspection.maps import AttentionMap
+    from nmt.setup.recipe import RunConfig
 
-GROUPS = {"valid_": "valid", "attn_": "attention", "ss_": "scheduled_sampling"}
-NOT_SCALARS = ("step",)
-
-
-def tag(key: str) -> str:
-    for prefix, group in GROUPS.items():
-        if key.startswith(prefix):
-            return f"{group}/{key.removeprefix(prefix)}"
-    return f"train/{key}"
+# the metrics TensorBoard's HPARAMS tab shows beside each run's hyperparameters
+HPARAM_METRICS = ("valid/bleu", "valid/loss", "train/loss")
 
 
 def summary_writer() -> type:
@@ -58,10 +51,12 @@ def log_dir(run_dir: Path, chosen: str | None) -> Path:
     return path
 
 
-class TensorBoardLog:
+class TensorBoardLog(Tracker):
     """A ``SummaryWriter`` on ``log_dir``. ``purge_step``: a resumed run's first step;
     events the interrupted run logged from there on are dropped, so curves do not
-    double back.
+    double back. ``hparams``: the flat recipe, written once as the run's
+    hyperparameters (in the run's own directory, not a sub-run as
+    ``SummaryWriter.add_hparams`` makes, so they sit beside its scalars).
 
     TensorBoard is a view of the run, not the run: when its directory cannot be
     written (a full disk, often outside the run directory), one warning names it,
@@ -69,7 +64,13 @@ class TensorBoardLog:
     The writer's background thread would print a traceback for the failed write;
     it stays silent while this log is open, since the warning says it."""
 
-    def __init__(self, log_dir: Path, purge_step: int | None = None) -> None:
+    name = "tensorboard"
+    draws_attention = True
+
+    def __init__(
+        self, log_dir: Path, purge_step: int | None = None, hparams: dict | None = None
+    ) -> None:
+        super().__init__()
         SummaryWriter = summary_writer()
         self.log_dir = log_dir
         try:
@@ -80,6 +81,8 @@ class TensorBoardLog:
             ) from None
         self._hook = threading.excepthook
         threading.excepthook = self._quiet_writer_thread
+        if hparams:
+            self._write(lambda writer: write_hparams(writer, hparams))
 
     def _quiet_writer_thread(self, args: Any) -> None:
         if not (args.thread is not None and type(args.thread).__name__ == "_AsyncWriterThread"):
@@ -105,15 +108,10 @@ class TensorBoardLog:
 
     def record(self, record: dict[str, Any]) -> None:
         """One ``metrics.jsonl`` record: each number as a scalar at ``record["step"]``."""
-        step = int(record["step"])
-        scalars = {
-            tag(k): v
-            for k, v in record.items()
-            if k not in NOT_SCALARS and isinstance(v, (int, float))
-        }
+        step, values = int(record["step"]), scalars(record)
 
         def write(writer: Any) -> None:
-            for name, value in scalars.items():
+            for name, value in values.items():
                 writer.add_scalar(name, value, step)
 
         self._write(write)
@@ -137,12 +135,32 @@ class TensorBoardLog:
         self._write(write)
         pyplot().close(fig)  # add_figure closes it, unless logging has stopped
 
-    def close(self) -> None:
+    def close(self, finished: bool = True) -> None:
         if self.writer is not None:
             self._write(lambda writer: None)
             if self.writer is not None:
                 self._drop()
         threading.excepthook = self._hook
+
+
+def write_hparams(writer: Any, hparams: dict) -> None:
+    """The HPARAMS plugin's three summaries (experiment, session start and end) in
+    the writer's own directory."""
+    from torch.utils.tensorboard.summary import hparams as summaries
+
+    metrics = dict.fromkeys(HPARAM_METRICS, 0.0)  # names only: the values are the scalars
+    for summary in summaries(hparams, metrics):
+        writer.file_writer.add_summary(summary)
+
+
+def open_tensorboard(cfg: RunConfig, run_dir: Path, resumed_step: int) -> TensorBoardLog:
+    """``train.tensorboard_dir`` (default ``RUN/tb``) with the recipe as hparams; a
+    resumed run drops the events it logs again."""
+    return TensorBoardLog(
+        log_dir(run_dir, cfg.train.tensorboard_dir),
+        purge_step=resumed_step + 1 if resumed_step else None,
+        hparams=None if resumed_step else hyperparameters(cfg),
+    )
 
 
 def dev_attention(model: Transformer, vocabs: Any, src: str, ref: str) -> AttentionMap:

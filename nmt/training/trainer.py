@@ -49,7 +49,8 @@ from nmt.training.state import (
     peak_rss_mb,
     progress_info,
 )
-from nmt.training.tensorboard import TensorBoardLog, dev_attention, log_dir
+from nmt.training.tensorboard import dev_attention
+from nmt.training.trackers import Tracker, open_trackers
 from nmt.training.validation import dev_scores
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class Trainer:
         self.signals = StopSignals()
         self.epochs = EpochPlans(data, cfg, dist.world)
         self.saved_step: int | None = None  # of the last full checkpoint
-        self.tensorboard: TensorBoardLog | None = None  # open while run() runs
+        self.trackers: list[Tracker] = []  # train.log_to's, open while run() runs
         self.load_at_start = where_it_ran(device)["load"]  # what else ran as this began
         self.model = model.to(device)
         t = cfg.train
@@ -274,29 +275,26 @@ class Trainer:
         if not self.dist.main:
             return
         files.append_line(self.run_dir / "metrics.jsonl", json.dumps(record))
-        if self.tensorboard is not None:
-            self.tensorboard.record(record)
+        for tracker in self.trackers:
+            tracker.record(record)
 
     # ------------------------------------------------------------------- loop
 
     def run(self) -> dict[str, Any]:
         """Train until the budget is spent or early stopping; returns a summary."""
-        self.tensorboard = self._open_tensorboard()
+        finished = False
         try:
+            if self.dist.main:  # one at a time, so that those open are closed on a failure
+                for tracker in open_trackers(self.cfg, self.state.step):
+                    self.trackers.append(tracker)
             with self.signals:
-                return self._loop()
+                summary = self._loop()
+            finished = True
+            return summary
         finally:
-            if self.tensorboard is not None:
-                self.tensorboard.close()
-
-    def _open_tensorboard(self) -> TensorBoardLog | None:
-        """The main process's TensorBoard log when ``train.log_to`` asks for one
-        (default directory ``RUN/tb``); a resumed run drops the events it logs again."""
-        t = self.cfg.train
-        if "tensorboard" not in t.log_to or not self.dist.main:
-            return None
-        where = log_dir(self.run_dir, t.tensorboard_dir)
-        return TensorBoardLog(where, purge_step=self.state.step + 1 if self.state.step else None)
+            for tracker in self.trackers:
+                tracker.close(finished)
+            self.trackers = []
 
     def budget_spent(self) -> bool:
         """Whether any budget is spent (on any rank: clocks differ between ranks)."""
@@ -483,11 +481,12 @@ class Trainer:
                 {"step": s.step, "epoch": s.epoch + 1, "elapsed": s.elapsed, **metrics}
                 | {"valid_seconds": seconds}
             )
-            if self.tensorboard is not None and self.data.dev_src:
+            drawing = [t for t in self.trackers if t.draws_attention]
+            if drawing and self.data.dev_src:
                 src, ref = self.data.dev_src[0], self.data.dev_refs[0]
-                self.tensorboard.attention(
-                    dev_attention(self.model, self.data.vocabs, src, ref), s.step
-                )
+                amap = dev_attention(self.model, self.data.vocabs, src, ref)
+                for tracker in drawing:
+                    tracker.attention(amap, s.step)
             shown = "  ".join(f"{k.removeprefix('valid_')} {v:.3f}" for k, v in metrics.items())
             bar.console.print(f"step {s.step:>6}  valid  {shown}{'  *best*' if improved else ''}")
             patience = self.cfg.train.patience

@@ -13,7 +13,8 @@ from nmt.compare.runs import PlannedRun, check_reusable
 from nmt.compare.spec import load_spec
 from nmt.errors import ConfigError, NmtError
 from nmt.training.run import train
-from nmt.training.tensorboard import TensorBoardLog, tag
+from nmt.training.tensorboard import TensorBoardLog
+from nmt.training.trackers import tag
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra
 
@@ -67,7 +68,6 @@ def test_without_the_extra_asking_for_it_names_the_install(monkeypatch, tiny_con
 @pytest.mark.parametrize(
     "train_keys, message",
     [
-        ({"log_to": ["jsonl", "wandb"]}, "unknown wandb"),
         ({"log_to": ["tensorboard"]}, "must include jsonl"),
         ({"tensorboard_dir": "tb"}, "only train.log_to: [jsonl, tensorboard] uses it"),
     ],

@@ -1,0 +1,272 @@
+"""Where a run's figures go besides ``metrics.jsonl`` (``train.log_to``): TensorBoard,
+MLflow and Weights & Biases, each an optional extra.
+
+Every tracker gets the recipe as hyperparameters (flattened to dotted keys such as
+``model.attention.kind``, so that runs can be filtered by attention kind) and every
+``metrics.jsonl`` record under the tags of :func:`tag`. A tracker is a view of the
+run, not the run: when it fails (a full disk, a locked database), one warning names
+it, that tracker stops and training goes on; ``metrics.jsonl`` keeps every figure.
+A resumed run logs to the same MLflow run and W&B run (their ids are kept in
+``RUN/trackers.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nmt import install_hint
+from nmt.errors import NmtError
+from nmt.io.files import read_json, write_text
+from nmt.progress import warn
+
+if TYPE_CHECKING:
+    from nmt.inspection.maps import AttentionMap
+    from nmt.setup.recipe import RunConfig
+
+GROUPS = {"valid_": "valid", "attn_": "attention", "ss_": "scheduled_sampling"}
+NOT_SCALARS = ("step",)
+IDS = "trackers.json"  # RUN/trackers.json: {"mlflow": run id, "wandb": run id}
+
+
+def tag(key: str) -> str:
+    """A metric's name in a tracker: ``valid_bleu`` -> ``valid/bleu``, ``attn_reward``
+    (REINFORCE) -> ``attention/reward``, ``ss_gold_prob`` (scheduled sampling's ε) ->
+    ``scheduled_sampling/gold_prob``, anything else -> ``train/...``."""
+    for prefix, group in GROUPS.items():
+        if key.startswith(prefix):
+            return f"{group}/{key.removeprefix(prefix)}"
+    return f"train/{key}"
+
+
+def scalars(record: dict[str, Any]) -> dict[str, float]:
+    """The numbers of one ``metrics.jsonl`` record, under their trackers' tags."""
+    return {
+        tag(k): float(v)
+        for k, v in record.items()
+        if k not in NOT_SCALARS and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def hyperparameters(cfg: RunConfig) -> dict[str, str | int | float | bool]:
+    """The recipe as flat ``section.key`` values a tracker can filter on (lists and
+    nulls as their text)."""
+    flat: dict[str, str | int | float | bool] = {}
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        elif isinstance(value, (str, int, float, bool)):
+            flat[key] = value
+        else:
+            flat[key] = str(value)
+
+    walk(dataclasses.asdict(cfg), "")
+    return flat
+
+
+class Tracker:
+    """One destination of a run's figures; :meth:`_guard` turns its failures into
+    one warning that stops it."""
+
+    name = "tracker"
+    draws_attention = False  # whether :meth:`attention` draws anything (it costs a pass)
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def _guard(self, write: Callable[[], None]) -> None:
+        if self.failed:
+            return
+        try:
+            write()
+        except Exception as e:  # any failure of another library's logging: the run goes on
+            self.failed = True
+            reason = " ".join(str(e).split())[:200] or type(e).__name__
+            warn(
+                f"train.log_to: {self.name} failed ({reason}); its logging stops, training "
+                "goes on (metrics.jsonl has every figure)"
+            )
+
+    def record(self, record: dict[str, Any]) -> None:
+        """One ``metrics.jsonl`` record, logged at ``record["step"]``."""
+
+    def attention(self, amap: AttentionMap, step: int) -> None:
+        """The fixed dev sentence's cross-attention at a validation."""
+
+    def close(self, finished: bool) -> None:
+        """``finished``: the run ended normally (else it was stopped or failed)."""
+
+
+def import_extra(module: str, extra: str) -> Any:
+    """An optional extra's module, or a one-line error naming the install."""
+    try:
+        return __import__(module)
+    except ImportError:
+        raise NmtError(
+            f"train.log_to: {module} needs the {extra} extra: {install_hint(extra)}"
+        ) from None
+
+
+def saved_id(run_dir: Path, name: str) -> str | None:
+    """The id a tracker gave this run before (a resumed run continues it)."""
+    path = run_dir / IDS
+    ids = read_json(path) if path.is_file() else {}
+    value = ids.get(name) if isinstance(ids, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def save_id(run_dir: Path, name: str, value: str) -> None:
+    path = run_dir / IDS
+    ids = read_json(path) if path.is_file() else {}
+    ids = ids if isinstance(ids, dict) else {}
+    write_text(path, json.dumps({**ids, name: value}, indent=2) + "\n")
+
+
+def run_name(cfg: RunConfig) -> str:
+    return cfg.train.run_name or str(cfg.run_dir)
+
+
+class MlflowLog(Tracker):
+    """An MLflow run in ``train.mlflow_uri`` (default: the SQLite store
+    ``RUN/mlflow.db``; ``nmt compare`` points a study's runs at ``OUT/mlflow.db``),
+    in the experiment ``train.experiment``: the recipe as params, the attention
+    kind as a tag, every record as metrics. ``mlflow ui --backend-store-uri
+    sqlite:///RUN/mlflow.db`` shows it."""
+
+    name = "mlflow"
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, resumed_step: int = 0) -> None:
+        super().__init__()
+        import_extra("mlflow", "mlflow")
+        for noisy in ("mlflow", "alembic"):  # table creation logs at INFO on stderr
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+
+        uri = cfg.train.mlflow_uri or f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
+        self.client: Any = None
+        self.run_id = ""
+
+        def start() -> None:
+            self.client = MlflowClient(tracking_uri=uri)
+            name = cfg.train.experiment
+            found = self.client.get_experiment_by_name(name)
+            experiment = found.experiment_id if found else self.client.create_experiment(name)
+            self.run_id = saved_id(run_dir, "mlflow") or ""
+            if self.run_id:
+                self.client.update_run(self.run_id, status="RUNNING")
+                return
+            tags = {"attention": cfg.model.attention.kind, "run_dir": str(cfg.run_dir)}
+            run = self.client.create_run(experiment, run_name=run_name(cfg), tags=tags)
+            self.run_id = run.info.run_id
+            params = [Param(k, str(v)[:6000]) for k, v in hyperparameters(cfg).items()]
+            for i in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
+                self.client.log_batch(self.run_id, params=params[i : i + 100])
+            save_id(run_dir, "mlflow", self.run_id)
+
+        self._guard(start)
+
+    def record(self, record: dict[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        now, step = int(time.time() * 1000), int(record["step"])
+        metrics = [Metric(k, v, now, step) for k, v in scalars(record).items()]
+        self._guard(lambda: self.client.log_batch(self.run_id, metrics=metrics))
+
+    def close(self, finished: bool) -> None:
+        status = "FINISHED" if finished else "KILLED"
+        self._guard(lambda: self.client.set_terminated(self.run_id, status))
+
+
+class WandbLog(Tracker):
+    """A Weights & Biases run in offline mode under ``train.wandb_dir`` (default the
+    run directory): nothing leaves the machine until ``wandb sync DIR/wandb/offline-run-*``.
+    Project ``train.experiment``, the recipe as its config."""
+
+    name = "wandb"
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, resumed_step: int = 0) -> None:
+        super().__init__()
+        self.wandb = wandb = import_extra("wandb", "wandb")
+        where = Path(cfg.train.wandb_dir) if cfg.train.wandb_dir else run_dir
+        self.run: Any = None
+        self.started_service = "WANDB_SERVICE" not in os.environ
+        run_id = saved_id(run_dir, "wandb") or secrets.token_hex(4)
+
+        def start() -> None:
+            where.mkdir(parents=True, exist_ok=True)
+            settings = wandb.Settings(silent=True, console="off", x_disable_stats=True)
+            self.run = wandb.init(
+                mode="offline",
+                dir=str(where),
+                project=cfg.train.experiment,
+                name=run_name(cfg),
+                id=run_id,
+                resume="allow",
+                config=hyperparameters(cfg),
+                tags=[cfg.model.attention.kind],
+                settings=settings,
+                reinit="create_new",
+            )
+            save_id(run_dir, "wandb", run_id)
+
+        self._guard(start)
+
+    def record(self, record: dict[str, Any]) -> None:
+        if self.run is not None:
+            self._guard(lambda: self.run.log(scalars(record), step=int(record["step"])))
+
+    def close(self, finished: bool) -> None:
+        def finish() -> None:
+            self.run.finish(exit_code=0 if finished else 1)
+            if self.started_service:  # W&B's background process, unless it was running
+                self.wandb.teardown()
+
+        if self.run is not None:
+            self._guard(finish)
+
+
+def open_tensorboard(cfg: RunConfig, run_dir: Path, resumed_step: int) -> Tracker:
+    from nmt.training.tensorboard import open_tensorboard
+
+    return open_tensorboard(cfg, run_dir, resumed_step)
+
+
+def check_tensorboard(cfg: RunConfig) -> None:
+    from nmt.training.tensorboard import log_dir, summary_writer
+
+    summary_writer()
+    log_dir(Path(cfg.run_dir), cfg.train.tensorboard_dir)
+
+
+# train.log_to's names (but jsonl, which the trainer always writes): how to check a
+# tracker before the run starts (its extra installed, its directory usable), and
+# how to open it (cfg, run directory, the step a resumed run starts from)
+TRACKERS: dict[str, tuple[Callable[[RunConfig], None], Callable[..., Tracker]]] = {
+    "tensorboard": (check_tensorboard, open_tensorboard),
+    "mlflow": (lambda cfg: import_extra("mlflow", "mlflow"), MlflowLog),
+    "wandb": (lambda cfg: import_extra("wandb", "wandb"), WandbLog),
+}
+
+
+def check_trackers(cfg: RunConfig) -> None:
+    """Before a run starts: every tracker's extra is installed (nothing trains in vain)."""
+    for name in cfg.train.log_to:
+        if name in TRACKERS:
+            TRACKERS[name][0](cfg)
+
+
+def open_trackers(cfg: RunConfig, resumed_step: int) -> Iterator[Tracker]:
+    """The trackers ``train.log_to`` names, each opened as it is reached."""
+    for name in cfg.train.log_to:
+        if name in TRACKERS:
+            yield TRACKERS[name][1](cfg, Path(cfg.run_dir), resumed_step)

@@ -1,0 +1,193 @@
+"""``train.log_to`` beyond TensorBoard: MLflow (a local SQLite store) and Weights &
+Biases (offline), each read back with its own library; the recipe as hyperparameters
+in every tracker, so that runs can be filtered by attention kind."""
+
+from __future__ import annotations
+
+import glob
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt.compare.spec import load_spec
+from nmt.errors import ConfigError, NmtError
+from nmt.training.run import train
+from nmt.training.trackers import hyperparameters, tag
+from tests.compare.test_compare import write_spec
+from tests.conftest import require_extra
+
+
+def jsonl(run_dir: Path) -> list[dict]:
+    text = (run_dir / "metrics.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line]
+
+
+def mlflow_runs(uri: str, experiment: str, where: str = "") -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    return [] if found is None else client.search_runs([found.experiment_id], where)
+
+
+def wandb_records(run_dir: Path) -> list:
+    """Every record of W&B's offline run files under ``run_dir``, parsed with W&B's
+    own protocol buffers (the files are LevelDB-style logs: 32 KiB blocks of records
+    with a 7-byte header, after W&B's 7-byte file header)."""
+    from wandb.proto import wandb_internal_pb2
+
+    out = []
+    for path in sorted(glob.glob(str(run_dir / "wandb" / "offline-run-*" / "run-*.wandb"))):
+        data, pos, pending = Path(path).read_bytes(), 7, b""
+        while pos + 7 <= len(data):
+            if (space := 32768 - pos % 32768) < 7:  # a block's tail too short for a header
+                pos += space
+                continue
+            _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+            pending += data[pos + 7 : pos + 7 + length]
+            pos += 7 + length
+            if kind in (1, 4):  # a whole record, or the last piece of one
+                record = wandb_internal_pb2.Record()
+                record.ParseFromString(pending)
+                out.append(record)
+                pending = b""
+    return out
+
+
+@pytest.mark.slow
+def test_mlflow_and_wandb_get_every_record_and_the_recipe(tiny_config):
+    require_extra("mlflow", "mlflow")
+    require_extra("wandb", "wandb")
+    cfg = tiny_config(
+        model={"attention": {"kind": "local_m"}},
+        train={"log_to": ["jsonl", "mlflow", "wandb"], "max_steps": 6, "log_every": 2},
+    )
+    train(cfg, device="cpu")
+    run_dir = Path(cfg.run_dir)
+    records = jsonl(run_dir)
+    ids = json.loads((run_dir / "trackers.json").read_text())
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
+    (run,) = mlflow_runs(uri, "nmt", "params.`model.attention.kind` = 'local_m'")
+    assert run.info.run_id == ids["mlflow"] and run.info.status == "FINISHED"
+    assert run.data.tags["attention"] == "local_m"
+    assert run.data.params == {k: str(v) for k, v in hyperparameters(cfg).items()}
+    client = MlflowClient(tracking_uri=uri)
+    for key in ("valid_bleu", "loss"):
+        logged = {m.step: m.value for m in client.get_metric_history(run.info.run_id, tag(key))}
+        assert logged == {r["step"]: pytest.approx(r[key]) for r in records if key in r}
+    assert not mlflow_runs(uri, "nmt", "params.`model.attention.kind` = 'global'")
+
+    wandb = wandb_records(run_dir)
+    (started,) = [r.run for r in wandb if r.WhichOneof("record_type") == "run"]
+    assert started.run_id == ids["wandb"] and started.project == "nmt"
+    assert list(started.tags) == ["local_m"]
+    config = {c.key: json.loads(c.value_json) for c in started.config.update}
+    assert config["model.attention.kind"] == "local_m"
+    history = [
+        {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+        for r in wandb
+        if r.WhichOneof("record_type") == "history"
+    ]
+    for key in ("valid_bleu", "loss"):
+        logged = {h["_step"]: h[tag(key)] for h in history if tag(key) in h}
+        assert logged == {r["step"]: pytest.approx(r[key]) for r in records if key in r}
+
+
+@pytest.mark.slow
+def test_tensorboard_holds_the_recipe_as_hparams(tiny_config):
+    require_extra("tensorboard", "tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    cfg = tiny_config(
+        model={"attention": {"kind": "hard"}}, train={"log_to": ["jsonl", "tensorboard"]}
+    )
+    train(cfg, device="cpu")
+    events = EventAccumulator(str(Path(cfg.run_dir) / "tb"))
+    events.Reload()
+    content = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
+    assert hparams["model.attention.kind"].string_value == "hard"
+    assert hparams["train.max_steps"].number_value == cfg.train.max_steps
+
+
+@pytest.mark.slow
+def test_a_resumed_run_continues_its_mlflow_run(tiny_config):
+    require_extra("mlflow", "mlflow")
+    keys = {"log_to": ["jsonl", "mlflow"], "lr_schedule": "inverse_sqrt", "valid_every": 2}
+    cfg = tiny_config(train={**keys, "max_steps": 2})
+    train(cfg, device="cpu")
+    uri = f"sqlite:///{(Path(cfg.run_dir) / 'mlflow.db').resolve()}"
+    (first,) = mlflow_runs(uri, "nmt")
+    train(tiny_config(train={**keys, "max_steps": 4}), device="cpu", resume=True)
+    (again,) = mlflow_runs(uri, "nmt")
+    assert again.info.run_id == first.info.run_id and again.info.status == "FINISHED"
+
+    from mlflow.tracking import MlflowClient
+
+    history = MlflowClient(tracking_uri=uri).get_metric_history(first.info.run_id, "valid/loss")
+    assert sorted(m.step for m in history) == [2, 4]
+
+
+@pytest.mark.slow
+def test_a_failing_tracker_is_one_warning_and_the_run_finishes(tiny_config, tmp_path, capfd):
+    require_extra("mlflow", "mlflow")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    uri = f"sqlite:///{blocker}/mlflow.db"  # a database inside a file: cannot be made
+    cfg = tiny_config(train={"log_to": ["jsonl", "mlflow"], "mlflow_uri": uri, "max_steps": 2})
+    summary = train(cfg, device="cpu")
+    err = capfd.readouterr().err
+    assert summary["steps"] == 2
+    assert err.count("train.log_to: mlflow failed") == 1, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("module", ["mlflow", "wandb"])
+def test_without_the_extra_asking_for_it_names_the_install(monkeypatch, tiny_config, module):
+    monkeypatch.setitem(sys.modules, module, None)
+    cfg = tiny_config(train={"log_to": ["jsonl", module]})
+    with pytest.raises(NmtError, match=rf"pip install 'nmt-attention\[{module}\]'"):
+        train(cfg, device="cpu")
+    assert not (Path(cfg.run_dir) / "recipe.yaml").exists()  # refused before any writing
+
+
+@pytest.mark.parametrize(
+    "train_keys, message",
+    [
+        ({"log_to": ["jsonl", "comet"]}, "unknown comet; valid: jsonl, tensorboard, mlflow"),
+        ({"mlflow_uri": "sqlite:///x.db"}, "only train.log_to: [jsonl, mlflow] uses it"),
+        ({"wandb_dir": "w"}, "only train.log_to: [jsonl, wandb] uses it"),
+        ({"experiment": " "}, "must not be empty"),
+    ],
+)
+def test_tracker_settings_are_checked(tiny_config, train_keys, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        tiny_config(train=train_keys)
+
+
+def test_a_study_logs_to_one_store_under_its_name(tmp_path, toy_dir):
+    import yaml
+
+    spec = write_spec(
+        tmp_path, toy_dir, {"global": [], "local_m": ["model.attention.kind=local_m"]}
+    )
+    data = yaml.safe_load(spec.read_text())
+    data["set"].append("train.log_to=[jsonl, mlflow, wandb]")
+    spec.write_text(yaml.safe_dump(data))
+    loaded, runs = load_spec(spec)
+    study = Path(loaded.out_dir)
+    assert {r.cfg.train.mlflow_uri for r in runs} == {
+        f"sqlite:///{(study / 'mlflow.db').resolve()}"
+    }
+    assert {r.cfg.train.wandb_dir for r in runs} == {str(study)}
+    assert {r.cfg.train.experiment for r in runs} == {study.name}
+    assert sorted(r.cfg.train.run_name for r in runs) == sorted(
+        f"{v}/seed{s}" for v in ("global", "local_m") for s in (1, 2)
+    )
