@@ -40,8 +40,13 @@ GUARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # Variables that others set in the process, not the tests: pytest names the current
 # test in one; torch keeps its compile cache's process-wide place in the others, set
 # whenever torch._inductor first asks for it (an import of torch.nn.attention.bias
-# can be that moment, so it falls in whichever test imports it first).
-NOT_THE_TESTS = ("PYTEST_CURRENT_TEST", "_TORCHINDUCTOR_", "TORCHINDUCTOR_CACHE_DIR")
+# can be that moment, so it falls in whichever test imports it first); scikit-learn
+# (which the mlflow extra brings, and compare-mt imports where it is installed) sets
+# two OpenMP variables when it is first imported.
+NOT_THE_TESTS = (
+    "PYTEST_CURRENT_TEST", "_TORCHINDUCTOR_", "TORCHINDUCTOR_CACHE_DIR",
+    "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK",
+)  # fmt: skip
 
 
 def _environment() -> dict[str, str]:
