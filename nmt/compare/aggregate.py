@@ -17,12 +17,12 @@ from nmt.compare.diagnostics import (
     ratio,
     repetition,
 )
+from nmt.compare.rows import ATTENTION_KEYS, ContrastRow, Row
 from nmt.compare.significance import adjust_family, judge
 from nmt.compare.spec import SignificanceSpec
-from nmt.decoding.metrics import bleu_from_stats, paired_bootstrap
+from nmt.decoding.metrics import Bootstrap, bleu_from_stats, paired_bootstrap
 from nmt.errors import NmtError
 
-ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "center_distance", "aer")
 DIAGNOSTICS = ("length_ratio", *SENTENCE_KEYS)  # nmt.compare.diagnostics
 EXAMPLES = 2  # sentences shown each way where a variant differs most from the baseline
 
@@ -95,17 +95,14 @@ def sentence_pairs(part: SplitAnalysis) -> dict[str, np.ndarray]:
     return {"length_ratio": part.stats[:, :2].astype(np.float64), **part.sentences}
 
 
-def caption_figures(captions: list[np.ndarray]) -> dict[str, list[float | None]]:
+def caption_figures(captions: list[np.ndarray]) -> tuple[list[float | None], list[float]]:
     """Each caption's covered share and recall, from each seed's (N,K,2): the mean over
     sentences, then over seeds; covered only over the seeds whose attention was read
     (all NaN: analysed without a checkpoint), None where none was."""
     recall = np.nanmean(np.stack([c[..., 1] for c in captions]), axis=1).mean(0)  # (K,)
     read = [c[..., 0] for c in captions if not np.isnan(c[..., 0]).all()]
     covered = np.nanmean(np.stack(read), axis=1).mean(0) if read else [None] * len(recall)
-    return {
-        "caption_covered": [None if x is None else float(x) for x in covered],
-        "caption_recall": [float(x) for x in recall],
-    }
+    return [None if x is None else float(x) for x in covered], [float(x) for x in recall]
 
 
 def diagnostic_figures(
@@ -164,11 +161,11 @@ def summarise(
     samples: int,
     edges: tuple[int, ...],
     significance: SignificanceSpec,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """One row per (variant, split) over the variant's finished seeds; variants without
     any finished seed are left out here (the report lists them as failed). A split's
     tests against the baseline are one family for Holm's adjustment."""
-    rows = []
+    rows: list[Row] = []
     for split in splits:
         first = len(rows)
         systems = {
@@ -178,79 +175,79 @@ def summarise(
         }
         boot = paired_bootstrap(systems, baseline, samples) if systems else {}
         for name, per_seed in runs.items():
-            if not per_seed:
-                continue
-            parts = [r.splits[split] for r in per_seed]
-            bleus, chrfs = [p.bleu for p in parts], [p.chrf for p in parts]
-            b = boot[name]
-            row: dict[str, Any] = {
-                "variant": name,
-                "split": split,
-                "seeds": len(per_seed),
-                "is_baseline": name == baseline,
-                "bleu": _mean(bleus),
-                "bleu_std": _std(bleus),
-                "bleu_ci_low": b.ci_low,
-                "bleu_ci_high": b.ci_high,
-                "p_value": b.p_value,  # the baseline's is None; judge() sets the others'
-                "chrf": _mean(chrfs),
-                "chrf_std": _std(chrfs),
-                "params": per_seed[0].params,
-                "train_steps": _mean([r.train["steps"] for r in per_seed]),
-                "train_minutes": _mean([r.train["seconds"] / 60 for r in per_seed]),
-                "tokens_per_s": _mean([r.train["tokens_per_s"] for r in per_seed]),
-                "sentences_per_s": _mean([p.sentences_per_s for p in parts]),
-            }
-            for key in ATTENTION_KEYS:
-                values = [p.attention[key] for p in parts if key in p.attention]
-                row[key] = _mean(values) if values else None
-            per_bucket = np.array(
-                [bucket_bleu(p.stats, p.src_words, edges) for p in parts]
-            )  # (seeds, buckets)
-            counts = np.bincount(bucket_index(parts[0].src_words, edges), minlength=len(edges) + 1)
-            whole, by_bucket = diagnostic_figures(parts, edges)
-            row.update(whole)
-            row["length_buckets"] = {
-                label: {
-                    "sentences": int(n),
-                    "bleu": float(np.mean(col)),
-                    "bleu_min": float(np.min(col)),  # the seeds' range, for the plot's band
-                    "bleu_max": float(np.max(col)),
-                    **figures,
-                }
-                for label, n, col, figures in zip(
-                    bucket_labels(edges), counts, per_bucket.T, by_bucket
+            if per_seed:
+                rows.append(
+                    variant_row(runs, name, split, baseline, boot[name], edges, significance)
                 )
-            }
-            words = [p.words for p in parts if p.words is not None]
-            if words:
-                f = np.mean([f_measure(w) for w in words], axis=0)
-                row["word_f"] = dict(zip(frequency_labels(), map(float, f)))
-                row["word_counts"] = dict(zip(frequency_labels(), map(int, words[0][:, 1])))
-            row["ref_repetition"] = ratio(np.array([repetition(r) for r in parts[0].refs]))
-            captions = [p.captions for p in parts if p.captions is not None]
-            if captions:  # (N,K,2) each: the mean over sentences, then over seeds
-                row.update(caption_figures(captions))
-            base_runs = runs.get(baseline, [])
-            if name != baseline and base_runs:
-                row["differs_most"] = differs_most(parts[0], base_runs[0].splits[split])
-            if name != baseline:
-                row.update(
-                    judge(
-                        name,
-                        per_seed,
-                        baseline,
-                        runs.get(baseline, []),
-                        split,
-                        significance,
-                        b.p_value,
-                    )
-                )
-            row["bleu_signature"] = parts[0].signatures["bleu"]
-            row["chrf_signature"] = parts[0].signatures["chrf"]
-            rows.append(row)
-        adjust_family(rows[first:], significance.alpha)
+        adjust_family([r.test for r in rows[first:] if r.test is not None], significance.alpha)
     return rows
+
+
+def variant_row(
+    runs: dict[str, list[RunAnalysis]],
+    name: str,
+    split: str,
+    baseline: str,
+    boot: Bootstrap,
+    edges: tuple[int, ...],
+    significance: SignificanceSpec,
+) -> Row:
+    """Variant ``name`` on ``split``: its figures over seeds, tested against the baseline."""
+    per_seed = runs[name]
+    parts = [r.splits[split] for r in per_seed]
+    bleus, chrfs = [p.bleu for p in parts], [p.chrf for p in parts]
+    attention = {}
+    for key in ATTENTION_KEYS:
+        values = [p.attention[key] for p in parts if key in p.attention]
+        attention[key] = _mean(values) if values else None
+    per_bucket = np.array([bucket_bleu(p.stats, p.src_words, edges) for p in parts])  # (seeds, B)
+    counts = np.bincount(bucket_index(parts[0].src_words, edges), minlength=len(edges) + 1)
+    whole, by_bucket = diagnostic_figures(parts, edges)
+    row = Row(
+        variant=name,
+        split=split,
+        seeds=len(per_seed),
+        is_baseline=name == baseline,
+        bleu=_mean(bleus),
+        bleu_std=_std(bleus),
+        bleu_ci_low=boot.ci_low,
+        bleu_ci_high=boot.ci_high,
+        chrf=_mean(chrfs),
+        chrf_std=_std(chrfs),
+        params=per_seed[0].params,
+        train_steps=_mean([r.train["steps"] for r in per_seed]),
+        train_minutes=_mean([r.train["seconds"] / 60 for r in per_seed]),
+        tokens_per_s=_mean([r.train["tokens_per_s"] for r in per_seed]),
+        sentences_per_s=_mean([p.sentences_per_s for p in parts]),
+        attention=attention,
+        diagnostics=whole,
+        length_buckets={
+            label: {
+                "sentences": int(n),
+                "bleu": float(np.mean(col)),
+                "bleu_min": float(np.min(col)),  # the seeds' range, for the plot's band
+                "bleu_max": float(np.max(col)),
+                **figures,
+            }
+            for label, n, col, figures in zip(bucket_labels(edges), counts, per_bucket.T, by_bucket)
+        },
+        ref_repetition=ratio(np.array([repetition(r) for r in parts[0].refs])),
+        signatures={m: parts[0].signatures[m] for m in ("bleu", "chrf")},
+    )
+    words = [p.words for p in parts if p.words is not None]
+    if words:
+        f = np.mean([f_measure(w) for w in words], axis=0)
+        row.word_f = dict(zip(frequency_labels(), map(float, f)))
+        row.word_counts = dict(zip(frequency_labels(), map(int, words[0][:, 1])))
+    captions = [p.captions for p in parts if p.captions is not None]
+    if captions:  # (N,K,2) each: the mean over sentences, then over seeds
+        row.caption_covered, row.caption_recall = caption_figures(captions)
+    base_runs = runs.get(baseline, [])
+    if name != baseline:
+        if base_runs:
+            row.differs_most = differs_most(parts[0], base_runs[0].splits[split])
+        row.test = judge(name, per_seed, baseline, base_runs, split, significance, boot.p_value)
+    return row
 
 
 def contrast_rows(
@@ -259,7 +256,7 @@ def contrast_rows(
     contrasts: tuple[tuple[str, ...], ...],
     samples: int,
     significance: SignificanceSpec,
-) -> list[dict[str, Any]]:
+) -> list[ContrastRow]:
     """One row per (split, [variant, reference]) of the spec's ``contrasts``, judged as
     a variant is against the baseline; a split's contrasts are one family for Holm's
     adjustment. A pair with a side that has no finished run is reported, not tested."""
@@ -275,9 +272,8 @@ def contrast_rows(
                     name: [r.splits[split].stats for r in ours],
                 }
                 p = paired_bootstrap(systems, reference, samples)[name].p_value
-            row = {"split": split, "variant": name, "reference": reference}
-            row.update(judge(name, ours, reference, theirs, split, significance, p))
-            mine.append(row)
-        adjust_family(mine, significance.alpha)
+            test = judge(name, ours, reference, theirs, split, significance, p)
+            mine.append(ContrastRow(split, name, reference, test))
+        adjust_family([c.test for c in mine], significance.alpha)
         rows += mine
     return rows

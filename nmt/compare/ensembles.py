@@ -11,12 +11,12 @@ gain of simply ensembling the baseline.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from nmt.compare.analysis import RunAnalysis
+from nmt.compare.rows import EnsembleRow
 from nmt.data.pipeline import load_split
 from nmt.decoding.evaluate import evaluated_model
 from nmt.decoding.metrics import corpus_score
@@ -30,7 +30,7 @@ DIR = "ensembles"  # OUT/ensembles/VARIANT/{split}.hyp
 
 def ensemble_rows(
     runs: dict[str, list[RunAnalysis]], splits: tuple[str, ...], out: Path, device: torch.device
-) -> list[dict[str, Any]]:
+) -> list[EnsembleRow]:
     """One row per (variant with at least two finished seeds, split): the ensemble's
     BLEU and chrF, the mean of its seeds', and the gain."""
     rows = []
@@ -48,28 +48,6 @@ def ensemble_rows(
             write_text(out / DIR / name / f"{split}.hyp", "".join(h + "\n" for h in hyps))
             bleu, chrf = (corpus_score(m, hyps, [refs]).score for m in ("bleu", "chrf"))
             seeds_bleu = float(np.mean([r.splits[split].bleu for r in per_seed]))
-            rows.append(
-                {
-                    "variant": name,
-                    "split": split,
-                    "seeds": len(per_seed),
-                    "bleu": bleu,
-                    "chrf": chrf,
-                    "seeds_bleu": seeds_bleu,
-                    "seeds_chrf": float(np.mean([r.splits[split].chrf for r in per_seed])),
-                    "gain": bleu - seeds_bleu,
-                }
-            )
+            seeds_chrf = float(np.mean([r.splits[split].chrf for r in per_seed]))
+            rows.append(EnsembleRow(name, split, len(per_seed), bleu, chrf, seeds_bleu, seeds_chrf))
     return rows
-
-
-def markdown(rows: list[dict[str, Any]], split: str) -> str:
-    lines = ["| variant | seeds | ensemble BLEU | seeds' mean BLEU | gain | ensemble chrF |"]
-    lines.append("|---|---:|---:|---:|---:|---:|")
-    for r in rows:
-        if r["split"] == split:
-            lines.append(
-                f"| {r['variant']} | {r['seeds']} | {r['bleu']:.2f} | {r['seeds_bleu']:.2f} | "
-                f"{r['gain']:+.2f} | {r['chrf']:.2f} |"
-            )
-    return "\n".join(lines)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from nmt.compare.rows import Row
 from nmt.compare.significance import p_text
 from nmt.inspection.maps import AttentionMap
 from nmt.io.files import write_text
@@ -66,7 +67,8 @@ def heatmap(amap: AttentionMap, boundaries: list[int]) -> dict[str, Any]:
     }
 
 
-def row_data(row: dict[str, Any]) -> dict[str, Any]:
+def row_data(typed: Row) -> dict[str, Any]:
+    row = typed.record()
     cells = {key: row.get(key) for _, key, _ in TABLE if key is not None}
     cells["p_text"] = "baseline" if row.get("is_baseline") else p_text(row.get("p_value"))
     cells["significant"] = bool(row.get("significant"))
@@ -81,7 +83,7 @@ def write_html(
     path: Path,
     title: str,
     splits: tuple[str, ...],
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     maps: dict[str, dict[int, dict[str, Any]]],
     notes: list[str],
 ) -> None:
@@ -94,7 +96,7 @@ def write_html(
         "splits": [
             {
                 "name": split,
-                "rows": [row_data(r) for r in rows if r["split"] == split],
+                "rows": [row_data(r) for r in rows if r.split == split],
                 "maps": {str(line): by for line, by in maps.get(split, {}).items()},
             }
             for split in splits

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
+from nmt.compare.rows import Row
 from nmt.inspection.maps import AttentionMap, draw_heatmap, panel_size, select
 from nmt.inspection.plotting import pyplot, save_figure
 
@@ -33,22 +34,22 @@ def legend(fig: Any, ax: Any) -> None:
     fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper", fontsize=8)
 
 
-def plot_length_buckets(path: Path, split: str, rows: list[dict[str, Any]]) -> None:
+def plot_length_buckets(path: Path, split: str, rows: list[Row]) -> None:
     """BLEU and the length ratio per source-length bucket, one line per variant (mean
     over seeds, BLEU with the seeds' range as a band): where a variant falls behind,
     and whether it stopped early there. Buckets of fewer than :data:`FEW` sentences
     are greyed."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
-    labels = list(rows[0]["length_buckets"])
-    counts = [rows[0]["length_buckets"][k]["sentences"] for k in labels]
+    labels = list(rows[0].length_buckets)
+    counts = [rows[0].length_buckets[k]["sentences"] for k in labels]
     x = np.arange(len(labels))
     for ax, key, name in zip(axes, ("bleu", "length_ratio"), ("BLEU", "length ratio (hyp / ref)")):
         for i, row in enumerate(rows):
-            buckets = row["length_buckets"]
+            buckets = row.length_buckets
             values = [buckets[k].get(key, math.nan) for k in labels]
-            ax.plot(x, values, **style(i), label=row["variant"])
-            if key == "bleu" and row.get("seeds", 1) > 1:
+            ax.plot(x, values, **style(i), label=row.variant)
+            if key == "bleu" and row.seeds > 1:
                 low = [buckets[k].get("bleu_min", math.nan) for k in labels]
                 high = [buckets[k].get("bleu_max", math.nan) for k in labels]
                 ax.fill_between(x, low, high, color=style(i)["color"], alpha=0.15, linewidth=0)
@@ -60,7 +61,7 @@ def plot_length_buckets(path: Path, split: str, rows: list[dict[str, Any]]) -> N
         ax.grid(alpha=0.3)
     axes[1].axhline(1.0, color="grey", linewidth=0.8)
     legend(fig, axes[0])
-    seeds = max(r.get("seeds", 1) for r in rows)
+    seeds = max(r.seeds for r in rows)
     band = f"bands: the range over {seeds} seeds; " if seeds > 1 else ""
     fig.suptitle(
         f"{split}: by source length (mean over seeds; {band}grey: buckets of under {FEW} "

@@ -1,40 +1,30 @@
-"""Bring every planned run to "trained and evaluated": reuse what is finished, resume
-what was interrupted, train the rest; a failing run is recorded, not fatal."""
+"""A study's run bookkeeping: what a run was asked for (and whether a finished one can
+be reused for it), what "done" means, bringing one run to "trained and evaluated"
+(reuse what is finished, resume what was interrupted, train the rest), and a
+failure recorded, not fatal. The launchers that run many (nmt.compare.pool on this
+machine, nmt.compare.slurm on a cluster) build on these."""
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import os
-import signal
-import threading
-import time
 import traceback
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
 from nmt.compare.spec import PlannedRun
-from nmt.compare.watch import study_progress
 from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
 from nmt.io.files import write_text
 from nmt.io.rundir import flatten
-from nmt.progress import clock, console, eta, log_line, progress_bar, warn
+from nmt.progress import console, warn
 from nmt.setup.migrations import upgrade_recipe
-from nmt.setup.plugins import import_plugins
 from nmt.training.run import SUMMARY, read_summary, train
-from nmt.training.signals import Interrupted, Terminated, terminable
+from nmt.training.signals import Interrupted
 
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
 RESOLVED = "recipe.yaml"  # the recipe it was trained with, every default filled in
-POLL_SECONDS = 2.0  # how often the study's bar reads the runs' logs under --jobs
-ORPHAN_POLL_SECONDS = 1.0  # how often a worker checks that its study process lives
-SUMMARY_SECONDS = 60.0  # how often a study in a log (no terminal) prints where it stands
 
 
 @dataclass(frozen=True)
@@ -135,154 +125,6 @@ def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult
     return RunResult(run.variant, run.seed, run.run_dir, status)
 
 
-def bring_up_all(
-    planned: list[PlannedRun], splits: tuple[str, ...], device: str, jobs: int = 1
-) -> list[RunResult]:
-    """Bring up every run, ``jobs`` at a time; results in plan order. With more than
-    one job each run trains in its own process (a fresh interpreter, so that each has
-    its own thread pool) on 1/jobs of the CPU threads, or beside the others on the
-    GPU; its output goes to RUN/compare.log.
-
-    SIGINT or SIGTERM to this process (a scheduler or systemd signals the main
-    process only) reaches every worker: each saves its ``last.pt`` and stops, no run
-    starts after it, and the study raises :class:`Interrupted` once every worker
-    has gone, so that running it again resumes."""
-    if jobs == 1:
-        outcomes = []
-        for run in planned:
-            log_line(f"{run.variant} seed {run.seed}: started")
-            outcomes.append(bring_up(run, splits, device))
-            log_line(f"{run.variant} seed {run.seed}: {outcomes[-1].status}")
-        return outcomes
-    threads = max(1, torch.get_num_threads() // jobs)
-    console.print(f"{len(planned)} runs, {jobs} at a time ({threads} CPU threads each)")
-    context = multiprocessing.get_context("spawn")
-    stopping = context.Event()
-    run_dirs = [r.run_dir for r in planned]
-    start, (first, _) = time.perf_counter(), study_progress(run_dirs)
-    plugins = tuple(dict.fromkeys(p for r in planned for p in r.cfg.plugins))
-    pool = ProcessPoolExecutor(
-        jobs,
-        mp_context=context,
-        initializer=_start_worker,
-        initargs=(stopping, os.getpid(), plugins),
-    )
-    with pool, progress_bar() as bar:
-        task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
-        futures = [pool.submit(_bring_up_in_worker, r, splits, device, threads) for r in planned]
-        waiting, started, logged = set(futures), set(), start
-        try:
-            while waiting:
-                finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-                for future, run in zip(futures, planned):  # in a log: when each starts
-                    if future not in started and (future.running() or future.done()):
-                        started.add(future)
-                        log_line(f"{run.variant} seed {run.seed}: started")
-                for future in finished:
-                    result = future.result()
-                    bar.console.print(f"{result.variant} seed {result.seed}: {result.status}")
-                done, total = study_progress(run_dirs)
-                elapsed = time.perf_counter() - start
-                rate = (done - first) / max(elapsed, 1e-9)
-                bar.update(task, completed=done, total=total, rate=rate)
-                if time.perf_counter() - logged >= SUMMARY_SECONDS:  # in a log: a summary
-                    logged = time.perf_counter()
-                    ended = len(futures) - len(waiting)
-                    left = eta(done - first, total - first if total else None, elapsed)
-                    log_line(
-                        f"study: {done:,}/{total or '?'} updates, {ended} runs done, "
-                        f"{len(started) - ended} running, {rate:,.1f} updates/s, "
-                        f"elapsed {clock(elapsed)}, ETA {left}"
-                    )
-        except (KeyboardInterrupt, Terminated) as e:
-            code = 130 if isinstance(e, KeyboardInterrupt) else 143
-            stop_workers(stopping, futures)
-            raise Interrupted(
-                code,
-                f"{'interrupted' if code == 130 else 'terminated'}: every running run saved "
-                "its last.pt; run the same nmt compare again to resume the study",
-            ) from None
-    return [future.result() for future in futures]
-
-
-def stop_workers(stopping: Any, futures: list[Future]) -> None:
-    """Start no more runs, pass SIGTERM to every worker (each saves ``last.pt``),
-    and wait until they have all finished."""
-    stopping.set()
-    for future in futures:
-        future.cancel()
-    with terminable():  # a second signal while they save changes nothing
-        for child in multiprocessing.active_children():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid, signal.SIGTERM)
-        while True:
-            try:
-                wait(futures)
-                return
-            except Terminated:
-                continue
-
-
-class _Worker:
-    """This process's state as a study's worker (set by :func:`_start_worker`)."""
-
-    stopping: Any = None  # the study's "stop" event
-    parent = 0  # the study process's pid
-    busy = False  # bringing up a run (else waiting for one)
-
-
-def _start_worker(stopping: Any, parent: int, plugins: tuple[str, ...] = ()) -> None:
-    """A worker's set-up: the study's plug-ins imported before any run reaches it (a run's
-    config may be of a class that a plug-in defines). SIGTERM or SIGINT (Ctrl-C reaches
-    the whole process group) unwinds a run it is bringing up (training turns it into a
-    saved ``last.pt``) and is only noted while it waits for a run (the study then gives
-    it none). A worker whose study process died without passing the signal on (kill -9)
-    stops itself, so that no orphan trains on."""
-    _Worker.stopping, _Worker.parent = stopping, parent
-    import_plugins(plugins)
-    signal.signal(signal.SIGTERM, _on_signal)
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background study's stays
-        signal.signal(signal.SIGINT, _on_signal)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(ORPHAN_POLL_SECONDS)
-        stopping.set()
-        if not _Worker.busy:
-            os._exit(143)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    if _Worker.busy:
-        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
-
-
-def _bring_up_in_worker(
-    run: PlannedRun, splits: tuple[str, ...], device: str, threads: int
-) -> RunResult:
-    if _Worker.stopping.is_set():
-        return RunResult(run.variant, run.seed, run.run_dir, "failed", "not started (stopped)")
-    _Worker.busy = True
-    torch.set_num_threads(threads)
-    try:
-        run.run_dir.mkdir(parents=True, exist_ok=True)
-        with (
-            open(run.run_dir / "compare.log", "a", encoding="utf-8") as log,
-            contextlib.redirect_stdout(log),
-            contextlib.redirect_stderr(log),
-        ):
-            return bring_up(run, splits, device)
-    except (Interrupted, KeyboardInterrupt, Terminated):  # last.pt is saved: the next resumes
-        return RunResult(run.variant, run.seed, run.run_dir, "failed", "interrupted")
-    finally:
-        _Worker.busy = False
-        if os.getppid() != _Worker.parent:
-            os._exit(143)  # an orphan: nobody is left to take the result or give more work
-
-
 def failed(run: RunResult, error: Exception) -> RunResult:
     """Record a failure: one line for the table, the traceback in RUN/error.log."""
     message = " ".join(str(error).split()) or type(error).__name__
@@ -290,3 +132,10 @@ def failed(run: RunResult, error: Exception) -> RunResult:
         write_text(run.run_dir / "error.log", traceback.format_exc())
     console.print(f"[red]{run.variant} seed {run.seed} failed:[/red] {message}")
     return RunResult(run.variant, run.seed, run.run_dir, "failed", message)
+
+
+def done(run: PlannedRun, splits: tuple[str, ...]) -> bool:
+    """Trained and evaluated on every split: nothing left to launch."""
+    if not finished_run(run.run_dir):
+        return False
+    return all(s in read_results(run.run_dir) for s in splits)

@@ -19,11 +19,10 @@ adjusted p-values, and a verdict that holds only test by test says so.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
+from nmt.compare.rows import Test
 from nmt.compare.spec import SignificanceSpec
 from nmt.decoding.metrics import corpus_score, paired_test
 
@@ -47,7 +46,7 @@ def judge(
     split: str,
     spec: SignificanceSpec,
     bootstrap_p: float | None,
-) -> dict[str, Any]:
+) -> Test:
     """The p-values, per-seed differences and verdict of variant ``name`` on ``split``."""
     metric = spec.metrics[0]
     mine = {r.seed: r for r in runs}
@@ -71,14 +70,8 @@ def judge(
     p = p_values.get(metric)
     agree = bool(deltas) and (all(d > 0 for d in deltas) or all(d < 0 for d in deltas))
     significant = p is not None and p < spec.alpha and agree and len(shared) >= 2
-    return {
-        "p_value": p,
-        "p_values": p_values,
-        "seed_deltas": deltas,
-        "signs_agree": agree,
-        "significant": significant,
-        "verdict": verdict(name, baseline, NAMES[metric], deltas, p, significant, spec.alpha),
-    }
+    words = verdict(name, baseline, NAMES[metric], deltas, p, significant, spec.alpha)
+    return Test(p, p_values, deltas, agree, significant, words)
 
 
 def p_text(p: float | None) -> str:
@@ -132,15 +125,14 @@ def holm(p_values: list[float]) -> list[float]:
     return out
 
 
-def adjust_family(rows: list[dict[str, Any]], alpha: float) -> None:
-    """Give the tested ``rows`` of one family ``p_holm`` and ``significant_holm``;
-    where a difference is significant alone but not as one of the family, its verdict
-    says so."""
-    tested = [r for r in rows if r.get("p_value") is not None]  # the baseline's is None
-    for row, adjusted in zip(tested, holm([r["p_value"] for r in tested])):
-        row["p_holm"] = adjusted
-        row["significant_holm"] = row["significant"] and adjusted < alpha
-        if row["significant"] and not row["significant_holm"]:
-            row["verdict"] += (
+def adjust_family(tests: list[Test], alpha: float) -> None:
+    """Give the ``tests`` of one family ``p_holm`` and ``significant_holm`` (those with
+    a p-value); a verdict significant only test by test says so."""
+    tested = [t for t in tests if t.p_value is not None]
+    for test, adjusted in zip(tested, holm([t.p_value for t in tested])):
+        test.p_holm = adjusted
+        test.significant_holm = test.significant and adjusted < alpha
+        if test.significant and not test.significant_holm:
+            test.verdict += (
                 f"; as one of {len(tested)} tests (Holm) p {p_text(adjusted)}, not significant"
             )

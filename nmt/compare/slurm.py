@@ -40,9 +40,8 @@ from typing import Any, NamedTuple
 import torch
 
 from nmt import install_hint
-from nmt.compare.runs import RunResult, bring_up, finished_run
+from nmt.compare.runs import RunResult, bring_up, done
 from nmt.compare.spec import LauncherSpec, PlannedRun
-from nmt.decoding.evaluate import read_results
 from nmt.errors import NmtError
 from nmt.io.files import write_text
 from nmt.progress import console, progress_bar
@@ -157,7 +156,7 @@ def launch(
     todo = [
         r
         for r in planned
-        if not _done(r, splits) and states.get(known.get(str(r.run_dir), "")) is None
+        if not done(r, splits) and states.get(known.get(str(r.run_dir), "")) is None
     ]
     if todo:
         jobs = submit(submitit, todo, splits, device, launcher, folder)
@@ -255,7 +254,7 @@ def collect(
                         waiting[state.reason] += 1
                     continue
                 if job_id is not None and (
-                    read_outcome(folder, job_id) is not None or not _done(run, splits)
+                    read_outcome(folder, job_id) is not None or not done(run, splits)
                 ):
                     outcomes[i] = outcome(submitit, run, job_id, folder)
                 else:  # finished before this study submitted anything
@@ -363,13 +362,6 @@ def squeue() -> dict[str, Queued]:
         if len(parts) >= 2:
             states[parts[0]] = Queued(parts[1], parts[2] if len(parts) > 2 else "None")
     return states
-
-
-def _done(run: PlannedRun, splits: tuple[str, ...]) -> bool:
-    """Trained and evaluated on every split: nothing left for a job."""
-    if not finished_run(run.run_dir):
-        return False
-    return all(s in read_results(run.run_dir) for s in splits)
 
 
 def _read_jobs(folder: Path) -> dict[str, str]:

@@ -20,8 +20,10 @@ from nmt.compare.diagnostics import ratio
 from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.html import caption_starts, heatmap, write_html
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
-from nmt.compare.report import print_tables, write_csv, write_json, write_markdown
-from nmt.compare.runs import RunResult, bring_up_all, check_reusable, failed
+from nmt.compare.pool import bring_up_all
+from nmt.compare.report import Report, print_tables, write_csv, write_json, write_markdown
+from nmt.compare.rows import Row
+from nmt.compare.runs import RunResult, check_reusable, failed
 from nmt.compare.spec import CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
@@ -244,23 +246,15 @@ def report(
     print_tables(rows, splits, failures, contrasts)
     for e in ensembles:
         console.print(
-            f"{e['split']}: {e['variant']}, its {e['seeds']} seeds as one ensemble: BLEU "
-            f"{e['bleu']:.2f} (the seeds' mean {e['seeds_bleu']:.2f}, {e['gain']:+.2f})"
+            f"{e.split}: {e.variant}, its {e.seeds} seeds as one ensemble: BLEU "
+            f"{e.bleu:.2f} (the seeds' mean {e.seeds_bleu:.2f}, {e.gain:+.2f})"
         )
-    write_markdown(
-        out / "report.md",
-        title,
-        splits,
-        rows,
-        failures,
-        baseline,
-        spec.bootstrap,
-        figures,
-        spec.significance,
-        ensembles,
-        contrasts,
-        notes := timing_notes(runs) + pruned_notes(runs),
-    )
+    notes = timing_notes(runs) + pruned_notes(runs)
+    report = Report(
+        title, splits, rows, failures, baseline, spec.bootstrap, figures, spec.significance,
+        ensembles, contrasts, notes,
+    )  # fmt: skip
+    write_markdown(out / "report.md", report)
     for note in notes:
         warn(note)
     write_html(out / "report.html", title, splits, rows, html_maps(runs, splits), notes)
@@ -270,9 +264,9 @@ def report(
         "splits": splits,
         "bootstrap_samples": spec.bootstrap,
         "significance": dataclasses.asdict(spec.significance),
-        "rows": rows,
-        "contrasts": contrasts,
-        "ensembles": ensembles,
+        "rows": [r.record() for r in rows],
+        "contrasts": [c.record() for c in contrasts],
+        "ensembles": [e.record() for e in ensembles],
         "notes": notes,
         "runs": [per_run(r) for rs in runs.values() for r in rs],
         "failed": [
@@ -339,7 +333,7 @@ def per_run(r: RunAnalysis) -> dict[str, Any]:
 def plot_all(
     out: Path,
     runs: dict[str, list[RunAnalysis]],
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     splits: tuple[str, ...],
     lines: tuple[int, ...],
 ) -> dict[str, list[str]]:
@@ -349,7 +343,7 @@ def plot_all(
         return figures
     for split in splits:
         name = f"bleu_by_length_{split}.png"
-        plot_length_buckets(out / name, split, [r for r in rows if r["split"] == split])
+        plot_length_buckets(out / name, split, [r for r in rows if r.split == split])
         figures[split] = [name]
     plot_dev_curves(out / "dev_curves.png", runs)
     figures["_all"].append("dev_curves.png")

@@ -39,26 +39,26 @@ def test_a_row_holds_the_seed_mean_and_sample_std_and_bleu_by_source_length():
     row = summarise(runs, ("test",), "v", 100, (5,), SignificanceSpec())[0]
     bleus = [bleu(h, REFS) for h in hyps.values()]
     chrfs = [corpus_score("chrf", h, [REFS]).score for h in hyps.values()]
-    assert row["bleu"] == pytest.approx(statistics.mean(bleus))
-    assert row["bleu_std"] == pytest.approx(statistics.stdev(bleus))
-    assert row["chrf"] == pytest.approx(statistics.mean(chrfs))
-    assert row["chrf_std"] == pytest.approx(statistics.stdev(chrfs))
+    assert row.bleu == pytest.approx(statistics.mean(bleus))
+    assert row.bleu_std == pytest.approx(statistics.stdev(bleus))
+    assert row.chrf == pytest.approx(statistics.mean(chrfs))
+    assert row.chrf_std == pytest.approx(statistics.stdev(chrfs))
     for label, inside in (("1-5", SRC_WORDS <= 5), ("6+", SRC_WORDS > 5)):
         pick = np.flatnonzero(inside)
         per_seed = [bleu([h[i] for i in pick], [REFS[i] for i in pick]) for h in hyps.values()]
-        bucket = row["length_buckets"][label]
+        bucket = row.length_buckets[label]
         assert bucket["sentences"] == len(pick)
         assert bucket["bleu"] == pytest.approx(statistics.mean(per_seed))
-    assert (row["seeds"], row["params"], row["train_steps"]) == (3, 1234, 200)
-    assert row["train_minutes"] == pytest.approx(2.0)
-    assert row["sentences_per_s"] == pytest.approx(20.0)
+    assert (row.seeds, row.params, row.train_steps) == (3, 1234, 200)
+    assert row.train_minutes == pytest.approx(2.0)
+    assert row.sentences_per_s == pytest.approx(20.0)
 
 
 def test_one_seed_has_no_spread():
     row = summarise(
         {"v": [analysed(1, noisy(REFS, 0.5, 1))]}, ("test",), "v", 100, (5,), SignificanceSpec()
     )[0]
-    assert row["bleu_std"] == 0.0 and row["chrf_std"] == 0.0
+    assert row.bleu_std == 0.0 and row.chrf_std == 0.0
 
 
 def test_diagnostics_are_ratios_of_sums_per_seed_then_the_mean_over_seeds():
@@ -76,16 +76,16 @@ def test_diagnostics_are_ratios_of_sums_per_seed_then_the_mean_over_seeds():
         return sum(len(h[i].split()) for i in pick) / sum(len(REFS[i].split()) for i in pick)
 
     every = range(len(REFS))
-    assert row["length_ratio"] == pytest.approx(
+    assert row.diagnostics["length_ratio"] == pytest.approx(
         statistics.mean(ratio(h, every) for h in hyps.values())
     )
-    assert row["dropped"] == pytest.approx((0.5 + 0.5) / 2)
+    assert row.diagnostics["dropped"] == pytest.approx((0.5 + 0.5) / 2)
     for label, inside in (("1-5", SRC_WORDS <= 5), ("6+", SRC_WORDS > 5)):
         pick = np.flatnonzero(inside)
-        bucket = row["length_buckets"][label]
+        bucket = row.length_buckets[label]
         assert bucket["length_ratio"] == pytest.approx(
             statistics.mean(ratio(h, pick) for h in hyps.values())
         )
         second = (pick >= 20).mean()  # seed 2's bucket share of sentences with 2 of 2 dropped
         assert bucket["dropped"] == pytest.approx((0.5 + second) / 2)
-    assert "repetition" not in row  # not measured: absent, not zero
+    assert "repetition" not in row.diagnostics  # not measured: absent, not zero

@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.compare.report import write_markdown
+from nmt.compare.report import Report, write_markdown
 from nmt.compare.runs import RunResult, check_reusable
 from nmt.compare.spec import SignificanceSpec, load_spec
 from nmt.errors import NmtError
@@ -372,9 +372,8 @@ def test_shipped_specs_load(spec, monkeypatch):
 
 def test_report_with_every_run_failed(tmp_path):
     failure = RunResult("global", 1, tmp_path / "r", "failed", "data.dir: no such file")
-    write_markdown(
-        tmp_path / "report.md", "t", ("test",), [], [failure], "global", 100, {}, SignificanceSpec()
-    )
+    report = Report("t", ("test",), [], [failure], "global", 100, {}, SignificanceSpec())
+    write_markdown(tmp_path / "report.md", report)
     text = (tmp_path / "report.md").read_text()
     assert "## test" in text and "failed: data.dir: no such file" in text
 

@@ -6,28 +6,48 @@ import csv
 import json
 import math
 
-from nmt.compare.report import COLUMNS, print_tables, write_csv, write_json, write_markdown
+from nmt.compare.report import (
+    COLUMNS,
+    Report,
+    print_tables,
+    write_csv,
+    write_json,
+    write_markdown,
+)
+from nmt.compare.rows import ContrastRow, Row, Test
 from nmt.compare.runs import RunResult
 from nmt.compare.spec import SignificanceSpec
 
 
-def row(variant: str, split: str, bleu: float, **extra) -> dict:
+def row(variant: str, split: str, bleu: float, **extra) -> Row:
+    """A row whose figures are known; ``extra`` sets fields, attention figures
+    (center_spread, ...) and diagnostics (length_ratio, ...) by name."""
     baseline = variant == "global"
-    return {
+    test = None if baseline else Test(
+        0.0004, {"bleu": 0.0004}, [1.0, 1.0, 1.0], True, True, f"{variant} on {split}: in words",
+        p_holm=0.0123, significant_holm=True,
+    )  # fmt: skip
+    attention = {"entropy": 1.009, "peak_distance": 1.837, "center_spread": None,
+                 "center_distance": None, "aer": None}  # fmt: skip
+    diagnostics = {}
+    for key in list(extra):
+        if key in attention:
+            attention[key] = extra.pop(key)
+        elif key in ("length_ratio", "repetition", "dropped", "backward"):
+            diagnostics[key] = extra.pop(key)
+    fields = {
         "variant": variant, "split": split, "seeds": 3, "is_baseline": baseline,
         "bleu": bleu, "bleu_std": 0.5, "bleu_ci_low": bleu - 1.0, "bleu_ci_high": bleu + 1.0,
-        "p_value": None if baseline else 0.0004, "significant": not baseline,
-        "p_holm": None if baseline else 0.0123, "chrf": 60.0, "chrf_std": 0.25,
-        "params": 7_578_624, "train_minutes": 5.9, "tokens_per_s": 49_498.3,
-        "sentences_per_s": 392.87, "entropy": 1.009, "peak_distance": 1.837,
-        "center_spread": None, "aer": None, "bleu_signature": "nrefs:1|bleu",
-        "chrf_signature": "nrefs:1|chrf",
+        "chrf": 60.0, "chrf_std": 0.25, "params": 7_578_624, "train_steps": 100.0,
+        "train_minutes": 5.9, "tokens_per_s": 49_498.3, "sentences_per_s": 392.87,
+        "attention": attention, "diagnostics": diagnostics,
         "length_buckets": {
             "1-10": {"sentences": 7, "bleu": bleu + 2}, "11+": {"sentences": 0, "bleu": math.nan}
         },
-        **({} if baseline else {"verdict": f"{variant} on {split}: in words"}),
-        **extra,
+        "ref_repetition": 0.0, "signatures": {"bleu": "nrefs:1|bleu", "chrf": "nrefs:1|chrf"},
+        "test": test,
     }  # fmt: skip
+    return Row(**(fields | extra))
 
 
 ROWS = [
@@ -37,10 +57,10 @@ ROWS = [
     row("global", "test_long", 30.0),
     row("local_m", "test_long", 35.5),
 ]
-CONTRAST = {
-    "variant": "local_m", "reference": "ss", "split": "test_long", "seed_deltas": [0.5, -0.1, 0.2],
-    "p_value": 0.25, "p_holm": 0.5, "significant": False, "verdict": "local_m against ss: words",
-}  # fmt: skip
+CONTRAST = ContrastRow(
+    "test_long", "local_m", "ss",
+    Test(0.25, {}, [0.5, -0.1, 0.2], False, False, "local_m against ss: words", p_holm=0.5),
+)  # fmt: skip
 
 
 def sections(text: str) -> dict[str, str]:
@@ -51,11 +71,11 @@ def sections(text: str) -> dict[str, str]:
 
 def test_each_split_reports_its_own_rows_verdicts_buckets_and_contrasts(tmp_path):
     failure = RunResult("hard", 2, tmp_path / "r", "failed", "out of memory")
-    write_markdown(
-        tmp_path / "report.md", "study", ("test", "test_long"), ROWS, [failure], "global",
-        1000, {"test": ["b.png"], "_all": ["dev_curves.png"]}, SignificanceSpec(),
-        contrasts=[CONTRAST],
+    report = Report(
+        "study", ("test", "test_long"), ROWS, [failure], "global", 1000,
+        {"test": ["b.png"], "_all": ["dev_curves.png"]}, SignificanceSpec(), contrasts=[CONTRAST],
     )  # fmt: skip
+    write_markdown(tmp_path / "report.md", report)
     text = (tmp_path / "report.md").read_text()
     assert "against **global**" in text and "1000 bootstrap" in text
     test, long = (sections(text)[s] for s in ("test", "test_long"))
@@ -82,9 +102,9 @@ def test_csv_and_json_hold_every_row_with_nan_as_empty(tmp_path):
     write_csv(tmp_path / "results.csv", ROWS)
     with (tmp_path / "results.csv").open() as f:
         got = list(csv.DictReader(f))
-    assert [(r["variant"], r["split"]) for r in got] == [(r["variant"], r["split"]) for r in ROWS]
+    assert [(r["variant"], r["split"]) for r in got] == [(r.variant, r.split) for r in ROWS]
     assert got[0]["p_value"] == "" and float(got[1]["bleu"]) == 41.25
-    write_json(tmp_path / "results.json", {"rows": ROWS})
+    write_json(tmp_path / "results.json", {"rows": [r.record() for r in ROWS]})
     back = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert back[0]["length_buckets"]["11+"]["bleu"] is None and back[1]["center_spread"] == 2.5
 
@@ -109,11 +129,9 @@ def test_the_diagnostics_section_shows_each_figure_by_split_length_and_frequency
         row("global", "test*3", 30.0, ref_repetition=0.0123, **words),
         row("local_m", "test*3", 25.0, **figures, **words, differs_most=[example]),
     ]
-    rows[1]["length_buckets"] = buckets
-    write_markdown(
-        tmp_path / "report.md", "study", ("test*3",), rows, [], "global", 1000, {},
-        SignificanceSpec(),
-    )  # fmt: skip
+    rows[1].length_buckets = buckets
+    report = Report("study", ("test*3",), rows, [], "global", 1000, {}, SignificanceSpec())
+    write_markdown(tmp_path / "report.md", report)
     text = (tmp_path / "report.md").read_text()
     assert "the references: 0.012" in text
     assert "| local_m | 0.712 | 0.046 | 0.250 | 1.50 | 1.01 |" in text
@@ -137,15 +155,10 @@ def test_the_figures_draw_bands_greyed_buckets_and_one_colour_scale(tmp_path):
         "1-10": {"sentences": 5, "bleu": 30.0, "bleu_min": 28.0, "bleu_max": 31.0},
         "11+": {"sentences": 90, "bleu": 20.0, "length_ratio": 0.8},
     }
+    ones = {k: {"sentences": v["sentences"], "bleu": 1.0} for k, v in buckets.items()}
     rows = [
-        {"variant": "a", "seeds": 3, "length_buckets": buckets},
-        {
-            "variant": "b",
-            "seeds": 1,
-            "length_buckets": {
-                k: {"sentences": v["sentences"], "bleu": 1.0} for k, v in buckets.items()
-            },
-        },
+        row("a", "test", 30.0, seeds=3, length_buckets=buckets),
+        row("b", "test", 1.0, seeds=1, length_buckets=ones),
     ]
     plot_length_buckets(tmp_path / "len.png", "test", rows)
     rng = np.random.default_rng(0)
@@ -165,6 +178,6 @@ def test_every_variant_of_a_large_study_has_a_line_of_its_own(tmp_path):
 
     assert len({tuple(sorted(style(i).items())) for i in range(40)}) == 40
     buckets = {"1-10": {"sentences": 50, "bleu": 30.0, "length_ratio": 0.9}}
-    rows = [{"variant": f"v{i}", "seeds": 1, "length_buckets": buckets} for i in range(18)]
+    rows = [row(f"v{i}", "test", 30.0, seeds=1, length_buckets=buckets) for i in range(18)]
     plot_length_buckets(tmp_path / "len.png", "test", rows)
     assert (tmp_path / "len.png").read_bytes()[:4] == b"\x89PNG"

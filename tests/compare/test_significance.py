@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -40,25 +41,25 @@ BASE = [run(1, 30.0), run(2, 31.0), run(3, 30.5)]
 def test_verdicts(bleus, p, significant, words):
     runs = [run(s, b) for s, b in zip((1, 2, 3), bleus)]
     out = judge("v", runs, "base", BASE, "test", SignificanceSpec(), p)
-    assert out["significant"] is significant
-    assert words in out["verdict"]
-    assert out["seed_deltas"] == pytest.approx(
+    assert out.significant is significant
+    assert words in out.verdict
+    assert out.seed_deltas == pytest.approx(
         [b - r.splits["test"].bleu for b, r in zip(bleus, BASE)]
     )
 
 
 def test_one_seed_gives_no_verdict_however_small_p():
     out = judge("v", [run(1, 40.0)], "base", BASE, "test", SignificanceSpec(), 0.0001)
-    assert not out["significant"] and "seed noise not measured" in out["verdict"]
+    assert not out.significant and "seed noise not measured" in out.verdict
 
 
 def test_seeds_are_paired_by_number():
     """Only the seeds both sides have count; a missing seed is left out, not shifted."""
     out = judge("v", [run(2, 32.0), run(3, 31.5)], "base", BASE, "test", SignificanceSpec(), 0.01)
-    assert out["seed_deltas"] == pytest.approx([1.0, 1.0]) and out["significant"]
+    assert out.seed_deltas == pytest.approx([1.0, 1.0]) and out.significant
     # two give a verdict, said to be weak: two signs agree by chance one time in two
-    assert "significant on two seeds only (p 0.010; both agree" in out["verdict"]
-    assert "a weak test" in out["verdict"]
+    assert "significant on two seeds only (p 0.010; both agree" in out.verdict
+    assert "a weak test" in out.verdict
 
 
 def test_holm_adjusts_as_the_step_down_procedure():
@@ -94,15 +95,15 @@ def test_contrasts_are_judged_as_the_baseline_test_judges():
     }
     spec = SignificanceSpec()
     rows = contrast_rows(runs, ("test",), (("b", "a"), ("c", "a")), 1000, spec)
-    b_vs_a, c_vs_a = rows
+    b_vs_a, c_vs_a = (r.test for r in rows)
     as_baseline = summarise(runs, ("test",), "a", 1000, (10,), spec)
-    row_b = next(r for r in as_baseline if r["variant"] == "b")
+    row_b = next(r.test for r in as_baseline if r.variant == "b")
     for key in ("p_value", "seed_deltas", "significant", "verdict"):
-        assert b_vs_a[key] == row_b[key]
-    assert b_vs_a["significant"] and "b: +" in b_vs_a["verdict"]
-    assert b_vs_a["p_holm"] == b_vs_a["p_value"]  # the only tested pair
-    assert c_vs_a["p_value"] is None and "not compared" in c_vs_a["verdict"]
-    assert "p_holm" not in c_vs_a
+        assert getattr(b_vs_a, key) == getattr(row_b, key)
+    assert b_vs_a.significant and "b: +" in b_vs_a.verdict
+    assert b_vs_a.p_holm == b_vs_a.p_value  # the only tested pair
+    assert c_vs_a.p_value is None and "not compared" in c_vs_a.verdict
+    assert c_vs_a.p_holm is None and "p_holm" not in rows[1].record()
 
 
 def test_a_family_of_tests_is_adjusted_and_the_verdict_says_what_survives():
@@ -111,18 +112,17 @@ def test_a_family_of_tests_is_adjusted_and_the_verdict_says_what_survives():
     and its verdict says so. The baseline and a variant with no shared seed are not
     part of a family."""
     deltas = [[1.0, 2.0, 1.5], [1.0, 1.0, 1.0], [0.5, 0.5, 0.5]]
-    rows = [{"variant": "base"}, {"variant": "none", "p_value": None, "verdict": "not compared"}]
+    tests = [judge("none", [], "base", BASE, "test", SignificanceSpec(), None)]
     for name, p, d in zip(("a", "b", "c"), (0.001, 0.02, 0.04), deltas):
         runs = [run(s, BASE[s - 1].splits["test"].bleu + x) for s, x in zip((1, 2, 3), d)]
-        rows.append(judge(name, runs, "base", BASE, "test", SignificanceSpec(), p))
-    adjust_family(rows, 0.05)
-    a, b, c = rows[2:]
-    assert [r["p_holm"] for r in (a, b, c)] == pytest.approx([0.003, 0.04, 0.04])
-    assert a["significant_holm"] and a["verdict"].endswith("all 3 seeds agree)")
-    assert b["significant_holm"] and c["significant_holm"]  # 0.02 x 2, 0.04 x 1 < 0.05
-    for r in rows[:2]:
-        assert "p_holm" not in r
-    two_more = [dict(c, variant=f"d{i}", p_value=0.3) for i in (1, 2)]
+        tests.append(judge(name, runs, "base", BASE, "test", SignificanceSpec(), p))
+    adjust_family(tests, 0.05)
+    none, a, b, c = tests
+    assert [t.p_holm for t in (a, b, c)] == pytest.approx([0.003, 0.04, 0.04])
+    assert a.significant_holm and a.verdict.endswith("all 3 seeds agree)")
+    assert b.significant_holm and c.significant_holm  # 0.02 x 2, 0.04 x 1 < 0.05
+    assert none.p_holm is None and "not compared" in none.verdict
+    two_more = [dataclasses.replace(c, p_value=0.3) for _ in (1, 2)]
     adjust_family([a, b, c, *two_more], 0.05)  # b: 0.02 x 4 = 0.08 in a family of five
-    assert b["significant"] and not b["significant_holm"]
-    assert b["verdict"].endswith("; as one of 5 tests (Holm) p 0.080, not significant")
+    assert b.significant and not b.significant_holm
+    assert b.verdict.endswith("; as one of 5 tests (Holm) p 0.080, not significant")
