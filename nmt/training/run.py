@@ -23,7 +23,7 @@ from nmt.setup.device import resolve_device
 from nmt.training.build import build
 from nmt.training.distributed import Distributed, from_env
 from nmt.training.signals import Interrupted, watch_parent
-from nmt.training.trackers import check_trackers
+from nmt.training.tracking import check_trackers
 from nmt.training.trainer import Trainer
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -233,40 +233,3 @@ class WandbLog(Tracker):
 
         if self.run is not None:
             self._guard(finish)
-
-
-def open_tensorboard(cfg: RunConfig, run_dir: Path, resumed_step: int) -> Tracker:
-    from nmt.training.tensorboard import open_tensorboard
-
-    return open_tensorboard(cfg, run_dir, resumed_step)
-
-
-def check_tensorboard(cfg: RunConfig) -> None:
-    from nmt.training.tensorboard import log_dir, summary_writer
-
-    summary_writer()
-    log_dir(Path(cfg.run_dir), cfg.train.tensorboard_dir)
-
-
-# train.log_to's names (but jsonl, which the trainer always writes): how to check a
-# tracker before the run starts (its extra installed, its directory usable), and
-# how to open it (cfg, run directory, the step a resumed run starts from)
-TRACKERS: dict[str, tuple[Callable[[RunConfig], None], Callable[..., Tracker]]] = {
-    "tensorboard": (check_tensorboard, open_tensorboard),
-    "mlflow": (lambda cfg: import_extra("mlflow", "mlflow"), MlflowLog),
-    "wandb": (lambda cfg: import_extra("wandb", "wandb"), WandbLog),
-}
-
-
-def check_trackers(cfg: RunConfig) -> None:
-    """Before a run starts: every tracker's extra is installed (nothing trains in vain)."""
-    for name in cfg.train.log_to:
-        if name in TRACKERS:
-            TRACKERS[name][0](cfg)
-
-
-def open_trackers(cfg: RunConfig, resumed_step: int) -> Iterator[Tracker]:
-    """The trackers ``train.log_to`` names, each opened as it is reached."""
-    for name in cfg.train.log_to:
-        if name in TRACKERS:
-            yield TRACKERS[name][1](cfg, Path(cfg.run_dir), resumed_step)

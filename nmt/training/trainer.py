@@ -50,7 +50,8 @@ from nmt.training.state import (
     progress_info,
 )
 from nmt.training.tensorboard import dev_attention
-from nmt.training.trackers import Tracker, open_trackers
+from nmt.training.trackers import Tracker
+from nmt.training.tracking import open_trackers
 from nmt.training.validation import dev_scores
 
 if TYPE_CHECKING:
