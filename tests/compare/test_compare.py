@@ -33,7 +33,8 @@ OUTPUTS = {
 }
 
 
-def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2)):
+def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=()):
+    """A spec of tiny runs on the toy corpus; ``extra_set``: more of its ``set``."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     base = tiny_recipe_dict(toy_dir, tmp_path / "unused", train={"max_steps": 4})
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
@@ -41,7 +42,7 @@ def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2)):
         "base": str(tmp_path / "base.yaml"),
         "out_dir": str(tmp_path / "study"),
         "seeds": list(seeds),
-        "set": ["train.valid_every=2", "decode.beam=2"],
+        "set": ["train.valid_every=2", "decode.beam=2", *extra_set],
         "variants": variants,
         "baseline": "global",
         "bootstrap": 200,

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from nmt.compare.runs import PlannedRun, check_reusable
 from nmt.compare.spec import load_spec
-from nmt.errors import ConfigError, NmtError
+from nmt.errors import NmtError
 from nmt.training.run import train
 from nmt.training.tensorboard import TensorBoardLog
 from nmt.training.trackers import tag
@@ -57,35 +55,11 @@ def test_every_record_is_mirrored_with_epsilon_reward_and_a_heatmap(tiny_config)
     assert set(logged["images"]) == validations == set(logged["attention/dev_entropy"])
 
 
-def test_without_the_extra_asking_for_it_names_the_install(monkeypatch, tiny_config):
-    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
-    cfg = tiny_config(train={"log_to": ["jsonl", "tensorboard"]})
-    with pytest.raises(NmtError, match=r"pip install 'nmt-attention\[tensorboard\]'"):
-        train(cfg, device="cpu")
-    assert not (Path(cfg.run_dir) / "recipe.yaml").exists()  # refused before any writing
-
-
-@pytest.mark.parametrize(
-    "train_keys, message",
-    [
-        ({"log_to": ["tensorboard"]}, "must include jsonl"),
-        ({"tensorboard_dir": "tb"}, "only train.log_to: [jsonl, tensorboard] uses it"),
-    ],
-)
-def test_log_settings_are_checked(tiny_config, train_keys, message):
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        tiny_config(train=train_keys)
-
-
 def test_compare_gives_each_run_its_own_log_dir_and_reuses_across_logging(tmp_path, toy_dir):
-    spec = write_spec(
-        tmp_path, toy_dir, {"global": [], "local_m": ["model.attention.kind=local_m"]}
-    )
-    _, plain = load_spec(spec)
-    data = yaml.safe_load(spec.read_text())
-    data["set"].append("train.log_to=[jsonl, tensorboard]")
-    spec.write_text(yaml.safe_dump(data))
-    loaded, runs = load_spec(spec)
+    variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
+    _, plain = load_spec(write_spec(tmp_path, toy_dir, variants))  # then logging too
+    logging = ["train.log_to=[jsonl, tensorboard]"]
+    loaded, runs = load_spec(write_spec(tmp_path, toy_dir, variants, extra_set=logging))
     study = Path(loaded.out_dir)
     assert {r.cfg.train.tensorboard_dir for r in runs} == {
         str(study / "tb" / v / f"seed{s}") for v in ("global", "local_m") for s in (1, 2)

@@ -149,11 +149,16 @@ def test_a_failing_tracker_is_one_warning_and_the_run_finishes(tiny_config, tmp_
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("module", ["mlflow", "wandb"])
-def test_without_the_extra_asking_for_it_names_the_install(monkeypatch, tiny_config, module):
+@pytest.mark.parametrize(
+    "module, tracker",
+    [("torch.utils.tensorboard", "tensorboard"), ("mlflow", "mlflow"), ("wandb", "wandb")],
+)
+def test_without_the_extra_asking_for_it_names_the_install(
+    monkeypatch, tiny_config, module, tracker
+):
     monkeypatch.setitem(sys.modules, module, None)
-    cfg = tiny_config(train={"log_to": ["jsonl", module]})
-    with pytest.raises(NmtError, match=rf"pip install 'nmt-attention\[{module}\]'"):
+    cfg = tiny_config(train={"log_to": ["jsonl", tracker]})
+    with pytest.raises(NmtError, match=rf"pip install 'nmt-attention\[{tracker}\]'"):
         train(cfg, device="cpu")
     assert not (Path(cfg.run_dir) / "recipe.yaml").exists()  # refused before any writing
 
@@ -162,6 +167,8 @@ def test_without_the_extra_asking_for_it_names_the_install(monkeypatch, tiny_con
     "train_keys, message",
     [
         ({"log_to": ["jsonl", "comet"]}, "unknown comet; valid: jsonl, tensorboard, mlflow"),
+        ({"log_to": ["tensorboard"]}, "must include jsonl"),
+        ({"tensorboard_dir": "tb"}, "only train.log_to: [jsonl, tensorboard] uses it"),
         ({"mlflow_uri": "sqlite:///x.db"}, "only train.log_to: [jsonl, mlflow] uses it"),
         ({"wandb_dir": "w"}, "only train.log_to: [jsonl, wandb] uses it"),
         ({"experiment": " "}, "must not be empty"),
@@ -173,14 +180,10 @@ def test_tracker_settings_are_checked(tiny_config, train_keys, message):
 
 
 def test_a_study_logs_to_one_store_under_its_name(tmp_path, toy_dir):
-    import yaml
-
+    variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
     spec = write_spec(
-        tmp_path, toy_dir, {"global": [], "local_m": ["model.attention.kind=local_m"]}
+        tmp_path, toy_dir, variants, extra_set=["train.log_to=[jsonl, mlflow, wandb]"]
     )
-    data = yaml.safe_load(spec.read_text())
-    data["set"].append("train.log_to=[jsonl, mlflow, wandb]")
-    spec.write_text(yaml.safe_dump(data))
     loaded, runs = load_spec(spec)
     study = Path(loaded.out_dir)
     assert {r.cfg.train.mlflow_uri for r in runs} == {
