@@ -232,7 +232,11 @@ def variant_row(
             for label, n, col, figures in zip(bucket_labels(edges), counts, per_bucket.T, by_bucket)
         },
         ref_repetition=ratio(np.array([repetition(r) for r in parts[0].refs])),
-        signatures={m: parts[0].signatures[m] for m in ("bleu", "chrf")},
+        signatures=dict(parts[0].signatures),
+        scores={
+            m: (_mean([p.scores[m] for p in parts]), _std([p.scores[m] for p in parts]))
+            for m in parts[0].scores
+        },
     )
     words = [p.words for p in parts if p.words is not None]
     if words:

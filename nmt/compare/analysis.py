@@ -30,7 +30,7 @@ from nmt.data.corpus import n_lines, read_lines
 from nmt.data.pipeline import load_split, split_files
 from nmt.data.splits import JOINED
 from nmt.decoding.evaluate import read_results
-from nmt.decoding.metrics import sentence_stats
+from nmt.decoding.metrics import corpus_score, sentence_stats
 from nmt.decoding.search import encode_source
 from nmt.errors import ConfigError, NmtError
 from nmt.inspection.maps import (
@@ -69,6 +69,7 @@ class SplitAnalysis:
     captions: np.ndarray | None = None
     # a joined split's drawn lines: the words of each of their captions
     caption_words: dict[int, list[int]] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)  # more corpus scores: chrf++, ter
 
 
 @dataclass
@@ -256,10 +257,12 @@ def analyse_run(
     heatmaps: tuple[int, ...],
     device: torch.device,
     tag: str = "",
+    scores: tuple[str, ...] = (),
 ) -> RunAnalysis:
     """Everything the report needs from one evaluated run (``tag``: from another
     decoding of it, ``SPLIT@TAG``; its heatmaps, read with the references, would be
-    the run's own, so none are kept). A run without ``best.pt`` (pruned, or brought
+    the run's own, so none are kept; ``scores``: sacreBLEU's corpus scores beside
+    BLEU and chrF, such as chrf++ and ter). A run without ``best.pt`` (pruned, or brought
     back from a cluster without its checkpoints) is analysed from its translations
     alone: the figures that read the model's attention are left out (None)."""
     checkpoint = run_dir / "best.pt"
@@ -286,10 +289,13 @@ def analyse_run(
             attention, maps = {}, {}
             sentences, captions = text_figures(hyps, parts)
         r = results[name]
+        more = {m: corpus_score(m, hyps, [refs]) for m in scores}
         out[split] = SplitAnalysis(
             bleu=r["bleu"],
             chrf=r["chrf"],
-            signatures={m: r[f"{m}_signature"] for m in ("bleu", "chrf")},
+            signatures={m: r[f"{m}_signature"] for m in ("bleu", "chrf")}
+            | {m: score.signature for m, score in more.items()},
+            scores={m: score.score for m, score in more.items()},
             sentences_per_s=r["sentences_per_s"],
             hyps=hyps,
             refs=refs,

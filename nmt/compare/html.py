@@ -35,6 +35,8 @@ TABLE = [
     ("± std", "bleu_std", 2),
     ("p", "p_value", 3),
     ("chrF", "chrf", 2),
+    ("chrF++", "chrf++", 2),
+    ("TER", "ter", 2),
     ("length ratio", "length_ratio", 3),
     ("dropped", "dropped", 3),
     ("backward", "backward", 2),

@@ -47,6 +47,10 @@ COLUMNS: list[Column[Row]] = [
         lambda r: "" if r.is_baseline else p_text(None if r.test is None else r.test.p_holm),
     ),
     Column("chrF", lambda r: _spread(r.chrf, r.chrf_std, r.seeds)),
+    *(
+        Column(name, lambda r, m=m: _spread(*r.scores[m], r.seeds) if m in r.scores else "–")
+        for m, name in (("chrf++", "chrF++"), ("ter", "TER"))
+    ),
     key_column("params", "params", "{:,}"),
     key_column("train min", "train_minutes", "{:.1f}"),
     key_column("tok/s", "tokens_per_s", "{:,.0f}"),
@@ -60,7 +64,8 @@ COLUMNS: list[Column[Row]] = [
 TERMINAL = ("variant", "BLEU", "95% CI", "p", "chrF", "train min", "sent/s", "entropy", "AER")
 CSV_KEYS = [
     "variant", "split", "seeds", "bleu", "bleu_std", "bleu_ci_low", "bleu_ci_high", "p_value",
-    "signs_agree", "significant", "p_holm", "significant_holm", "chrf", "chrf_std", "params",
+    "signs_agree", "significant", "p_holm", "significant_holm", "chrf", "chrf_std", "chrf++",
+    "chrf++_std", "ter", "ter_std", "params",
     "train_steps", "train_minutes", "tokens_per_s", "sentences_per_s", "entropy",
     "peak_distance", "center_spread", "center_distance", "aer", "length_ratio", "repetition",
     "dropped", "backward",
@@ -284,9 +289,8 @@ def write_markdown(path: Path, report: Report) -> None:
         parts += ["", "## Training and attention", ""]
         parts += [f"![{Path(f).stem}]({f})" for f in r.figures["_all"]]
     if r.rows:
-        signatures = r.rows[0].signatures
-        parts += ["", "Signatures:", "", f"- BLEU: `{signatures['bleu']}`"]
-        parts += [f"- chrF: `{signatures['chrf']}`"]
+        parts += ["", "Signatures:", ""]
+        parts += [f"- {NAMES[m]}: `{s}`" for m, s in r.rows[0].signatures.items()]
     write_text(path, "\n".join(parts) + "\n")
 
 

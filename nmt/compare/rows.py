@@ -75,7 +75,8 @@ class Row:
     diagnostics: dict[str, float]  # length_ratio and those measured of SENTENCE_KEYS
     length_buckets: dict[str, dict[str, float]]  # label -> sentences, bleu, range, diagnostics
     ref_repetition: float
-    signatures: dict[str, str]  # sacreBLEU's, of bleu and chrf
+    signatures: dict[str, str]  # sacreBLEU's, of bleu, chrf and each of scores
+    scores: dict[str, tuple[float, float]] = field(default_factory=dict)  # chrf++, ter: mean, std
     word_f: dict[str, float] | None = None  # by the word's training frequency
     word_counts: dict[str, int] | None = None
     caption_covered: list[float | None] | None = None  # a joined split: per caption
@@ -97,6 +98,9 @@ class Row:
 
     def record(self) -> dict[str, Any]:
         """The flat record results.json, results.csv and report.html hold."""
+        scores: dict[str, float] = {}
+        for metric, (mean, std) in self.scores.items():
+            scores |= {metric: mean, f"{metric}_std": std}
         out: dict[str, Any] = {
             "variant": self.variant,
             "split": self.split,
@@ -109,6 +113,7 @@ class Row:
             "p_value": self.p_value,
             "chrf": self.chrf,
             "chrf_std": self.chrf_std,
+            **scores,
             "params": self.params,
             "train_steps": self.train_steps,
             "train_minutes": self.train_minutes,

@@ -26,7 +26,7 @@ from nmt.compare.rows import Test
 from nmt.compare.spec import SignificanceSpec
 from nmt.decoding.metrics import corpus_score, paired_test
 
-NAMES = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
+NAMES = {"bleu": "BLEU", "chrf": "chrF", "chrf++": "chrF++", "ter": "TER"}
 
 
 def seed_score(run: RunAnalysis, split: str, metric: str) -> float:

@@ -64,6 +64,9 @@ class LauncherSpec:
             )
 
 
+SCORES = ("chrf++", "ter")  # CompareSpec.scores: what sacreBLEU reports beside BLEU and chrF
+
+
 @dataclass(frozen=True)
 class SignificanceSpec:
     """How a difference from the baseline is tested (docs/compare.md). ``bootstrap``:
@@ -113,6 +116,10 @@ class CompareSpec:
         False  # also score each variant's seeds as one ensemble (nmt.compare.ensembles)
     )
     significance: SignificanceSpec = field(default_factory=SignificanceSpec)
+    # corpus scores reported beside BLEU and chrF, mean ± std over seeds: chrf++ (chrF
+    # with word bigrams, Popović 2017) and ter (Snover et al. 2006; its edit distance
+    # grows with the square of a sentence's length: joined splits take minutes)
+    scores: tuple[str, ...] = ("chrf++",)
     launcher: LauncherSpec = field(default_factory=LauncherSpec)
     plugins: tuple[str, ...] = ()  # imported first, and stored in every run (nmt.setup.plugins)
     # other decodings of every trained run, no retraining: name -> decode.KEY=VALUE
@@ -121,6 +128,9 @@ class CompareSpec:
 
     def __post_init__(self) -> None:
         check(bool(self.variants), "variants", "name at least one variant")
+        unknown = [m for m in self.scores if m not in SCORES]
+        check(not unknown, "scores", f"unknown {', '.join(unknown)}; valid: {', '.join(SCORES)}")
+        check(len(set(self.scores)) == len(self.scores), "scores", "a score named twice")
         for name in self.variants:
             check(bool(NAME.match(name)), f"variants.{name}", "use letters, digits, _ . + -")
         check(len(self.decodings) <= MAX_ITEMS, "decodings", f"at most {MAX_ITEMS} entries")

@@ -233,7 +233,9 @@ def report(
         console.print(f"analysing {o.variant} seed {o.seed}")
         try:
             runs[o.variant].append(
-                analyse_run(o.variant, o.seed, o.run_dir, splits, spec.heatmaps, dev, o.tag)
+                analyse_run(
+                    o.variant, o.seed, o.run_dir, splits, spec.heatmaps, dev, o.tag, spec.scores
+                )
             )
         except Exception as e:
             failures.append(failed(o, e))

@@ -25,6 +25,7 @@ def analysed(seed: int, hyps: list[str]) -> RunAnalysis:
         bleu=bleu(hyps, REFS), chrf=corpus_score("chrf", hyps, [REFS]).score,
         signatures={"bleu": "", "chrf": ""}, sentences_per_s=10.0 * seed, hyps=hyps,
         refs=REFS, stats=sentence_stats(hyps, REFS), src_words=SRC_WORDS, attention={},
+        scores={"chrf++": corpus_score("chrf++", hyps, [REFS]).score},
     )  # fmt: skip
     train = {"steps": 100 * seed, "seconds": 60.0 * seed, "tokens_per_s": 1.0}
     return RunAnalysis("v", seed, Path("."), 1234, train, [], {"test": part})
@@ -50,6 +51,10 @@ def test_a_row_holds_the_seed_mean_and_sample_std_and_bleu_by_source_length():
         assert bucket["sentences"] == len(pick)
         assert bucket["bleu"] == pytest.approx(statistics.mean(per_seed))
     assert (row.seeds, row.params, row.train_steps) == (3, 1234, 200)
+    chrf_pp = [corpus_score("chrf++", h, [REFS]).score for h in hyps.values()]
+    assert row.scores["chrf++"] == pytest.approx(
+        (statistics.mean(chrf_pp), statistics.stdev(chrf_pp))
+    )
     assert row.train_minutes == pytest.approx(2.0)
     assert row.sentences_per_s == pytest.approx(20.0)
 

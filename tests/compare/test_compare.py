@@ -12,9 +12,12 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.compare.analysis import recipe_of
 from nmt.compare.report import Report, write_markdown
 from nmt.compare.runs import RunResult, check_reusable
 from nmt.compare.spec import SignificanceSpec, load_spec
+from nmt.data.pipeline import load_split
+from nmt.decoding.metrics import corpus_score
 from nmt.errors import NmtError
 from nmt.io.rundir import owned
 from tests.conftest import tiny_recipe_dict
@@ -104,13 +107,24 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     # significance test, or a contrast between any two variants, needs no new run either.
     stamp = (out / "runs/global/seed1/best.pt").stat().st_mtime_ns
     sets = ["--set", "significance.test=paired_ar", "--set", "significance.metrics=[chrf,ter]"]
-    sets += ["--set", "contrasts=[[global, local_m]]"]
+    sets += ["--set", "contrasts=[[global, local_m]]", "--set", "scores=[chrf++, ter]"]
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", *sets])
     assert result.exit_code == 0, result.output
     assert "reused" in result.output
     assert (out / "runs/global/seed1/best.pt").stat().st_mtime_ns == stamp
     results = json.loads((out / "results.json").read_text())
     local_m = results["rows"][1]
+    _, refs = load_split(recipe_of(out / "runs/local_m/seed1").data, "test")
+    for metric in ("chrf++", "ter"):  # sacreBLEU's corpus score of each seed, averaged
+        seeds = [
+            corpus_score(metric, (out / f"runs/local_m/seed{s}/test.hyp").read_text().splitlines(),
+                         [refs]).score
+            for s in (1, 2)
+        ]  # fmt: skip
+        assert local_m[metric] == pytest.approx(sum(seeds) / 2)
+        assert local_m[f"{metric}_std"] == pytest.approx(abs(seeds[0] - seeds[1]) / 2**0.5)
+        assert f"{metric}_signature" in local_m
+    assert "| chrF++ | TER |" in (out / "report.md").read_text()
     assert set(local_m["p_values"]) == {"chrf", "ter"}
     assert local_m["p_value"] == local_m["p_values"]["chrf"]
     (contrast,) = results["contrasts"]  # global against local_m: local_m's test turned round
@@ -183,6 +197,11 @@ def test_spec_and_runs_errors_name_the_key(tmp_path, toy_dir, tiny_run):
         ([["x", "global"], ["x", "global"]], "contrasts: a pair named twice"),
     ):
         spec.write_text(yaml.safe_dump({**data, "contrasts": pairs}))
+        result = runner.invoke(app, ["compare", str(spec)])
+        assert result.exit_code == 2 and words in result.output, result.output
+    for scores, words in ((["bleurt"], "unknown bleurt; valid: chrf++, ter"),
+                          (["ter", "ter"], "a score named twice")):  # fmt: skip
+        spec.write_text(yaml.safe_dump({**data, "scores": scores}))
         result = runner.invoke(app, ["compare", str(spec)])
         assert result.exit_code == 2 and words in result.output, result.output
     result = runner.invoke(app, ["compare"])

@@ -53,7 +53,7 @@ def row(variant: str, split: str, bleu: float, **extra) -> Row:
 ROWS = [
     row("global", "test", 40.0),
     row("local_m", "test", 41.25, center_spread=2.5),
-    row("one_seed", "test", 20.0, seeds=1),
+    row("one_seed", "test", 20.0, seeds=1, scores={"ter": (55.0, 0.0)}),
     row("global", "test_long", 30.0),
     row("local_m", "test_long", 35.5),
 ]
@@ -82,7 +82,11 @@ def test_each_split_reports_its_own_rows_verdicts_buckets_and_contrasts(tmp_path
     assert "| local_m | 3 | 41.25 ± 0.50 | 40.2–42.2 | <0.001 * | 0.012 | 60.00 ± 0.25 |" in test
     assert "| 7,578,624 | 5.9 | 49,498 | 392.9 | 1.01 | 1.84 | 2.50 | – |" in test
     assert "| global | 3 | 40.00 ± 0.50 | 39.0–41.0 | baseline |  |" in test
-    assert "| one_seed | 1 | 20.00 | 19.0–21.0 | <0.001 * | 0.012 | 60.00 |" in test  # no ±
+    assert "| one_seed | 1 | 20.00 | 19.0–21.0 | <0.001 * | 0.012 | 60.00 | – | 55.00 |" in test
+    assert (
+        "| local_m | 3 | 41.25 ± 0.50 | 40.2–42.2 | <0.001 * | 0.012 | 60.00 ± 0.25 | – | – |"
+        in test
+    )
     assert "41.25" not in long and "35.50 ± 0.50" in long
     assert "- local_m on test: in words" in test and "on test:" not in long
     assert "| local_m | 43.25 | – |" in test and "| 1-10 (7) | 11+ (0) |" in test
