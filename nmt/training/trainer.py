@@ -494,7 +494,8 @@ class Trainer:
             stop = patience is not None and s.bad_evals >= patience
         improved, stop = self.dist.any(improved), self.dist.any(stop)
         if self.dist.any(self.dist.main and metrics is not None):
-            self.state.validated = self.state.step
+            self.state.validated = self.state.step  # kept in last.pt: this one is not owed
+        if improved:
             self.save("best.pt", full=False)
         if keep := self.cfg.train.keep_checkpoints:
             self.save(kept_name(self.state.step), full=False)

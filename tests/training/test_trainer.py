@@ -30,6 +30,26 @@ def test_run_writes_checkpoints_and_metrics(tiny_config):
     assert "optimizer" not in best and best["config"]["run_dir"] == run
 
 
+@pytest.mark.parametrize("early_stopping", ["bleu", "loss"])
+def test_best_pt_holds_the_best_validation_not_the_last(tiny_config, monkeypatch, early_stopping):
+    """Dev scores that get worse after the first validation: best.pt keeps the weights
+    of that validation (it had been saved at every validation since the resume of an
+    interrupted validation was made exact)."""
+    from nmt.training.trainer import Trainer
+
+    scores = iter(
+        [{"valid_loss": 1.0, "valid_bleu": 30.0}, {"valid_loss": 2.0, "valid_bleu": 20.0}]
+    )
+    monkeypatch.setattr(Trainer, "validate", lambda self, on_batch=None: next(scores))
+    cfg = tiny_config(
+        train={"early_stopping": early_stopping, "valid_bleu": early_stopping == "bleu"}
+    )
+    summary = train(cfg, device="cpu")
+    best, last = (checkpoint.load(f"{cfg.run_dir}/{n}.pt") for n in ("best", "last"))
+    assert summary["best_step"] == best["state"]["step"] == 3 and last["state"]["step"] == 6
+    assert any(not torch.equal(best["model"][k], last["model"][k]) for k in best["model"])
+
+
 def test_logged_rates_leave_out_the_time_validation_takes(tiny_config, monkeypatch):
     """Each log line's tokens/s is over its interval's training steps: a validation
     that takes a second between two steps of one interval must not lower it."""
