@@ -1,6 +1,6 @@
 """A study's results, typed: one variant on one split (:class:`Row`), a contrast between
 two variants (:class:`ContrastRow`), an ensemble of seeds (:class:`EnsembleRow`), the
-test behind each verdict (:class:`Test`); and :func:`table`, the one renderer every
+test behind each verdict (:class:`Decision`); and :func:`table`, the one renderer every
 table of the report goes through.
 
 ``results.json``, ``results.csv`` and ``report.html`` hold each row as the flat record
@@ -18,7 +18,7 @@ ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "center_distance"
 
 
 @dataclass
-class Test:
+class Decision:
     """A variant against a reference (the baseline, or a contrast's other side) under
     the rule of nmt.compare.significance. ``p_holm``/``significant_holm`` are set once
     the test's family is known (:func:`nmt.compare.significance.adjust_family`)."""
@@ -82,7 +82,7 @@ class Row:
     caption_covered: list[float | None] | None = None  # a joined split: per caption
     caption_recall: list[float] | None = None
     differs_most: list[dict[str, Any]] | None = None  # sentences against the baseline
-    test: Test | None = None
+    test: Decision | None = None
 
     @property
     def p_value(self) -> float | None:
@@ -143,7 +143,7 @@ class ContrastRow:
     split: str
     variant: str
     reference: str
-    test: Test
+    test: Decision
 
     def record(self) -> dict[str, Any]:
         sides = {"split": self.split, "variant": self.variant, "reference": self.reference}

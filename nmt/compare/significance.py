@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
-from nmt.compare.rows import Test
+from nmt.compare.rows import Decision
 from nmt.compare.spec import SignificanceSpec
 from nmt.decoding.metrics import corpus_score, paired_test
 
@@ -46,7 +46,7 @@ def judge(
     split: str,
     spec: SignificanceSpec,
     bootstrap_p: float | None,
-) -> Test:
+) -> Decision:
     """The p-values, per-seed differences and verdict of variant ``name`` on ``split``."""
     metric = spec.metrics[0]
     mine = {r.seed: r for r in runs}
@@ -71,7 +71,7 @@ def judge(
     agree = bool(deltas) and (all(d > 0 for d in deltas) or all(d < 0 for d in deltas))
     significant = p is not None and p < spec.alpha and agree and len(shared) >= 2
     words = verdict(name, baseline, NAMES[metric], deltas, p, significant, spec.alpha)
-    return Test(p, p_values, deltas, agree, significant, words)
+    return Decision(p, p_values, deltas, agree, significant, words)
 
 
 def p_text(p: float | None) -> str:
@@ -125,7 +125,7 @@ def holm(p_values: list[float]) -> list[float]:
     return out
 
 
-def adjust_family(tests: list[Test], alpha: float) -> None:
+def adjust_family(tests: list[Decision], alpha: float) -> None:
     """Give the ``tests`` of one family ``p_holm`` and ``significant_holm`` (those with
     a p-value); a verdict significant only test by test says so."""
     tested = [t for t in tests if t.p_value is not None]

@@ -14,7 +14,7 @@ from nmt.compare.report import (
     write_json,
     write_markdown,
 )
-from nmt.compare.rows import ContrastRow, Row, Test
+from nmt.compare.rows import ContrastRow, Decision, Row
 from nmt.compare.runs import RunResult
 from nmt.compare.spec import SignificanceSpec
 
@@ -23,7 +23,7 @@ def row(variant: str, split: str, bleu: float, **extra) -> Row:
     """A row whose figures are known; ``extra`` sets fields, attention figures
     (center_spread, ...) and diagnostics (length_ratio, ...) by name."""
     baseline = variant == "global"
-    test = None if baseline else Test(
+    test = None if baseline else Decision(
         0.0004, {"bleu": 0.0004}, [1.0, 1.0, 1.0], True, True, f"{variant} on {split}: in words",
         p_holm=0.0123, significant_holm=True,
     )  # fmt: skip
@@ -59,7 +59,7 @@ ROWS = [
 ]
 CONTRAST = ContrastRow(
     "test_long", "local_m", "ss",
-    Test(0.25, {}, [0.5, -0.1, 0.2], False, False, "local_m against ss: words", p_holm=0.5),
+    Decision(0.25, {}, [0.5, -0.1, 0.2], False, False, "local_m against ss: words", p_holm=0.5),
 )  # fmt: skip
 
 

@@ -53,6 +53,16 @@ def test_every_record_is_mirrored_with_epsilon_reward_and_a_heatmap(tiny_config)
     assert "scheduled_sampling/gold_prob" in logged and "attention/reward" in logged
     validations = {r["step"] for r in records if "valid_loss" in r}
     assert set(logged["images"]) == validations == set(logged["attention/dev_entropy"])
+    # the recipe as hyperparameters (TensorBoard's HPARAMS tab filters runs by them)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    events = EventAccumulator(str(Path(cfg.run_dir) / "tb"))
+    events.Reload()
+    content = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
+    assert hparams["model.attention.kind"].string_value == "hard"
+    assert hparams["train.max_steps"].number_value == cfg.train.max_steps
 
 
 def test_compare_gives_each_run_its_own_log_dir_and_reuses_across_logging(tmp_path, toy_dir):

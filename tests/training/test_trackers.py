@@ -100,24 +100,6 @@ def test_mlflow_and_wandb_get_every_record_and_the_recipe(tiny_config):
 
 
 @pytest.mark.slow
-def test_tensorboard_holds_the_recipe_as_hparams(tiny_config):
-    require_extra("tensorboard", "tensorboard")
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import plugin_data_pb2
-
-    cfg = tiny_config(
-        model={"attention": {"kind": "hard"}}, train={"log_to": ["jsonl", "tensorboard"]}
-    )
-    train(cfg, device="cpu")
-    events = EventAccumulator(str(Path(cfg.run_dir) / "tb"))
-    events.Reload()
-    content = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
-    hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
-    assert hparams["model.attention.kind"].string_value == "hard"
-    assert hparams["train.max_steps"].number_value == cfg.train.max_steps
-
-
-@pytest.mark.slow
 def test_a_resumed_run_continues_its_mlflow_run(tiny_config):
     require_extra("mlflow", "mlflow")
     keys = {"log_to": ["jsonl", "mlflow"], "lr_schedule": "inverse_sqrt", "valid_every": 2}
