@@ -258,13 +258,17 @@ def analyse_run(
     device: torch.device,
     tag: str = "",
     scores: tuple[str, ...] = (),
+    read: dict[str, dict[str, float]] | None = None,
 ) -> RunAnalysis:
     """Everything the report needs from one evaluated run (``tag``: from another
     decoding of it, ``SPLIT@TAG``; its heatmaps, read with the references, would be
     the run's own, so none are kept; ``scores``: sacreBLEU's corpus scores beside
-    BLEU and chrF, such as chrf++ and ter). A run without ``best.pt`` (pruned, or brought
-    back from a cluster without its checkpoints) is analysed from its translations
-    alone: the figures that read the model's attention are left out (None)."""
+    BLEU and chrF, such as chrf++ and ter). ``read``: the run's attention figures
+    per split where they are known already: they are read while the model reads the
+    references, so another decoding of the run has the same. A run without
+    ``best.pt`` (pruned, or brought back from a cluster without its checkpoints) is
+    analysed from its translations alone: the figures that read the model's
+    attention are left out (None)."""
     checkpoint = run_dir / "best.pt"
     loaded = load_model(checkpoint, device) if checkpoint.is_file() else None
     cfg = loaded.cfg if loaded is not None else recipe_of(run_dir)
@@ -283,7 +287,10 @@ def analyse_run(
         keep = () if tag else heatmap_lines(n, split, heatmaps)
         parts = joined_captions(cfg.data, split)
         if loaded is not None:
-            attention, maps = attention_figures(loaded, src, refs, gold, keep)
+            if read is not None and split in read:
+                attention, maps = read[split], {}
+            else:
+                attention, maps = attention_figures(loaded, src, refs, gold, keep)
             sentences, captions = output_figures(loaded, src, hyps, parts)
         else:
             attention, maps = {}, {}

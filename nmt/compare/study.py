@@ -227,18 +227,22 @@ def report(
     dev = resolve_device(device)
     runs: dict[str, list[RunAnalysis]] = {name: [] for name in spec.names}
     failures = [o for o in outcomes if o.status == "failed"]
-    for o in outcomes:
+    read: dict[Path, dict[str, dict[str, float]]] = {}  # a run's attention, for its decodings
+    for o in outcomes:  # the runs themselves before their other decodings (decoded())
         if o.status == "failed":
             continue
         console.print(f"analysing {o.variant} seed {o.seed}")
         try:
-            runs[o.variant].append(
-                analyse_run(
-                    o.variant, o.seed, o.run_dir, splits, spec.heatmaps, dev, o.tag, spec.scores
-                )
-            )
+            analysis = analyse_run(
+                o.variant, o.seed, o.run_dir, splits, spec.heatmaps, dev, o.tag, spec.scores,
+                read.get(o.run_dir),
+            )  # fmt: skip
         except Exception as e:
             failures.append(failed(o, e))
+            continue
+        runs[o.variant].append(analysis)
+        if not o.tag:
+            read[o.run_dir] = {split: part.attention for split, part in analysis.splits.items()}
     check_one_test_set(runs, splits)
     baseline = spec.baseline_name
     rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets, spec.significance)

@@ -559,13 +559,21 @@ def test_decodings_evaluate_every_run_again_without_training(tmp_path, toy_dir, 
     assert oracle.count("\n") == (run / "test*3.hyp").read_text().count("\n") == 5
     assert [c["variant"] for c in results["contrasts"]] == ["global@cov", "global@cov"]
 
-    from nmt.compare import study
+    from nmt.compare import analysis, study
 
-    calls = []
+    calls, read = [], []
     monkeypatch.setattr(study, "evaluate", lambda *a, **k: calls.append(a))
+    reading = analysis.attention_figures
+    monkeypatch.setattr(
+        analysis, "attention_figures", lambda *a, **k: read.append(a) or reading(*a, **k)
+    )
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert calls == []  # every decoding of every run was reused
+    # the attention read with the references is read once a run and split, not again
+    # for each of its decodings, and the report is the same
+    assert len(read) == 2 * 2  # two runs, two splits
+    assert json.loads((out / "results.json").read_text())["rows"] == results["rows"]
 
 
 def test_a_decoding_that_makes_no_sense_is_refused_before_training(tmp_path, toy_dir):
