@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
 from nmt.attention.config import AttentionConfig
-from nmt.data.vocab import PAD
+from nmt.data.vocab import BOS, PAD
 from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
 from nmt.setup.config import from_dict
@@ -62,3 +64,16 @@ def noisy(refs: list[str], keep: float, seed: int) -> list[str]:
     """A system's output: each reference word kept with probability ``keep``, else "x"."""
     r = np.random.default_rng(seed)
     return [" ".join(w if r.random() < keep else "x" for w in ref.split()) for ref in refs]
+
+
+def assert_incremental_equals_full(model: Transformer, cuts: Sequence[int]) -> None:
+    """Decoding the target in the pieces between ``cuts`` (one position a step, as
+    search decodes, or several after cached ones) gives the full pass's outputs."""
+    src = random_batch([9, 5, 12])
+    tgt = torch.cat([torch.full((3, 1), BOS), random_batch([10, 10, 10])], 1)
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        full = model.decode(tgt, model.decoder_state(memory, src_mask))
+        state = model.decoder_state(memory, src_mask, incremental=True)
+        steps = [model.decode(tgt[:, a:b], state) for a, b in itertools.pairwise(cuts)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)

@@ -24,7 +24,7 @@ from nmt.decoding.search import (
 )
 from nmt.errors import NmtError
 from nmt.model.seq2seq import Transformer
-from tests.helpers import VOCAB, random_batch, tiny_model
+from tests.helpers import VOCAB, assert_incremental_equals_full, random_batch, tiny_model
 from tests.model.test_architectures import ARCHITECTURES
 
 
@@ -43,14 +43,7 @@ def test_incremental_equals_full(kind, name, cuts):
     window = {"window": 2} if kind.startswith("local") else {}
     torch.manual_seed(0)
     model = tiny_model(kind, model=overrides, **options, **window).eval()
-    src = random_batch([9, 5, 12])
-    tgt = torch.cat([torch.full((3, 1), BOS), random_batch([10, 10, 10])], 1)
-    with torch.no_grad():
-        memory, src_mask = model.encode(src)
-        full = model.decode(tgt, model.decoder_state(memory, src_mask))
-        state = model.decoder_state(memory, src_mask, incremental=True)
-        steps = [model.decode(tgt[:, a:b], state) for a, b in itertools.pairwise(cuts)]
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+    assert_incremental_equals_full(model, cuts)
 
 
 def test_beam_one_equals_greedy():

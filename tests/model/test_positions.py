@@ -12,11 +12,10 @@ import torch
 
 from nmt.attention import ATTENTION
 from nmt.attention.base import alibi_slopes
-from nmt.data.vocab import BOS
 from nmt.model.config import ModelConfig
 from nmt.model.positions import Rotary, sinusoids
 from nmt.setup.config import ConfigError, from_dict
-from tests.helpers import random_batch, tiny_model
+from tests.helpers import assert_incremental_equals_full, random_batch, tiny_model
 
 SCHEMES = {
     "sinusoidal": {},
@@ -43,14 +42,7 @@ def model_with(kind: str, scheme: str, decoder: str = "standard", seed: int = 0)
 @pytest.mark.parametrize("kind", ATTENTION.names())
 def test_incremental_equals_full_under_every_scheme(kind, scheme, decoder, cuts):
     model = model_with(kind, scheme, decoder).eval()
-    src = random_batch([9, 5, 12])
-    tgt = torch.cat([torch.full((3, 1), BOS), random_batch([10, 10, 10])], 1)
-    with torch.no_grad():
-        memory, src_mask = model.encode(src)
-        full = model.decode(tgt, model.decoder_state(memory, src_mask))
-        state = model.decoder_state(memory, src_mask, incremental=True)
-        steps = [model.decode(tgt[:, a:b], state) for a, b in itertools.pairwise(cuts)]
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+    assert_incremental_equals_full(model, cuts)
 
 
 @pytest.mark.parametrize("scheme", list(SCHEMES))
