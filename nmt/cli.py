@@ -351,28 +351,42 @@ def average(
 
 
 @app.command(
-    epilog="Example: nmt export runs/toy --format ctranslate2 -o runs/toy-ct2  "
-    "(then: ctranslate2.Translator('runs/toy-ct2'); see docs/commands.md)"
+    epilog="Example: nmt export runs/toy --format hf -o runs/toy-hf  "
+    "(then: AutoModelForSeq2SeqLM.from_pretrained('runs/toy-hf'); see docs/commands.md)"
 )
 @user_errors
 def export(
     checkpoint: Path = typer.Argument(..., help=CHECKPOINT_HELP),
     export_format: str = typer.Option(
-        "ctranslate2", "--format", help="Export format: ctranslate2."
+        "ctranslate2", "--format", help="Export format: ctranslate2 or hf (Hugging Face)."
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Directory to create."),
     quantization: str = typer.Option(
-        "float32", help="Weights as float32, int8, int16, float16, bfloat16 or int8_float16."
+        "float32",
+        help="CTranslate2's weights as float32, int8, int16, float16, bfloat16 or "
+        "int8_float16 (hf: float32).",
     ),
 ) -> None:
-    """Export a model for CTranslate2, self-contained with its SentencePiece models.
+    """Export a model for CTranslate2 or Hugging Face transformers, self-contained
+    with its vocabulary.
 
-    Models with global dot attention and the standard decoder can be exported."""
-    from nmt.io.export import export_ctranslate2
+    CTranslate2 runs global dot attention with the standard decoder only. The hf
+    format takes every model: the standard one as transformers' Pegasus class, the
+    others with a modelling file loaded with trust_remote_code=True."""
     from nmt.progress import info
 
+    if export_format == "hf":
+        from nmt.io.huggingface import export_hf
+
+        if quantization != "float32":
+            raise NmtError(f"--quantization {quantization}: the hf format writes float32")
+        _, kind = export_hf(checkpoint, output)
+        info(f"{output}: transformers {kind} with its tokenizer and model card")
+        return
     if export_format != "ctranslate2":
-        raise NmtError(f"--format {export_format}: the only format is ctranslate2")
+        raise NmtError(f"--format {export_format}: expected ctranslate2 or hf")
+    from nmt.io.export import export_ctranslate2
+
     export_ctranslate2(checkpoint, output, quantization)
     info(f"{output}: CTranslate2 model ({quantization}) with source.spm and target.spm")
 

@@ -313,13 +313,14 @@ def test_bad_checkpoint(kind, tiny_run, tmp_path):
 @pytest.mark.parametrize(
     "kind", ["truncated", "code in pickle", "weights of another size", "flipped bytes", *EDITS]
 )
-@pytest.mark.parametrize("command", ["ensemble", "export", "average"])
+@pytest.mark.parametrize("command", ["ensemble", "export", "export-hf", "average"])
 def test_new_surfaces_name_a_bad_checkpoint_and_write_nothing(kind, command, tiny_run, tmp_path):
     path = bad_checkpoint(tmp_path, tiny_run, kind)
     out = tmp_path / "out"
     args = {
         "ensemble": ["translate", tiny_run, path, "-o", out],
         "export": ["export", path, "-o", out],
+        "export-hf": ["export", path, "--format", "hf", "-o", out],
         "average": ["average", tiny_run / "best.pt", path, "-o", out],
     }[command]
     message = fails_cleanly(args, CHECKPOINT_CASES[kind], input="lo nute\n")

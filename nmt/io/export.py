@@ -30,8 +30,9 @@ QUANTIZATIONS = ("float32", "int8", "int16", "float16", "bfloat16", "int8_float1
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which every norm here keeps
 
 
-def inexpressible(loaded: Loaded) -> str | None:
-    """Why CTranslate2 cannot run this model (the recipe key and value), or None."""
+def inexpressible(loaded: Loaded, engine: str = "CTranslate2") -> str | None:
+    """Why ``engine``, which runs the standard Transformer only, cannot run this
+    model (the recipe key and value), or None."""
     m = loaded.cfg.model
     settings = {
         "model.attention.kind": (m.attention.kind, "global"),
@@ -44,7 +45,7 @@ def inexpressible(loaded: Loaded) -> str | None:
     }
     for key, (value, needed) in settings.items():
         if value != needed:
-            return f"{key} is {value}; CTranslate2 runs {key.rsplit('.', 1)[1]} {needed} only"
+            return f"{key} is {value}; {engine} runs {key.rsplit('.', 1)[1]} {needed} only"
     return None
 
 

@@ -1,0 +1,134 @@
+"""The model card (``README.md``) of a Hugging Face export: what was trained on
+what, how it scored, how to run it so that it translates as ``nmt translate`` does,
+and where it cannot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.errors import NmtError
+from nmt.io.files import read_json
+from nmt.model.load import Loaded
+
+
+def run_scores(checkpoint: Path) -> tuple[list[str], str]:
+    """The score table rows of the run's own evaluations (results.json, the
+    recipe's decoding) and a sentence saying which weights they are of."""
+    run = checkpoint if checkpoint.is_dir() else checkpoint.parent
+    exported = "best.pt" if checkpoint.is_dir() else checkpoint.name
+    path = run / "results.json"
+    if exported != "best.pt" or not path.is_file():
+        return [], f"No scores: the run's results.json holds best.pt's, and this is {exported}."
+    try:
+        results = read_json(path)
+    except NmtError:  # damaged: the card goes without scores
+        return [], f"No scores: {path} could not be read."
+    rows = [
+        f"| {split} | {r.get('sentences', '')} | {r.get('beam', '')} | {r['bleu']:.2f} | "
+        f"{r.get('chrf', float('nan')):.2f} |"
+        for split, r in results.items()
+        if "@" not in split and isinstance(r, dict) and isinstance(r.get("bleu"), (int, float))
+    ]
+    return rows, f"From `nmt evaluate` of best.pt ({path.name}; sacreBLEU {_signature(results)})."
+
+
+def _signature(results: dict[str, Any]) -> str:
+    for r in results.values():
+        if isinstance(r, dict) and "bleu_signature" in r:
+            return r["bleu_signature"]
+    return "signature not recorded"
+
+
+def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> str:
+    """The card's markdown, with the front matter the Hub reads."""
+    cfg = loaded.cfg
+    d = cfg.data
+    kind = cfg.model.attention.kind
+    front = {
+        "library_name": "transformers",
+        "pipeline_tag": "translation",
+        "language": [d.src_lang, d.tgt_lang],
+        "tags": ["translation", "nmt-attention", f"attention-{kind}"],
+    }
+    rows, source = run_scores(checkpoint)
+    scores = (
+        ["| split | sentences | beam | BLEU | chrF |", "| --- | --- | --- | --- | --- |", *rows]
+        if rows
+        else []
+    )
+    remote = manifest["remote_code"]
+    load = ", trust_remote_code=True" if remote else ""
+    limit = manifest["max_new_tokens"]
+    how = (
+        f"`{manifest['class']}`, with this directory's `modeling_nmt.py`, which builds "
+        f"nmt's own model (needs `pip install nmt-attention`, version "
+        f"{manifest['nmt_version']}): {manifest['why_remote_code']}"
+        if remote
+        else f"transformers' own `{manifest['class']}`, the same function as nmt's model "
+        "(its residual dimensions reordered)"
+    )
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).strip(),
+        "---",
+        "",
+        f"# {d.src_lang}→{d.tgt_lang} translation, {kind} cross-attention",
+        "",
+        f"Trained with [nmt](https://pypi.org/project/nmt-attention/) and exported by "
+        f"`nmt export --format hf` (nmt {manifest['nmt_version']}, transformers "
+        f"{manifest['transformers_version']}) from `{checkpoint}`. The model is {how}.",
+        "",
+        "## Data",
+        "",
+        f"`{d.dir}`: trained on `{d.train}`, validated on `{d.dev}`, tested on "
+        f"{', '.join(f'`{t}`' for t in d.test) or 'nothing'}; one SentencePiece "
+        f"{d.vocab.type} vocabulary of {len(loaded.vocabs.tgt)} pieces"
+        f"{' for both languages' if loaded.vocabs.joint else ' per language'}.",
+        "",
+        "## Scores",
+        "",
+        source,
+        "",
+        *scores,
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer",
+        f'tokenizer = AutoTokenizer.from_pretrained("DIR"{load})',
+        f'model = AutoModelForSeq2SeqLM.from_pretrained("DIR"{load})',
+        'batch = tokenizer(["a sentence"], return_tensors="pt")',
+        "out = model.generate(**batch)  # the recipe's beam",
+        "print(tokenizer.batch_decode(out, skip_special_tokens=True))",
+        "```",
+        "",
+        "To get exactly what `nmt translate` gives with `--beam 1`, translate one "
+        "sentence at a time with `num_beams=1` and nmt's length limit, "
+        f"`max_new_tokens = min(int({limit['a']} * n + {limit['b']}), {limit['cap']})` "
+        "for a source of n ids (`len(batch.input_ids[0])`, `</s>` included).",
+        "",
+        "## Limits",
+        "",
+        "- Beam search: transformers divides a hypothesis's log-probability by "
+        "length ** `length_penalty`, nmt by GNMT's ((5 + length) / 6) ** alpha, so "
+        "beam outputs can differ from nmt's; greedy outputs do not.",
+        "- An output's `<unk>`: SentencePiece writes ` ⁇ `, `skip_special_tokens` drops it.",
+        "- Not expressible in `generate`: nmt's `decode.coverage`, `decode.word_reward` "
+        "and `decode.min_len_a`; the length limit is one number per call.",
+        *(
+            ["- `generate` runs without a cache: each step reads the whole prefix again."]
+            if remote
+            else []
+        ),
+        "",
+        "## Recipe",
+        "",
+        "```yaml",
+        cfg.to_yaml().strip(),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,150 @@
+"""An nmt model as a Hugging Face ``transformers`` model, for the variants no stock
+class expresses (local_m, local_p, local_s, hard, sparsemax, the other scores,
+position schemes and decoders).
+
+``nmt export --format hf`` copies this file into the export as ``modeling_nmt.py``
+and names its classes in ``config.json``'s ``auto_map``, so that
+``AutoModelForSeq2SeqLM.from_pretrained(DIR, trust_remote_code=True)`` builds
+nmt's own :class:`~nmt.model.seq2seq.Transformer` from the recipe's ``model``
+section and loads the exported weights into it: the export runs the code that
+was trained, not a re-implementation of each variant. The loading machine needs
+nmt installed (``pip install nmt-attention``), at the version the card names.
+
+``generate`` recomputes the decoder over the whole prefix at each step (no
+cache: ``use_cache`` is off in the export's generation config), which gives what
+nmt's incremental decoder gives (a property the test suite checks for every
+variant) at O(T²) cost per sentence instead of O(T).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+
+from nmt.data.vocab import BOS, PAD
+from nmt.model.seq2seq import Transformer
+from nmt.setup.recipe import config_from_dict
+
+
+class NmtConfig(PretrainedConfig):
+    """The run's recipe (``nmt_recipe``, as its checkpoint holds it: its ``model``
+    section builds the model, through nmt's migrations and plug-ins) and the
+    vocabulary sizes; the special ids are nmt's fixed ones (nmt.data.vocab)."""
+
+    model_type = "nmt"
+
+    def __init__(
+        self,
+        nmt_recipe: dict[str, Any] | None = None,
+        src_vocab_size: int = 0,
+        vocab_size: int = 0,
+        share_embeddings: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        self.nmt_recipe = nmt_recipe or {}
+        self.src_vocab_size = src_vocab_size
+        self.vocab_size = vocab_size  # the target's: what the logits range over
+        self.share_embeddings = share_embeddings
+        kwargs.setdefault("is_encoder_decoder", True)
+        super().__init__(**kwargs)
+
+
+class NmtEncoder(nn.Module):
+    """``get_encoder()`` for ``generate``: source ids (B,S) -> the encoder output."""
+
+    main_input_name = "input_ids"
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = [model]  # a list: not a second owner of the weights
+
+    def forward(self, input_ids: Tensor, **kwargs: Any) -> BaseModelOutput:
+        memory, _ = self.model[0].encode(input_ids)  # (B,S,D)
+        return BaseModelOutput(last_hidden_state=memory)
+
+
+class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
+    """nmt's encoder-decoder under the name ``nmt``; logits (B,T,V) for ``generate``."""
+
+    config_class = NmtConfig
+    base_model_prefix = "nmt"
+    main_input_name = "input_ids"
+
+    def __init__(self, config: NmtConfig) -> None:
+        super().__init__(config)
+        self.nmt = self.build()
+        self._fresh: list[Transformer] | None = None  # see _init_weights
+        cfg = self.nmt.cfg
+        self.encoder = NmtEncoder(self.nmt)
+        ties = {}
+        if config.share_embeddings:
+            ties["nmt.src_embed.tokens.weight"] = "nmt.tgt_embed.tokens.weight"
+        if cfg.tie_embeddings:
+            ties["nmt.output.weight"] = "nmt.tgt_embed.tokens.weight"
+        self._tied_weights_keys = ties
+        config.tie_word_embeddings = bool(ties)  # transformers ties nothing otherwise
+        self.post_init()
+
+    def build(self) -> Transformer:
+        """nmt's model of the recipe, its weights as nmt initialises them."""
+        c = self.config
+        cfg = config_from_dict(c.nmt_recipe, "the export's config.json").model
+        return Transformer(cfg, c.src_vocab_size, c.vocab_size, PAD, c.share_embeddings)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """Every parameter comes from the export. What nmt computes and does not
+        save (the sinusoid table, rotary frequencies, ALiBi slopes: non-persistent
+        buffers) transformers' loading leaves empty: it is computed again, by
+        building the model once more on the CPU and copying it from there."""
+        computed = module._non_persistent_buffers_set
+        if not computed:
+            return
+        if self._fresh is None:
+            with torch.device("cpu"):
+                self._fresh = [self.build()]
+        path = next(name for name, sub in self.named_modules() if sub is module)
+        twin = self._fresh[0].get_submodule(path.removeprefix("nmt."))
+        with torch.no_grad():
+            for name in computed:
+                getattr(module, name).copy_(getattr(twin, name))
+
+    def get_encoder(self) -> NmtEncoder:
+        return self.encoder
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.nmt.src_embed.tokens
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.nmt.output
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        decoder_input_ids: Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple[Tensor, ...] | None = None,
+        labels: Tensor | None = None,
+        **kwargs: Any,
+    ) -> Seq2SeqLMOutput:
+        """Source ids (B,S) (or their ``encoder_outputs``) and target inputs (B,T),
+        ``<s>`` first -> logits (B,T,V); with ``labels`` (B,T) (-100 or PAD ignored)
+        also their mean cross-entropy."""
+        if decoder_input_ids is None and labels is not None:  # teacher forcing
+            shifted = labels[:, :-1].masked_fill(labels[:, :-1] == -100, PAD)
+            decoder_input_ids = torch.cat([torch.full_like(labels[:, :1], BOS), shifted], 1)
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids)
+        memory = encoder_outputs[0]  # (B,S,D)
+        if attention_mask is None:
+            attention_mask = input_ids != PAD
+        state = self.nmt.decoder_state(memory, attention_mask.bool().unsqueeze(1))
+        logits = self.nmt.decode(decoder_input_ids, state)  # (B,T,V)
+        loss = None
+        if labels is not None:
+            gold = labels.masked_fill(labels == PAD, -100)
+            loss = nn.functional.cross_entropy(logits.transpose(1, 2).float(), gold)
+        return Seq2SeqLMOutput(loss=loss, logits=logits, encoder_last_hidden_state=memory)

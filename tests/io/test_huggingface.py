@@ -1,0 +1,171 @@
+"""``nmt export --format hf``: transformers loads the export with its Auto classes
+and translates as ``nmt translate`` does, for every attention variant."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+import torch
+
+from nmt.attention.config import ATTENTION
+from nmt.data.corpus import read_lines
+from nmt.data.pipeline import checkpoint_vocabs
+from nmt.data.vocab import EOS, PAD, UNK
+from nmt.decoding.evaluate import record
+from nmt.decoding.search import translate_lines
+from nmt.io import checkpoint
+from nmt.io.huggingface import pegasus_model, residual_order
+from nmt.model.load import load_model
+from nmt.model.seq2seq import Transformer
+from nmt.setup.recipe import config_from_dict
+from tests.conftest import require_extra
+from tests.io.test_export import nmt_outputs
+from tests.test_cli import invoke
+
+# every attention kind, and the position schemes whose tables nmt computes and
+# does not save (transformers' loading leaves them to the model to fill)
+VARIANTS = {
+    **{kind: {"attention": {"kind": kind}} for kind in ATTENTION.names()},
+    "rope": {"positions": {"kind": "rope"}},
+    "alibi+cross_alibi": {"positions": {"kind": "alibi", "cross_alibi": True, "ratio": 1.1}},
+    "untied": {"tie_embeddings": False},
+}
+
+
+def variant(tiny_run, out, **model) -> object:
+    """tiny_run's checkpoint with another model section, its weights as nmt
+    initialises them (any weights serve: the export must compute the same function)."""
+    payload = checkpoint.load(tiny_run / "best.pt")
+    payload["config"]["model"].update(model)
+    cfg = config_from_dict(payload["config"])
+    vocabs = checkpoint_vocabs(payload, out)
+    torch.manual_seed(0)
+    net = Transformer(cfg.model, len(vocabs.src), len(vocabs.tgt), PAD, vocabs.joint)
+    payload["model"] = net.state_dict()
+    checkpoint.save(out, payload)
+    return out
+
+
+def exported(path, tmp_path):
+    require_extra("transformers", "hf")
+    out = tmp_path / "hf"
+    result = invoke("export", path, "--format", "hf", "-o", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def generated(out, lines: list[str], **options) -> tuple[list[str], list[list[int]]]:
+    """transformers' translations and their target ids (no ``<s>``, ``</s>``), one
+    sentence at a time, with nmt's length limit as the card says (``max_new_tokens``
+    from nmt-export.json)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out, trust_remote_code=True)
+    limit = json.loads((out / "nmt-export.json").read_text())["max_new_tokens"]
+    outputs, tokens = [], []
+    for line in lines:
+        batch = tokenizer([line], return_tensors="pt")
+        n = batch.input_ids.size(1)
+        most = min(int(limit["a"] * n + limit["b"]), limit["cap"])
+        ids = model.generate(**batch, max_new_tokens=most, **options)
+        outputs.append(tokenizer.batch_decode(ids, skip_special_tokens=True)[0])
+        tokens.append([i for i in ids[0, 1:].tolist() if i != EOS])
+    return outputs, tokens
+
+
+def nmt_ids(path, lines: list[str]) -> list[list[int]]:
+    """``nmt translate --beam 1``'s target ids."""
+    loaded = load_model(path, torch.device("cpu"))
+    cfg = dataclasses.replace(loaded.cfg.decode, beam=1)
+    hyps = translate_lines(
+        loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, lines, cfg, torch.device("cpu")
+    )
+    return [h[0].tokens for h in hyps]
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_greedy_generate_equals_nmt_translate(name, tiny_run, toy_dir, tmp_path):
+    path = variant(tiny_run, tmp_path / "model.pt", **VARIANTS[name])
+    out = exported(path, tmp_path)
+    manifest = json.loads((out / "nmt-export.json").read_text())
+    stock = name == "global"
+    assert manifest["class"] == (
+        "PegasusForConditionalGeneration" if stock else "NmtForConditionalGeneration"
+    )
+    assert (out / "modeling_nmt.py").is_file() != stock
+    lines = read_lines(toy_dir / "test.src")[:12]
+    texts, ids = generated(out, lines, num_beams=1)
+    assert ids == nmt_ids(path, lines)
+    # the same text, but where an output holds <unk>: SentencePiece writes " ⁇ ",
+    # transformers drops it as a special token (docs/commands.md)
+    ours = nmt_outputs(path, lines)
+    assert all(a == b for a, b, t in zip(texts, ours, ids) if UNK not in t)
+
+
+def test_the_tokenizer_gives_nmts_ids(tiny_run, toy_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    out = exported(tiny_run, tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    vocab = load_model(tiny_run, torch.device("cpu")).vocabs.src
+    lines = [line for split in ("train", "test") for line in read_lines(toy_dir / f"{split}.src")]
+    lines += ["  spaces  between ", "Ünïcödé ﬁ ligature", ""]
+    assert [[*ids, EOS] for ids in vocab.encode(lines)] == tokenizer(lines)["input_ids"]
+    assert tokenizer.decode(vocab.encode(lines[:1])[0]) == vocab.decode(vocab.encode(lines[:1]))[0]
+
+
+def test_pegasus_computes_nmts_logits(tiny_run):
+    """The stock model's logits are nmt's, for a padded batch and any target."""
+    require_extra("transformers", "hf")
+    loaded = load_model(tiny_run, torch.device("cpu"))
+    hf = pegasus_model(loaded)
+    src = torch.tensor([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD]])
+    tgt = torch.tensor([[2, 11, 12, 13], [2, 14, 15, 16]])
+    with torch.no_grad():
+        ours = loaded.model(src, tgt)
+        theirs = hf(input_ids=src, attention_mask=src != PAD, decoder_input_ids=tgt).logits
+    torch.testing.assert_close(theirs, ours, atol=1e-5, rtol=1e-5)
+
+
+def test_the_residual_order_is_pegasus_position_layout():
+    """nmt's sinusoid table, reordered, is the table Pegasus computes itself."""
+    require_extra("transformers", "hf")
+    from transformers.models.pegasus.modeling_pegasus import PegasusSinusoidalPositionalEmbedding
+
+    from nmt.model.positions import sinusoids
+
+    theirs = PegasusSinusoidalPositionalEmbedding(64, 16).create_weight()
+    torch.testing.assert_close(sinusoids(64, 16)[:, residual_order(16)], theirs)
+
+
+@pytest.mark.parametrize("kind", ["global", "local_m"])
+def test_beam_search_runs_through_both_kinds_of_export(kind, tiny_run, toy_dir, tmp_path):
+    """Beams expand the stock model's cache and the remote model's encoder output
+    alike; outputs may differ from nmt's (docs/commands.md says how), their count
+    and length limit may not."""
+    path = variant(tiny_run, tmp_path / "model.pt", attention={"kind": kind})
+    lines = read_lines(toy_dir / "test.src")[:8]
+    texts, ids = generated(exported(path, tmp_path), lines, num_beams=3)
+    loaded = load_model(path, torch.device("cpu"))
+    d, n = loaded.cfg.decode, [len(s) + 1 for s in loaded.vocabs.src.encode(lines)]
+    assert len(texts) == len(lines) and all(texts)
+    assert all(len(out) < int(d.max_len_a * m + d.max_len_b) for out, m in zip(ids, n))
+
+
+def test_the_card_says_what_was_trained_and_how_it_scored(tiny_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    score = {"sentences": 15, "beam": 2, "bleu": 12.345, "chrf": 40.0, "bleu_signature": "nrefs:1"}
+    record(run, "test", score)
+    record(run, "test@decode.beam=9", {**score, "bleu": 99.0})  # not the recipe's decoding
+    card = (exported(run, tmp_path) / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: transformers\n")
+    assert "| test | 15 | 2 | 12.35 | 40.00 |" in card and "99.00" not in card
+    assert "attention-global" in card and "kind: global" in card  # the tag, the recipe
+    (tmp_path / "hf").rename(tmp_path / "first")
+    card = (exported(run / "last.pt", tmp_path) / "README.md").read_text()
+    assert "No scores: the run's results.json holds best.pt's, and this is last.pt." in card
