@@ -87,6 +87,7 @@ def nmt_ids(path, lines: list[str]) -> list[list[int]]:
     return [h[0].tokens for h in hyps]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_greedy_generate_equals_nmt_translate(name, tiny_run, toy_dir, tmp_path):
     path = variant(tiny_run, tmp_path / "model.pt", **VARIANTS[name])
@@ -106,6 +107,7 @@ def test_greedy_generate_equals_nmt_translate(name, tiny_run, toy_dir, tmp_path)
     assert all(a == b for a, b, t in zip(texts, ours, ids) if UNK not in t)
 
 
+@pytest.mark.slow
 def test_the_tokenizer_gives_nmts_ids(tiny_run, toy_dir, tmp_path):
     from transformers import AutoTokenizer
 
@@ -142,6 +144,7 @@ def test_the_residual_order_is_pegasus_position_layout():
     torch.testing.assert_close(sinusoids(64, 16)[:, residual_order(16)], theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["global", "local_m"])
 def test_beam_search_runs_through_both_kinds_of_export(kind, tiny_run, toy_dir, tmp_path):
     """Beams expand the stock model's cache and the remote model's encoder output
@@ -156,6 +159,7 @@ def test_beam_search_runs_through_both_kinds_of_export(kind, tiny_run, toy_dir, 
     assert all(len(out) < int(d.max_len_a * m + d.max_len_b) for out, m in zip(ids, n))
 
 
+@pytest.mark.slow
 def test_the_card_says_what_was_trained_and_how_it_scored(tiny_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
