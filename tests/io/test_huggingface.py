@@ -15,14 +15,13 @@ from nmt.data.corpus import read_lines
 from nmt.data.pipeline import checkpoint_vocabs
 from nmt.data.vocab import EOS, PAD, UNK
 from nmt.decoding.evaluate import record
-from nmt.decoding.search import translate_lines
+from nmt.decoding.search import Translation, translate_lines
 from nmt.io import checkpoint
 from nmt.io.huggingface import pegasus_model, residual_order
 from nmt.model.load import load_model
 from nmt.model.seq2seq import Transformer
 from nmt.setup.recipe import config_from_dict
 from tests.conftest import require_extra
-from tests.io.test_export import nmt_outputs
 from tests.test_cli import invoke
 
 # every attention kind, and the position schemes whose tables nmt computes and
@@ -77,14 +76,14 @@ def generated(out, lines: list[str], **options) -> tuple[list[str], list[list[in
     return outputs, tokens
 
 
-def nmt_ids(path, lines: list[str]) -> list[list[int]]:
-    """``nmt translate --beam 1``'s target ids."""
+def nmt_translations(path, lines: list[str]) -> list[Translation]:
+    """``nmt translate --beam 1``'s translations (text and target ids)."""
     loaded = load_model(path, torch.device("cpu"))
     cfg = dataclasses.replace(loaded.cfg.decode, beam=1)
     hyps = translate_lines(
         loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, lines, cfg, torch.device("cpu")
     )
-    return [h[0].tokens for h in hyps]
+    return [h[0] for h in hyps]
 
 
 @pytest.mark.slow
@@ -100,11 +99,11 @@ def test_greedy_generate_equals_nmt_translate(name, tiny_run, toy_dir, tmp_path)
     assert (out / "modeling_nmt.py").is_file() != stock
     lines = read_lines(toy_dir / "test.src")[:12]
     texts, ids = generated(out, lines, num_beams=1)
-    assert ids == nmt_ids(path, lines)
+    ours = nmt_translations(path, lines)
+    assert ids == [t.tokens for t in ours]
     # the same text, but where an output holds <unk>: SentencePiece writes " ⁇ ",
     # transformers drops it as a special token (docs/commands.md)
-    ours = nmt_outputs(path, lines)
-    assert all(a == b for a, b, t in zip(texts, ours, ids) if UNK not in t)
+    assert all(a == t.text for a, t, i in zip(texts, ours, ids) if UNK not in i)
 
 
 @pytest.mark.slow
