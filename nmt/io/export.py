@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,29 @@ def inexpressible(loaded: Loaded, engine: str = "CTranslate2") -> str | None:
         if value != needed:
             return f"{key} is {value}; {engine} runs {key.rsplit('.', 1)[1]} {needed} only"
     return None
+
+
+def refuse_occupied(out_dir: Path) -> None:
+    """An export never writes into a file or a directory that holds anything."""
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise NmtError(f"{out_dir}: exists and is not an empty directory; choose another -o")
+
+
+def write_directory(out_dir: Path, fill: Callable[[Path], None]) -> None:
+    """``fill`` a directory built beside ``out_dir``, then rename it into place: a
+    failed export leaves nothing, and what a killed one left is removed first."""
+    remove_dead_temps(out_dir)
+    tmp = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
+    try:
+        tmp.mkdir(parents=True)
+        fill(tmp)
+        if out_dir.exists():
+            out_dir.rmdir()
+        tmp.rename(out_dir)
+    except OSError as e:
+        raise NmtError(f"{out_dir}: cannot write the export ({e.strerror or e})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _array(t: torch.Tensor) -> np.ndarray:
@@ -123,17 +147,17 @@ def ctranslate2_spec(model: Transformer, vocabs: Any) -> Any:
     return spec
 
 
-def length_limit(loaded: Loaded) -> dict[str, Any]:
-    """nmt's output limit, for CTranslate2's ``max_decoding_length``, which is one
-    number per call and knows nothing of the source length: nmt allows
-    ``min(int(a·(n + 1) + b), cap)`` tokens for n source pieces (plus ``</s>``),
-    the forced ``</s>`` included, which CTranslate2 does not count."""
+def length_limit(loaded: Loaded, formula: str) -> dict[str, Any]:
+    """nmt's output limit, ``min(int(a·S + b), cap)`` tokens (the forced ``</s>``
+    included) for a source of S ids (``</s>`` included), for engines that take one
+    limit per call: its figures and ``formula``, how the engine's own limit is
+    computed from them (CTranslate2 counts neither ``</s>``)."""
     d = loaded.cfg.decode
     return {
         "a": d.max_len_a,
         "b": d.max_len_b,
         "cap": loaded.cfg.model.max_positions - 1,
-        "formula": "min(int(a * (n + 1) + b), cap) - 1 for n source pieces",
+        "formula": formula,
     }
 
 
@@ -150,18 +174,15 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
         raise NmtError(
             f"CTranslate2 export needs the ctranslate2 extra: {install_hint('ctranslate2')}"
         ) from None
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise NmtError(f"{out_dir}: exists and is not an empty directory; choose another -o")
+    refuse_occupied(out_dir)
     loaded = load_model(checkpoint, torch.device("cpu"))
     if (why := inexpressible(loaded)) is not None:
         raise NmtError(f"{checkpoint}: not exported: {why}")
     spec = ctranslate2_spec(loaded.model, loaded.vocabs)
     spec.validate()
     spec.optimize(quantization=None if quantization == "float32" else quantization)
-    remove_dead_temps(out_dir)  # what a killed export left
-    tmp = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
-    try:
-        tmp.mkdir(parents=True)
+
+    def fill(tmp: Path) -> None:
         spec.save(str(tmp))
         (tmp / "source.spm").write_bytes(loaded.vocabs.src.model)
         (tmp / "target.spm").write_bytes(loaded.vocabs.tgt.model)
@@ -173,7 +194,9 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
             "source_vocabulary": "source.spm",
             "target_vocabulary": "target.spm",
             "decode": loaded.cfg.to_dict()["decode"],
-            "max_decoding_length": length_limit(loaded),
+            "max_decoding_length": length_limit(
+                loaded, "min(int(a * (n + 1) + b), cap) - 1 for n source pieces"
+            ),
             # nmt's search never emits PAD or BOS; CTranslate2's must be told to
             "suppress_sequences": [[loaded.vocabs.tgt.id_to_piece(i)] for i in (PAD, BOS)],
             "usage": "tokens = SentencePiece(source.spm).encode(line, out_type=str); "
@@ -183,11 +206,6 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
             "SentencePiece(target.spm).decode(hypothesis)",
         }
         write_text(tmp / "nmt-export.json", json.dumps(manifest, indent=2) + "\n")
-        if out_dir.exists():
-            out_dir.rmdir()
-        tmp.rename(out_dir)
-    except OSError as e:
-        raise NmtError(f"{out_dir}: cannot write the export ({e.strerror or e})") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    write_directory(out_dir, fill)
     return out_dir

@@ -24,8 +24,6 @@ ids nmt gives, ``</s>`` appended to the source as in training.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +33,8 @@ from torch import Tensor, nn
 from nmt import __version__, install_hint
 from nmt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from nmt.errors import NmtError
-from nmt.io.export import inexpressible
-from nmt.io.files import remove_dead_temps, write_text
+from nmt.io.export import inexpressible, length_limit, refuse_occupied, write_directory
+from nmt.io.files import write_text
 from nmt.io.model_card import model_card
 from nmt.model.load import Loaded, load_model
 from nmt.model.seq2seq import Transformer
@@ -201,18 +199,6 @@ def hf_tokenizer(vocab: Vocab, max_positions: int) -> Any:
     )
 
 
-def max_new_tokens(loaded: Loaded) -> dict[str, Any]:
-    """nmt's output limit for a source of n ids (``</s>`` included), the forced
-    ``</s>`` counted, as ``generate``'s ``max_new_tokens`` counts it."""
-    d = loaded.cfg.decode
-    return {
-        "a": d.max_len_a,
-        "b": d.max_len_b,
-        "cap": loaded.cfg.model.max_positions - 1,
-        "formula": "min(int(a * n + b), cap) for a source of n ids, </s> included",
-    }
-
-
 def generation_config(loaded: Loaded, cached: bool) -> Any:
     """The recipe's search as far as ``generate`` has it: the beam, never PAD or
     BOS, </s> forced at the length cap. Not expressible: the limit a·S + b per
@@ -241,8 +227,7 @@ def export_hf(checkpoint: Path, out_dir: Path) -> tuple[Path, str]:
         import transformers
     except ImportError:
         raise NmtError(f"Hugging Face export needs the hf extra: {install_hint('hf')}") from None
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise NmtError(f"{out_dir}: exists and is not an empty directory; choose another -o")
+    refuse_occupied(out_dir)
     loaded = load_model(checkpoint, torch.device("cpu"))
     recipe = loaded.cfg.to_dict()
     obstacle = stock_obstacle(loaded)
@@ -259,25 +244,23 @@ def export_hf(checkpoint: Path, out_dir: Path) -> tuple[Path, str]:
         "nmt_version": __version__,
         "checkpoint": str(checkpoint),
         "decode": recipe["decode"],
-        "max_new_tokens": max_new_tokens(loaded),
+        # generate's max_new_tokens counts the forced </s>, as nmt's limit does
+        "max_new_tokens": length_limit(
+            loaded, "min(int(a * n + b), cap) for a source of n ids, </s> included"
+        ),
     }
-    remove_dead_temps(out_dir)  # what a killed export left
-    tmp = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
-    bars = transformers.utils.logging.is_progress_bar_enabled()
-    transformers.utils.logging.disable_progress_bar()  # its shard bar for one file
-    try:
-        tmp.mkdir(parents=True)
+
+    def fill(tmp: Path) -> None:
         hf.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         write_text(tmp / "nmt-export.json", json.dumps(manifest, indent=2) + "\n")
         write_text(tmp / "README.md", model_card(loaded, checkpoint, manifest))
-        if out_dir.exists():
-            out_dir.rmdir()
-        tmp.rename(out_dir)
-    except OSError as e:
-        raise NmtError(f"{out_dir}: cannot write the export ({e.strerror or e})") from None
+
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # its shard bar for one file
+    try:
+        write_directory(out_dir, fill)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
         if bars:
             transformers.utils.logging.enable_progress_bar()
     return out_dir, kind
