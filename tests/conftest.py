@@ -97,8 +97,11 @@ def _isolated() -> object:
 
 @pytest.fixture(autouse=True, scope="session")
 def _data_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Prepared corpora go to a directory of the session, not the user's cache."""
+    """Prepared corpora go to a directory of the session, not the user's cache; so
+    do Hugging Face's caches (the exports' modelling files that transformers copies
+    when it loads them with trust_remote_code, the datasets the import tests save)."""
     os.environ["NMT_CACHE_DIR"] = str(tmp_path_factory.mktemp("nmt-cache"))
+    os.environ["HF_HOME"] = str(tmp_path_factory.mktemp("hf-home"))
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,8 @@ TINY = ["--set", "model.d_model=32", "--set", "model.ffn=64", "--set", "model.he
 def test_every_benchmark_imports(script, monkeypatch):
     if script.name == "ctranslate2_speed.py":
         require_extra("ctranslate2", "ctranslate2")
+    if script.name == "hf_roundtrip.py":
+        require_extra("transformers", "hf")
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/x.py` runs it
     spec = importlib.util.spec_from_file_location(script.stem, script)
     module = importlib.util.module_from_spec(spec)
