@@ -44,8 +44,6 @@ def stock_obstacle(loaded: Loaded) -> str | None:
     """Why no stock ``transformers`` class expresses this model, or None (Pegasus)."""
     if (why := inexpressible(loaded, "Pegasus")) is not None:
         return why
-    if not loaded.vocabs.joint:
-        return "data.vocab.joint is false; Pegasus shares one vocabulary"
     if not loaded.cfg.model.tie_embeddings:
         return "model.tie_embeddings is false; Pegasus ties its output layer"
     return None
@@ -229,6 +227,11 @@ def export_hf(checkpoint: Path, out_dir: Path) -> tuple[Path, str]:
         raise NmtError(f"Hugging Face export needs the hf extra: {install_hint('hf')}") from None
     refuse_occupied(out_dir)
     loaded = load_model(checkpoint, torch.device("cpu"))
+    if not loaded.vocabs.joint:
+        raise NmtError(
+            f"{checkpoint}: not exported: data.vocab.joint is false, and a Hugging Face "
+            "tokenizer holds one vocabulary for both sides (export to ctranslate2 instead)"
+        )
     recipe = loaded.cfg.to_dict()
     obstacle = stock_obstacle(loaded)
     hf = pegasus_model(loaded) if obstacle is None else remote_model(loaded, recipe)

@@ -85,8 +85,7 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
         "",
         f"`{d.dir}`: trained on `{d.train}`, validated on `{d.dev}`, tested on "
         f"{', '.join(f'`{t}`' for t in d.test) or 'nothing'}; one SentencePiece "
-        f"{d.vocab.type} vocabulary of {len(loaded.vocabs.tgt)} pieces"
-        f"{' for both languages' if loaded.vocabs.joint else ' per language'}.",
+        f"{d.vocab.type} vocabulary of {len(loaded.vocabs.tgt)} pieces for both languages.",
         "",
         "## Scores",
         "",

@@ -34,11 +34,12 @@ VARIANTS = {
 }
 
 
-def variant(tiny_run, out, **model) -> object:
+def variant(tiny_run, out, vocab: dict | None = None, **model) -> object:
     """tiny_run's checkpoint with another model section, its weights as nmt
     initialises them (any weights serve: the export must compute the same function)."""
     payload = checkpoint.load(tiny_run / "best.pt")
     payload["config"]["model"].update(model)
+    payload["vocab"].update(vocab or {})
     cfg = config_from_dict(payload["config"])
     vocabs = checkpoint_vocabs(payload, out)
     torch.manual_seed(0)
@@ -104,6 +105,15 @@ def test_greedy_generate_equals_nmt_translate(name, tiny_run, toy_dir, tmp_path)
     # the same text, but where an output holds <unk>: SentencePiece writes " ⁇ ",
     # transformers drops it as a special token (docs/commands.md)
     assert all(a == t.text for a, t, i in zip(texts, ours, ids) if UNK not in i)
+
+
+def test_separate_vocabularies_are_refused_with_nothing_written(tiny_run, tmp_path):
+    require_extra("transformers", "hf")
+    separate = {"joint": False, "tgt": checkpoint.load(tiny_run / "best.pt")["vocab"]["src"]}
+    path = variant(tiny_run, tmp_path / "model.pt", vocab=separate)
+    result = invoke("export", path, "--format", "hf", "-o", tmp_path / "hf")
+    assert result.exit_code == 2 and "data.vocab.joint is false" in result.output
+    assert not (tmp_path / "hf").exists()
 
 
 @pytest.mark.slow
