@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
-from nmt.data.vocab import BOS, PAD
+from nmt.data.vocab import PAD
 from nmt.model.seq2seq import Transformer
 from nmt.setup.recipe import config_from_dict
 
@@ -77,7 +77,7 @@ class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
     def __init__(self, config: NmtConfig) -> None:
         super().__init__(config)
         self.nmt = self.build()
-        self._fresh: list[Transformer] | None = None  # see _init_weights
+        self._computed: dict[str, Tensor] | None = None  # see _init_weights
         cfg = self.nmt.cfg
         self.encoder = NmtEncoder(self.nmt)
         ties = {}
@@ -100,17 +100,16 @@ class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
         save (the sinusoid table, rotary frequencies, ALiBi slopes: non-persistent
         buffers) transformers' loading leaves empty: it is computed again, by
         building the model once more on the CPU and copying it from there."""
-        computed = module._non_persistent_buffers_set
-        if not computed:
+        if not module._non_persistent_buffers_set:
             return
-        if self._fresh is None:
+        if self._computed is None:  # once per load; the twin model is not kept
             with torch.device("cpu"):
-                self._fresh = [self.build()]
-        path = next(name for name, sub in self.named_modules() if sub is module)
-        twin = self._fresh[0].get_submodule(path.removeprefix("nmt."))
+                twin = self.build()
+            self._computed = {f"nmt.{name}": b for name, b in twin.named_buffers()}
+        prefix = next(name for name, sub in self.named_modules() if sub is module)
         with torch.no_grad():
-            for name in computed:
-                getattr(module, name).copy_(getattr(twin, name))
+            for name in module._non_persistent_buffers_set:
+                getattr(module, name).copy_(self._computed[f"{prefix}.{name}"])
 
     def get_encoder(self) -> NmtEncoder:
         return self.encoder
@@ -127,15 +126,10 @@ class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
         attention_mask: Tensor | None = None,
         decoder_input_ids: Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple[Tensor, ...] | None = None,
-        labels: Tensor | None = None,
         **kwargs: Any,
     ) -> Seq2SeqLMOutput:
         """Source ids (B,S) (or their ``encoder_outputs``) and target inputs (B,T),
-        ``<s>`` first -> logits (B,T,V); with ``labels`` (B,T) (-100 or PAD ignored)
-        also their mean cross-entropy."""
-        if decoder_input_ids is None and labels is not None:  # teacher forcing
-            shifted = labels[:, :-1].masked_fill(labels[:, :-1] == -100, PAD)
-            decoder_input_ids = torch.cat([torch.full_like(labels[:, :1], BOS), shifted], 1)
+        ``<s>`` first -> logits (B,T,V). Inference only: training stays nmt's."""
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids)
         memory = encoder_outputs[0]  # (B,S,D)
@@ -143,8 +137,4 @@ class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
             attention_mask = input_ids != PAD
         state = self.nmt.decoder_state(memory, attention_mask.bool().unsqueeze(1))
         logits = self.nmt.decode(decoder_input_ids, state)  # (B,T,V)
-        loss = None
-        if labels is not None:
-            gold = labels.masked_fill(labels == PAD, -100)
-            loss = nn.functional.cross_entropy(logits.transpose(1, 2).float(), gold)
-        return Seq2SeqLMOutput(loss=loss, logits=logits, encoder_last_hidden_state=memory)
+        return Seq2SeqLMOutput(logits=logits, encoder_last_hidden_state=memory)
