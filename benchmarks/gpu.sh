@@ -10,7 +10,9 @@
 #   benchmarks/gpu.sh ttq      DATA_DIR   # time to quality (docs/benchmarks.md): each
 #                                         # setting of SETTINGS alone on the GPU, scored
 #                                         # on SPLIT (default val: tune; then
-#                                         # SPLIT=test_2016_flickr with the chosen one)
+#                                         # SPLIT=test_2016_flickr with the chosen one;
+#                                         # ALSO=test_2016_flickr scores the same
+#                                         # snapshots on a second split, to report)
 #   benchmarks/gpu.sh study    DATA_DIR   # the Multi30k studies of docs/results.md, all
 #                                         # runs sharing the GPU through MPS; idempotent:
 #                                         # each call starts what is not yet running,
@@ -104,6 +106,11 @@ ttq() {
             --data "$data" --split "$split" --every "${EVERY:-250}" \
             --run-dir "/tmp/nmt-ttq-$name" "${sets[@]}" 2>&1 | grep -v Warning | tail -n 16
         cp "/tmp/nmt-ttq-$name/time_to_quality-$split.json" "$out/ttq-$name-$split.json"
+        [[ -n ${ALSO:-} ]] || continue
+        $py benchmarks/time_to_quality.py recipes/multi30k-de-en.yaml --device cuda \
+            --data "$data" --split "$ALSO" --run-dir "/tmp/nmt-ttq-$name" --score-only \
+            2>&1 | grep -v Warning | tail -n 16
+        cp "/tmp/nmt-ttq-$name/time_to_quality-$ALSO.json" "$out/ttq-$name-$ALSO.json"
     done
 }
 

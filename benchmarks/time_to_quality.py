@@ -222,6 +222,13 @@ def commit() -> str:
 TRAINED = ("commit", "date", "overrides", "cache", "process_wall_s", "launched")
 
 
+def snapshot_every(run_dir: Path) -> int:
+    """The updates between the run's snapshots, from its own recipe (a rescoring's
+    ``--every`` is not what trained)."""
+    recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text(encoding="utf-8"))
+    return recipe["train"]["valid_every"]
+
+
 def trained_as(run_dir: Path, recipe: str) -> dict:
     """How an earlier run of this benchmark trained ``run_dir`` (commit, date,
     overrides, cache, wall time, start), read from the result it wrote, so that
@@ -271,7 +278,7 @@ def main() -> None:
     result = {
         "recipe": args.recipe,
         "split": args.split,
-        "every": args.every,
+        "every": snapshot_every(run_dir),
         "average": args.average,
         "hardware": hardware(args.device),
         **trained,

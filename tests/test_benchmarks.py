@@ -101,6 +101,7 @@ def test_time_to_quality_scores_every_snapshot_and_finds_the_thresholds(toy_dir,
     assert {k: rescored[k] for k in kept} == {k: result[k] for k in kept}
     assert [s["step"] for s in rescored["snapshots"]] == steps and rescored["split"] == "val"
     assert [s["wall_s"] for s in rescored["snapshots"]] == waited
+    assert rescored["every"] == result["every"] == 15  # the run's, not the rescoring's default
 
     # with no earlier result to read, the run's own recipe says what it trained with
     for earlier in run_dir.glob("time_to_quality*.json"):
