@@ -13,23 +13,34 @@ BIN := $(VENV)/bin
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# nmt and its dependencies; the optional integrations (EXTRAS) only for make test,
+# so that the demo's install is half as long.
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-base
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
-## make demo: the toy comparison of every attention variant and scheduled sampling
-## (finished runs are reused: a second `make demo` only reports), then a sample.
-demo: $(VENV)/.installed
-	$(BIN)/nmt compare recipes/compare-toy.yaml
-	head -n 3 data/toy/test.src | $(BIN)/nmt translate runs/compare-toy/runs/global/seed1 \
-	    > runs/compare-toy/sample.hyp
-	@echo; echo "global attention, three test sentences:"
-	@paste -d '\n' <(head -n 3 data/toy/test.src | sed 's/^/src: /') \
-	    <(sed 's/^/hyp: /' runs/compare-toy/sample.hyp) \
-	    <(head -n 3 data/toy/test.tgt | sed 's/^/ref: /')
-	@echo; echo "report, tables and plots: runs/compare-toy/report.md"
+## make demo: global against local-monotonic attention on the toy corpus, three
+## seeds each, with the significance rule (finished runs are reused: a second
+## `make demo` only reports), then one sentence longer than any in training.
+DEMO_JOBS ?= 2
+demo: $(VENV)/.installed-base
+	$(BIN)/nmt compare recipes/compare-toy-demo.yaml --jobs $(DEMO_JOBS)
+	@sed -n 10p data/toy/test_long.src > runs/demo/sample.src
+	@for v in global local_m; do \
+	    $(BIN)/nmt translate runs/demo/runs/$$v/seed1 -i runs/demo/sample.src \
+	        -o runs/demo/sample-$$v.hyp 2>/dev/null || exit; done
+	@echo; echo "one test_long sentence (longer than any in training), seed 1:"
+	@sed 's/^/source:  /' runs/demo/sample.src
+	@sed 's/^/global:  /' runs/demo/sample-global.hyp
+	@sed 's/^/local_m: /' runs/demo/sample-local_m.hyp
+	@sed -n 10p data/toy/test_long.tgt | sed 's/^/reference: /'
+	@echo; echo "report, tables and plots: runs/demo/report.md"
 
 ## make test: ruff, then the whole test suite.
 test: $(VENV)/.installed
