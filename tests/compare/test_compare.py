@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -388,6 +389,22 @@ def test_shipped_specs_load(spec, monkeypatch):
             "hard",
         }
         assert {r.cfg.train.trainer.kind for r in runs} == {"teacher_forcing", "scheduled_sampling"}
+
+
+def test_the_demo_is_the_tours_budget_with_three_seeds(monkeypatch):
+    """make demo's spec trains two of the tour's variants exactly as the tour does
+    (the README reads its verdict as compare-toy.yaml's budget), with three seeds so
+    that the significance rule can give one."""
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    monkeypatch.chdir(recipes.parent)
+    tour, tour_runs = load_spec(recipes / "compare-toy.yaml")
+    demo, demo_runs = load_spec(recipes / "compare-toy-demo.yaml")
+    assert demo.seeds == (1, 2, 3) and demo.splits == tour.splits
+    assert set(demo.variants) == {"global", "local_m"}
+    by_tour = {(r.variant, r.seed): r.cfg for r in tour_runs}
+    for run in demo_runs:
+        if run.seed == 1:  # the tour runs seed 1 only
+            assert run.cfg == replace(by_tour[(run.variant, 1)], run_dir=run.cfg.run_dir)
 
 
 def test_report_with_every_run_failed(tmp_path):
