@@ -34,7 +34,8 @@ demo: $(VENV)/.installed-base
 	@sed -n 10p data/toy/test_long.src > runs/demo/sample.src
 	@for v in global local_m; do \
 	    $(BIN)/nmt translate runs/demo/runs/$$v/seed1 -i runs/demo/sample.src \
-	        -o runs/demo/sample-$$v.hyp 2>/dev/null || exit; done
+	        -o runs/demo/sample-$$v.hyp 2>runs/demo/sample.log \
+	        || { cat runs/demo/sample.log; exit 1; }; done
 	@echo; echo "one test_long sentence (longer than any in training), seed 1:"
 	@sed 's/^/source:  /' runs/demo/sample.src
 	@sed 's/^/global:  /' runs/demo/sample-global.hyp
