@@ -203,6 +203,18 @@ def test_the_multi30k_recipes_differ_only_in_their_training_schedule():
     assert old.train.lr_schedule == "inverse_sqrt"
 
 
+def test_the_en_de_recipes_are_the_de_en_ones_reversed():
+    """English->German trains what German->English trains, in the other direction, so
+    that the two directions' figures compare directions and nothing else."""
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    for suffix in ("", "-40ep"):
+        de_en = load_recipe(recipes / f"multi30k-de-en{suffix}.yaml")
+        en_de = load_recipe(recipes / f"multi30k-en-de{suffix}.yaml")
+        reversed_data = dataclasses.replace(de_en.data, src_lang="en", tgt_lang="de")
+        assert en_de.data == reversed_data
+        assert (en_de.model, en_de.train, en_de.decode) == (de_en.model, de_en.train, de_en.decode)
+
+
 @pytest.mark.parametrize(
     ("section", "values", "key"),
     [
