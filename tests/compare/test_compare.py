@@ -21,6 +21,7 @@ from nmt.data.pipeline import load_split
 from nmt.decoding.metrics import corpus_score
 from nmt.errors import NmtError
 from nmt.io.rundir import owned
+from nmt.setup.recipe import load_recipe
 from tests.conftest import tiny_recipe_dict
 
 runner = CliRunner()
@@ -389,6 +390,21 @@ def test_shipped_specs_load(spec, monkeypatch):
             "hard",
         }
         assert {r.cfg.train.trainer.kind for r in runs} == {"teacher_forcing", "scheduled_sampling"}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["compare-multi30k.yaml", "compare-multi30k-length.yaml", "compare-multi30k-train-short.yaml"],
+)
+def test_the_shipped_budget_studies_train_global_ss_as_the_ss_recipe(spec, monkeypatch):
+    """The studies at the shipped budget train scheduled sampling with the schedule
+    tuned on dev for recipes/multi30k-de-en-ss.yaml, not another one."""
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    monkeypatch.chdir(recipes.parent)
+    _, runs = load_spec(recipes / spec)
+    ss = load_recipe(recipes / "multi30k-de-en-ss.yaml")
+    trained = {r.cfg.train.trainer for r in runs if r.variant == "global+ss"}
+    assert trained == {ss.train.trainer}
 
 
 def test_the_demo_is_the_tours_budget_with_three_seeds(monkeypatch):

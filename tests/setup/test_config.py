@@ -203,6 +203,18 @@ def test_the_multi30k_recipes_differ_only_in_their_training_schedule():
     assert old.train.lr_schedule == "inverse_sqrt"
 
 
+def test_the_scheduled_sampling_recipe_is_the_shipped_one_with_its_trainer():
+    """recipes/multi30k-de-en-ss.yaml changes only the trainer of the shipped recipe,
+    so that it compares training regimes and nothing else (the 40-epoch pair alike)."""
+    recipes = Path(__file__).resolve().parents[2] / "recipes"
+    for suffix in ("", "-40ep"):
+        tf = load_recipe(recipes / f"multi30k-de-en{suffix}.yaml")
+        ss = load_recipe(recipes / f"multi30k-de-en-ss{suffix}.yaml")
+        assert ss.train.trainer.kind == "scheduled_sampling"
+        assert ss.train == dataclasses.replace(tf.train, trainer=ss.train.trainer)
+        assert (ss.model, ss.decode) == (tf.model, tf.decode)
+
+
 def test_the_en_de_recipes_are_the_de_en_ones_reversed():
     """English->German trains what German->English trains, in the other direction, so
     that the two directions' figures compare directions and nothing else."""
