@@ -372,7 +372,8 @@ def test_a_second_study_in_one_out_dir_is_refused_before_any_work(tmp_path, toy_
         assert not (run / "results.json").exists()  # refused before evaluating the run
 
 
-SPECS = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("compare-*.yaml"))
+RECIPE_DIR = Path(__file__).resolve().parents[2] / "recipes"
+SPECS = sorted(RECIPE_DIR.glob("compare-*.yaml"))
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
@@ -399,10 +400,9 @@ def test_shipped_specs_load(spec, monkeypatch):
 def test_the_shipped_budget_studies_train_global_ss_as_the_ss_recipe(spec, monkeypatch):
     """The studies at the shipped budget train scheduled sampling with the schedule
     tuned on dev for recipes/multi30k-de-en-ss.yaml, not another one."""
-    recipes = Path(__file__).resolve().parents[2] / "recipes"
-    monkeypatch.chdir(recipes.parent)
-    _, runs = load_spec(recipes / spec)
-    ss = load_recipe(recipes / "multi30k-de-en-ss.yaml")
+    monkeypatch.chdir(RECIPE_DIR.parent)
+    _, runs = load_spec(RECIPE_DIR / spec)
+    ss = load_recipe(RECIPE_DIR / "multi30k-de-en-ss.yaml")
     trained = {r.cfg.train.trainer for r in runs if r.variant == "global+ss"}
     assert trained == {ss.train.trainer}
 
@@ -411,10 +411,9 @@ def test_the_demo_is_the_tours_budget_with_three_seeds(monkeypatch):
     """make demo's spec trains two of the tour's variants exactly as the tour does
     (the README reads its verdict as compare-toy.yaml's budget), with three seeds so
     that the significance rule can give one."""
-    recipes = Path(__file__).resolve().parents[2] / "recipes"
-    monkeypatch.chdir(recipes.parent)
-    tour, tour_runs = load_spec(recipes / "compare-toy.yaml")
-    demo, demo_runs = load_spec(recipes / "compare-toy-demo.yaml")
+    monkeypatch.chdir(RECIPE_DIR.parent)
+    tour, tour_runs = load_spec(RECIPE_DIR / "compare-toy.yaml")
+    demo, demo_runs = load_spec(RECIPE_DIR / "compare-toy-demo.yaml")
     assert demo.seeds == (1, 2, 3) and demo.splits == tour.splits
     assert set(demo.variants) == {"global", "local_m"}
     by_tour = {(r.variant, r.seed): r.cfg for r in tour_runs}

@@ -166,7 +166,8 @@ def test_an_override_meant_as_yaml_must_parse(base, tmp_path):
     assert load_recipe(path, ["run_dir=@runs/a"]).run_dir == "@runs/a"
 
 
-RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
+RECIPE_DIR = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES = sorted(RECIPE_DIR.glob("*.yaml"))
 
 
 @pytest.mark.parametrize(
@@ -186,9 +187,8 @@ def test_the_multi30k_recipes_differ_only_in_their_training_schedule():
     time-to-quality figures compare schedules and nothing else; the 10-minute recipe is
     the shipped one over fewer updates, and each AdamW recipe differs from its Muon
     successor only in the optimiser and the budget."""
-    recipes = Path(__file__).resolve().parents[2] / "recipes"
     shipped, ten, adamw, ten_adamw, old = (
-        load_recipe(recipes / f"multi30k-de-en{s}.yaml")
+        load_recipe(RECIPE_DIR / f"multi30k-de-en{s}.yaml")
         for s in ("", "-10min", "-adamw", "-10min-adamw", "-40ep")
     )
     shared = (shipped.data, shipped.model, shipped.decode)
@@ -206,22 +206,20 @@ def test_the_multi30k_recipes_differ_only_in_their_training_schedule():
 def test_the_scheduled_sampling_recipe_is_the_shipped_one_with_its_trainer():
     """recipes/multi30k-de-en-ss.yaml changes only the trainer of the shipped recipe,
     so that it compares training regimes and nothing else (the 40-epoch pair alike)."""
-    recipes = Path(__file__).resolve().parents[2] / "recipes"
     for suffix in ("", "-40ep"):
-        tf = load_recipe(recipes / f"multi30k-de-en{suffix}.yaml")
-        ss = load_recipe(recipes / f"multi30k-de-en-ss{suffix}.yaml")
+        tf = load_recipe(RECIPE_DIR / f"multi30k-de-en{suffix}.yaml")
+        ss = load_recipe(RECIPE_DIR / f"multi30k-de-en-ss{suffix}.yaml")
         assert ss.train.trainer.kind == "scheduled_sampling"
         assert ss.train == dataclasses.replace(tf.train, trainer=ss.train.trainer)
-        assert (ss.model, ss.decode) == (tf.model, tf.decode)
+        assert (ss.data, ss.model, ss.decode) == (tf.data, tf.model, tf.decode)
 
 
 def test_the_en_de_recipes_are_the_de_en_ones_reversed():
     """English->German trains what German->English trains, in the other direction, so
     that the two directions' figures compare directions and nothing else."""
-    recipes = Path(__file__).resolve().parents[2] / "recipes"
     for suffix in ("", "-40ep"):
-        de_en = load_recipe(recipes / f"multi30k-de-en{suffix}.yaml")
-        en_de = load_recipe(recipes / f"multi30k-en-de{suffix}.yaml")
+        de_en = load_recipe(RECIPE_DIR / f"multi30k-de-en{suffix}.yaml")
+        en_de = load_recipe(RECIPE_DIR / f"multi30k-en-de{suffix}.yaml")
         reversed_data = dataclasses.replace(de_en.data, src_lang="en", tgt_lang="de")
         assert en_de.data == reversed_data
         assert (en_de.model, en_de.train, en_de.decode) == (de_en.model, de_en.train, de_en.decode)
