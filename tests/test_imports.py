@@ -213,3 +213,26 @@ def test_training_loads_no_plotting_or_study_module(tiny_recipe):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "LOADED []", done.stdout
+
+
+@pytest.mark.slow
+def test_translating_loads_no_torchdynamo(tiny_run, toy_dir):
+    """``nmt translate`` builds a model and searches without TorchDynamo, whose import
+    is about a second of every command's start (training loads it anyway: PyTorch's
+    optimisers do)."""
+    code = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('LOADED', 'torch._dynamo' in sys.modules))\n"
+        f"sys.argv = ['nmt', 'translate', {str(tiny_run)!r}, '--device', 'cpu',"
+        f" '-i', {str(toy_dir / 'test.src')!r}]\n"
+        "runpy.run_module('nmt', run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "LOADED False", done.stdout[-500:]

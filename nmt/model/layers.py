@@ -8,7 +8,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.attention.bias import causal_lower_right
 
 from nmt.attention.base import AttentionOutput, Context, Memory, key_bias
 from nmt.attention.config import ATTENTION
@@ -110,7 +109,8 @@ class SelfAttention(nn.Module):
             # The new queries of an incremental step after cached keys: one query (a
             # search step) needs no mask; more need the causal mask aligned to the
             # lower right, not is_causal's top left.
-            mask, causal = (None if new == 1 else causal_lower_right(new, seen)), False
+            mask = None if new == 1 else lower_right_causal(new, seen, q.device)
+            causal = False
         p = self.dropout if self.training else 0.0
         ctx = scaled_dot_product(q, k, v, mask, causal, p)  # (B,H,L,Dh)
         B, H, L, Dh = ctx.shape
@@ -133,14 +133,22 @@ class SelfAttention(nn.Module):
         return self.attend(q, k, v, bias, causal, pos)
 
 
+def lower_right_causal(L: int, t: int, device: torch.device) -> Tensor:
+    """The causal rule when the L queries are the last L positions of the t keys'
+    sequence: (L,t) boolean, True = attend. (torch.nn.attention.bias's
+    causal_lower_right is the same rule, but importing it loads TorchDynamo, seconds
+    of every command's start.)"""
+    last = torch.arange(t - L, t, device=device).unsqueeze(-1)  # (L,1)
+    return torch.arange(t, device=device) <= last  # (L,t)
+
+
 def with_bias(mask: Tensor | None, causal: bool, extra: Tensor) -> Tensor:
     """One additive bias (…,H,L,t) from a key mask (additive, or boolean: True =
     attend), the causal rule (the L queries are the last L positions of the t keys'
     sequence) and the positions' ``extra``."""
     L, t = extra.shape[-2:]
     if causal:
-        last = torch.arange(t - L, t, device=extra.device).unsqueeze(-1)  # (L,1)
-        extra = extra + key_bias(torch.arange(t, device=extra.device) <= last, extra.dtype)
+        extra = extra + key_bias(lower_right_causal(L, t, extra.device), extra.dtype)
     if mask is None:
         return extra
     if mask.dtype == torch.bool:
