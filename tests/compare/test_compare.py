@@ -38,8 +38,10 @@ OUTPUTS = {
 }
 
 
-def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=()):
-    """A spec of tiny runs on the toy corpus; ``extra_set``: more of its ``set``."""
+def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=(), heatmaps=()):
+    """A spec of tiny runs on the toy corpus; ``extra_set``: more of its ``set``;
+    ``heatmaps``: the lines drawn (none unless a test is about them: drawing is most
+    of a tiny study's report time)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     base = tiny_recipe_dict(toy_dir, tmp_path / "unused", train={"max_steps": 4})
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
@@ -52,6 +54,7 @@ def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=()):
         "baseline": "global",
         "bootstrap": 200,
         "length_buckets": [8, 16],
+        "heatmaps": list(heatmaps),
     }
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -67,6 +70,7 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
             "global": [],
             "local_m": ["model.attention.kind=local_m", "model.attention.window=2"],
         },
+        heatmaps=(0, 1),
     )
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--set", "ensemble=true"])
     assert result.exit_code == 0, result.output
@@ -521,6 +525,7 @@ def test_a_length_study_with_joined_and_held_out_splits_reports_every_diagnostic
         toy_dir,
         {"global": [], "local_p": ["model.attention.kind=local_p", "model.attention.window=2"]},
         seeds=(1,),
+        heatmaps=(0,),
     )
     data = yaml.safe_load(spec.read_text())
     data["splits"] = ["test", "test*3", "train>20"]

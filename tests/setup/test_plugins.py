@@ -84,6 +84,7 @@ def test_a_plugin_trains_resumes_translates_and_compares(plugin_dir, toy_dir, tm
         "variants": {"global": [], "uniform": ["model.attention.kind=uniform"]},
         "set": ["train.max_steps=4", "train.valid_every=2"],
         "bootstrap": 100,
+        "heatmaps": [],
     }
     spec.write_text(yaml.safe_dump(study))
     done = nmt("compare", spec, "--device", "cpu", plugin_dir=plugin_dir)
@@ -160,6 +161,7 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, t
         "plugins": ["elsewhere/uniform_attention.py", str(plugin_dir / "uniform_attention.py")],
         "variants": {"global": ["model.attention={kind: global}"], "uniform": []},
         "bootstrap": 100,
+        "heatmaps": [],
     }
     spec.write_text(yaml.safe_dump(study))
     done = nmt("compare", spec, "--jobs", "2", "--device", "cpu", plugin_dir=None, cwd=tmp_path)
