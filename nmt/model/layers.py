@@ -136,8 +136,8 @@ class SelfAttention(nn.Module):
 def lower_right_causal(L: int, t: int, device: torch.device) -> Tensor:
     """The causal rule when the L queries are the last L positions of the t keys'
     sequence: (L,t) boolean, True = attend. (torch.nn.attention.bias's
-    causal_lower_right is the same rule, but importing it loads TorchDynamo, seconds
-    of every command's start.)"""
+    causal_lower_right is the same rule, but importing it loads TorchDynamo: much of
+    the start of a command that does not train, docs/benchmarks.md.)"""
     last = torch.arange(t - L, t, device=device).unsqueeze(-1)  # (L,1)
     return torch.arange(t, device=device) <= last  # (L,t)
 
