@@ -191,48 +191,40 @@ def test_no_module_imports_what_only_posix_has():
             assert not {"fcntl", "resource"} & set(names), f"{path.name}: {names}"
 
 
+def loaded_after(argv: list[str], names: str) -> str:
+    """Run ``nmt *argv`` in a fresh interpreter and return what ``names`` (an
+    expression over ``sys.modules``) was when it exited."""
+    code = (
+        "import atexit, runpy, sys\n"
+        f"atexit.register(lambda: print('LOADED', {names}))\n"
+        f"sys.argv = ['nmt', *{argv!r}]\n"
+        "runpy.run_module('nmt', run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
 def test_training_loads_no_plotting_or_study_module(tiny_recipe):
     """``nmt train`` imports what training needs: no matplotlib, nothing of attention
     inspection or of nmt compare (a cluster job starts faster, and a broken plotting
     install cannot stop a run)."""
     recipe = tiny_recipe(train={"max_steps": 2, "valid_every": 2})
-    code = (
-        "import atexit, runpy, sys\n"
-        "heavy = ('matplotlib', 'nmt.inspection', 'nmt.compare')\n"
-        "atexit.register(lambda: print('LOADED', sorted(m for m in sys.modules "
-        "if m.startswith(heavy))))\n"
-        f"sys.argv = ['nmt', 'train', {str(recipe)!r}, '--device', 'cpu']\n"
-        "runpy.run_module('nmt', run_name='__main__')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "LOADED []", done.stdout
+    heavy = "('matplotlib', 'nmt.inspection', 'nmt.compare')"
+    heavy = f"sorted(m for m in sys.modules if m.startswith({heavy}))"
+    assert loaded_after(["train", str(recipe), "--device", "cpu"], heavy) == "LOADED []"
 
 
 @pytest.mark.slow
 def test_translating_loads_no_torchdynamo(tiny_run, toy_dir):
     """``nmt translate`` builds a model and searches without TorchDynamo, whose import
-    is about a second of every command's start (training loads it anyway: PyTorch's
-    optimisers do)."""
-    code = (
-        "import atexit, runpy, sys\n"
-        "atexit.register(lambda: print('LOADED', 'torch._dynamo' in sys.modules))\n"
-        f"sys.argv = ['nmt', 'translate', {str(tiny_run)!r}, '--device', 'cpu',"
-        f" '-i', {str(toy_dir / 'test.src')!r}]\n"
-        "runpy.run_module('nmt', run_name='__main__')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "LOADED False", done.stdout[-500:]
+    is much of the start of a command that does not train (training loads it anyway:
+    PyTorch's optimisers do)."""
+    argv = ["translate", str(tiny_run), "--device", "cpu", "-i", str(toy_dir / "test.src")]
+    assert loaded_after(argv, "'torch._dynamo' in sys.modules") == "LOADED False"
