@@ -19,6 +19,10 @@ from tests.compare.test_compare import write_spec
 from tests.conftest import as_in_a_terminal, subprocess_env
 
 STEPS = 120
+# A worker looks for its study process once a second (PARENT_POLL_SECONDS) and a tiny
+# step can take a few milliseconds: after kill -9, enough steps that the second
+# before it notices cannot take it to the end.
+ORPHAN_STEPS = 5000
 
 
 def children(pid: int) -> set[int]:
@@ -59,11 +63,11 @@ def steps_logged(run: Path) -> int:
     return len(path.read_bytes().splitlines()) if path.is_file() else 0
 
 
-def start_study(tmp_path: Path, toy_dir: Path) -> tuple[Path, list[Path]]:
+def start_study(tmp_path: Path, toy_dir: Path, steps: int = STEPS) -> tuple[Path, list[Path]]:
     variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
     spec = write_spec(tmp_path, toy_dir, variants, seeds=(1,))
     raw = yaml.safe_load(spec.read_text())
-    raw["set"] = [f"train.max_steps={STEPS}", f"train.valid_every={STEPS}", "train.log_every=1"]
+    raw["set"] = [f"train.max_steps={steps}", f"train.valid_every={steps}", "train.log_every=1"]
     spec.write_text(yaml.safe_dump(raw))
     return spec, [tmp_path / "study/runs/global/seed1", tmp_path / "study/runs/local_m/seed1"]
 
@@ -127,10 +131,11 @@ def test_a_signal_to_the_whole_group_stops_as_cleanly(tmp_path, toy_dir, sig, co
 def test_workers_of_a_study_killed_with_sigkill_stop_on_their_own(tmp_path, toy_dir):
     """kill -9 leaves no chance to pass a signal on: each worker notices that its
     study process is gone, saves last.pt and exits."""
-    spec, runs = start_study(tmp_path, toy_dir)
+    spec, runs = start_study(tmp_path, toy_dir, ORPHAN_STEPS)
     proc = compare(spec)
     workers = training(proc, runs)
     proc.kill()
     proc.communicate(timeout=60)
     assert gone(workers, 30)
-    assert all(0 < checkpoint.load(r / "last.pt")["state"]["step"] < STEPS for r in runs)
+    stopped = [checkpoint.load(r / "last.pt")["state"]["step"] for r in runs]
+    assert all(0 < s < ORPHAN_STEPS for s in stopped), stopped
