@@ -216,8 +216,8 @@ def test_training_loads_no_plotting_or_study_module(tiny_recipe):
     inspection or of nmt compare (a cluster job starts faster, and a broken plotting
     install cannot stop a run)."""
     recipe = tiny_recipe(train={"max_steps": 2, "valid_every": 2})
-    heavy = "('matplotlib', 'nmt.inspection', 'nmt.compare')"
-    heavy = f"sorted(m for m in sys.modules if m.startswith({heavy}))"
+    heavy = "sorted(m for m in sys.modules if m.startswith(('matplotlib', 'nmt.inspection',"
+    heavy += " 'nmt.compare')))"
     assert loaded_after(["train", str(recipe), "--device", "cpu"], heavy) == "LOADED []"
 
 
