@@ -150,6 +150,10 @@ class TrainConfig:
     max_minutes: float | None = None
     valid_every: int = 1000  # steps between validations (and last.pt saves)
     keep_checkpoints: int = 0  # also keep the last N validations' weights, RUN/step-STEP.pt
+    # an exponential moving average of the weights with this decay per update, which
+    # validation scores and checkpoints hold (nmt.training.ema); null: off
+    ema: float | None = None
+    ema_start: int = 0  # updates before the average starts (until then: the weights)
     valid_bleu: bool = True  # greedy-decode the dev set and report BLEU
     early_stopping: Literal["bleu", "loss"] = "bleu"
     patience: int | None = None  # validations without improvement before stopping
@@ -174,10 +178,13 @@ class TrainConfig:
     kernels: Literal["auto", "off"] = "auto"
 
     def inert_keys(self) -> dict[str, str]:
-        if self.optimizer == "muon":
-            return {}
-        why = f"only optimizer muon uses it (optimizer is {self.optimizer!r})"
-        return {"muon_lr": why, "muon_momentum": why}
+        inert = {}
+        if self.optimizer != "muon":
+            why = f"only optimizer muon uses it (optimizer is {self.optimizer!r})"
+            inert.update(muon_lr=why, muon_momentum=why)
+        if self.ema is None:
+            inert["ema_start"] = "only an ema decay uses it (ema is null)"
+        return inert
 
     def __post_init__(self) -> None:
         for name in ("batch_tokens", "accumulate", "valid_every", "log_every", "max_bad_steps"):
@@ -185,6 +192,8 @@ class TrainConfig:
         check(self.batch_tokens <= 2**26, "batch_tokens", "must be at most 67,108,864")
         check(self.accumulate <= 2**16, "accumulate", "must be at most 65,536")
         check(0 <= self.keep_checkpoints <= 10_000, "keep_checkpoints", "must be in 0..10,000")
+        check(self.ema is None or 0 < self.ema < 1, "ema", "must be in (0, 1) (or null: off)")
+        check(0 <= self.ema_start <= 2**31 - 1, "ema_start", "must be in 0..2,147,483,647")
         unknown = sorted(set(self.log_to) - set(LOG_TO))
         check(not unknown, "log_to", f"unknown {', '.join(unknown)}; valid: {', '.join(LOG_TO)}")
         check("jsonl" in self.log_to, "log_to", "must include jsonl (compare and resume read it)")

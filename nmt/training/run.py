@@ -74,13 +74,18 @@ def prepare(
     if ckpt is not None:
         kinds = {"config": dict, "vocab": dict, "model": dict, "state": dict}
         checkpoint.check_entries(ckpt, last, {**kinds, "optimizer": dict, "rng": list})
-        checkpoint.check_finite(ckpt["model"], last)
+        # under train.ema, "model" is the average and the trained weights are beside it
+        weights = ["model"] + (["training_weights"] if "training_weights" in ckpt else [])
+        checkpoint.check_entries(ckpt, last, dict.fromkeys(weights, dict))
+        for key in weights:
+            checkpoint.check_finite(ckpt[key], last)
     model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)
     trainer = Trainer(model, data, cfg, device, dist, log)
     if ckpt is not None:
         if dist.main and (n := files.remove_stale_temps(run_dir)):
             log(f"removed {n} temp file(s) left by an interrupted write")
-        checkpoint.check_dtypes(ckpt["model"], model.state_dict(), last)
+        for key in weights:
+            checkpoint.check_dtypes(ckpt[key], model.state_dict(), last)
         try:
             trainer.restore(ckpt)
         except (ConfigError, KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:

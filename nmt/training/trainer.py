@@ -35,6 +35,7 @@ from nmt.setup.device import where_it_ran
 from nmt.training.build import TrainingData
 from nmt.training.config import TRAINERS
 from nmt.training.distributed import Distributed
+from nmt.training.ema import WeightAverage
 from nmt.training.epochs import EpochPlans
 from nmt.training.lr_schedule import SCHEDULES
 from nmt.training.objective import Loss
@@ -105,6 +106,8 @@ class Trainer:
             # sampling's second pass and incremental decoding call other methods.
             self.model.states = torch.compile(self.model.states, dynamic=True)
         self.optimizer = optimizers(self.model, t)
+        # what validation scores and checkpoints hold: the weights, or their average
+        self.ema = WeightAverage(self.model, t.ema, t.ema_start) if t.ema is not None else None
         self.objective = TRAINERS.get(t.trainer.kind)(self.model, cfg)
         self.ddp = self._data_parallel() if dist.enabled else None
 
@@ -134,8 +137,13 @@ class Trainer:
         )
 
     def restore(self, ckpt: dict[str, Any]) -> None:
-        """Continue from a full checkpoint: parameters, optimiser, run state, RNG."""
-        self.model.load_state_dict(ckpt["model"])
+        """Continue from a full checkpoint: parameters (and their average), optimiser,
+        run state, RNG."""
+        if self.ema is None:
+            self.model.load_state_dict(ckpt["model"])
+        else:
+            self.model.load_state_dict(ckpt["training_weights"])
+            self.ema.load(ckpt["model"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.state = from_dict(RunState, ckpt["state"])
         self.saved_step = self.state.step
@@ -198,6 +206,8 @@ class Trainer:
         self.optimizer.set_lr(at_step)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update(step)
         return total / tokens, {**stats, "lr": lr}
 
     def _check_weights(self) -> None:
@@ -236,15 +246,23 @@ class Trainer:
     # ------------------------------------------------------------- validation
 
     def validate(self, on_batch: Callable[[int], None] | None = None) -> dict[str, float]:
-        """The dev set's scores for the model as it stands (nmt.training.validation)."""
-        return dev_scores(self.model, self.data, self.cfg, self.device, self.bf16, on_batch)
+        """The dev set's scores for the model as it stands, or for its weights'
+        average under ``train.ema`` (nmt.training.validation)."""
+        with self.averaged():
+            return dev_scores(self.model, self.data, self.cfg, self.device, self.bf16, on_batch)
+
+    def averaged(self) -> Any:
+        """The model holds the weights that validation scores and checkpoints keep
+        inside: the average under ``train.ema``, else the trained weights."""
+        return self.ema.applied() if self.ema is not None else nullcontext()
 
     # ------------------------------------------------------------ checkpoints
 
     def checkpoint_payload(self, full: bool) -> dict[str, Any]:
+        trained = self.model.state_dict()
         payload: dict[str, Any] = {
             "config": self.cfg.to_dict(),
-            "model": self.model.state_dict(),
+            "model": self.ema.state_dict(trained) if self.ema is not None else trained,
             "state": dataclasses.asdict(self.state),
             "vocab": {
                 "src": self.data.vocabs.src.model,
@@ -253,6 +271,8 @@ class Trainer:
             },
         }
         if full:
+            if self.ema is not None:  # what a resume continues to train
+                payload["training_weights"] = trained
             payload["optimizer"] = self.optimizer.state_dict()
             rng = {
                 "torch": torch.get_rng_state(),
@@ -485,7 +505,8 @@ class Trainer:
             drawing = [t for t in self.trackers if t.draws_attention]
             if drawing and self.data.dev_src:
                 src, ref = self.data.dev_src[0], self.data.dev_refs[0]
-                amap = dev_attention(self.model, self.data.vocabs, src, ref)
+                with self.averaged():
+                    amap = dev_attention(self.model, self.data.vocabs, src, ref)
                 for tracker in drawing:
                     tracker.attention(amap, s.step)
             shown = "  ".join(f"{k.removeprefix('valid_')} {v:.3f}" for k, v in metrics.items())
