@@ -244,8 +244,11 @@ def training_until_logged(
 
 
 def subprocess_env() -> dict[str, str]:
-    """The environment for ``python -m nmt`` subprocesses: this checkout importable."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    """The environment for ``python -m nmt`` subprocesses: this checkout importable, and
+    Python's fault handler on, so that a process that aborts (SIGABRT, SIGSEGV) prints
+    where each of its threads was into the output a failing test shows."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root, "PYTHONFAULTHANDLER": "1"}
     env.pop("WORLD_SIZE", None)
     return env
 
