@@ -3,6 +3,7 @@ regime (``trainer``, whose options are the regime's own config)."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -126,6 +127,10 @@ class TrainConfig:
     batch_tokens: int = 4096  # padded source or target tokens per batch, whichever is larger
     batching: Literal["bucketed", "random"] = "bucketed"  # batch composition (see batching.py)
     accumulate: int = 1  # gradient accumulation: batches per update
+    # a batch-size schedule: [[U, A], ...], after U updates A batches per update
+    # (before the first U: accumulate); larger updates late in training, where the
+    # gradient's noise no longer pays for more, smaller steps (McCandlish et al. 2018)
+    accumulate_schedule: tuple[tuple[int, ...], ...] = ()
     lr: float = 7e-4  # peak learning rate, reached after warmup steps
     warmup: int = 1000
     # after the warm-up: inverse_sqrt (open-ended), or cosine / linear to zero at
@@ -191,6 +196,17 @@ class TrainConfig:
             check(getattr(self, name) >= 1, name, "must be at least 1")
         check(self.batch_tokens <= 2**26, "batch_tokens", "must be at most 67,108,864")
         check(self.accumulate <= 2**16, "accumulate", "must be at most 65,536")
+        pairs = self.accumulate_schedule
+        check(
+            all(len(p) == 2 and p[0] >= 1 and 1 <= p[1] <= 2**16 for p in pairs),
+            "accumulate_schedule",
+            "must be [update, batches] pairs, update >= 1 and batches in 1..65,536",
+        )
+        check(
+            all(a[0] < b[0] for a, b in itertools.pairwise(pairs)),
+            "accumulate_schedule",
+            "its updates must increase",
+        )
         check(0 <= self.keep_checkpoints <= 10_000, "keep_checkpoints", "must be in 0..10,000")
         check(self.ema is None or 0 < self.ema < 1, "ema", "must be in (0, 1) (or null: off)")
         check(0 <= self.ema_start <= 2**31 - 1, "ema_start", "must be in 0..2,147,483,647")

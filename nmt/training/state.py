@@ -50,12 +50,32 @@ def budget_spent(t: TrainConfig, s: RunState) -> bool:
     )
 
 
+def accumulation(t: TrainConfig, step: int) -> int:
+    """The batches of update ``step`` + 1 (``train.accumulate``, or the last
+    ``train.accumulate_schedule`` entry that has begun by then)."""
+    begun = [batches for update, batches in t.accumulate_schedule if update <= step]
+    return begun[-1] if begun else t.accumulate
+
+
+def updates_for(t: TrainConfig, batches: int, world: int) -> int:
+    """How many updates take ``batches`` batches (over all ranks) under the schedule."""
+    step = 0
+    for end in [*(update for update, _ in t.accumulate_schedule), math.inf]:
+        per_update = accumulation(t, step) * world
+        needed = math.ceil(batches / per_update)
+        if step + needed <= end:
+            return step + needed
+        batches -= (end - step) * per_update
+        step = end
+    raise AssertionError("unreachable: the last stretch never ends")
+
+
 def expected_steps(t: TrainConfig, s: RunState, batches_per_epoch: int, world: int) -> int | None:
     """Where training will stop, in steps, for the progress bar's ETA; a time budget
     is turned into steps at the pace so far. None while nothing bounds it yet."""
     bounds = [t.max_steps] if t.max_steps else []
     if t.max_epochs:
-        bounds.append(math.ceil(t.max_epochs * batches_per_epoch / (t.accumulate * world)))
+        bounds.append(updates_for(t, t.max_epochs * batches_per_epoch, world))
     if t.max_minutes and s.step:
         seconds_left = max(60 * t.max_minutes - s.elapsed, 0.0)
         bounds.append(s.step + int(seconds_left / (s.elapsed / s.step)))

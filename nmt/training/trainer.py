@@ -44,6 +44,7 @@ from nmt.training.signals import Interrupted, StopSignals
 from nmt.training.state import (
     IntervalStats,
     RunState,
+    accumulation,
     budget_spent,
     expected_steps,
     metric_records,
@@ -384,7 +385,7 @@ class Trainer:
         """One update on this rank's share of the plan's next batches, counted in the
         run's state and ``interval``; returns the non-finite updates in a row."""
         t, s, d = self.cfg.train, self.state, self.dist
-        group = plan[s.batch_in_epoch : s.batch_in_epoch + t.accumulate * d.world]
+        group = plan[s.batch_in_epoch : s.batch_in_epoch + accumulation(t, s.step) * d.world]
         s.batch_in_epoch += len(group)
         batches = [self.epochs.pairs.collate(b) for b in group[d.rank :: d.world]]
         try:
