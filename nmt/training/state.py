@@ -3,6 +3,7 @@ statistics of the interval the next log line reports."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -55,6 +56,13 @@ def accumulation(t: TrainConfig, step: int) -> int:
     ``train.accumulate_schedule`` entry that has begun by then)."""
     begun = [batches for update, batches in t.accumulate_schedule if update <= step]
     return begun[-1] if begun else t.accumulate
+
+
+def batches_for(t: TrainConfig, steps: int) -> int:
+    """The batches (per rank) of the first ``steps`` updates under the schedule: the
+    work done, which an ETA counts, since a larger update takes longer."""
+    bounds = [0, *(update for update, _ in t.accumulate_schedule if update < steps), steps]
+    return sum((b - a) * accumulation(t, a) for a, b in itertools.pairwise(bounds))
 
 
 def updates_for(t: TrainConfig, batches: int, world: int) -> int:

@@ -45,6 +45,7 @@ from nmt.training.state import (
     IntervalStats,
     RunState,
     accumulation,
+    batches_for,
     budget_spent,
     expected_steps,
     metric_records,
@@ -421,11 +422,12 @@ class Trainer:
             }
         )
         bar.update(task, total=expected, info=progress_info(record))
-        if self.dist.main:
+        if self.dist.main:  # the ETA counts batches: a larger update takes longer
+            work = batches_for(t, expected) if expected else None
             log_line(
                 f"step {s.step:,}/{expected or '?'}  {progress_info(record)}  "
                 f"{record['tokens_per_s']:,.0f} tok/s  lr {record['lr']:.3g}  "
-                f"elapsed {clock(s.elapsed)}  ETA {eta(s.step, expected, s.elapsed)}"
+                f"elapsed {clock(s.elapsed)}  ETA {eta(batches_for(t, s.step), work, s.elapsed)}"
             )
 
     def _summary(self, stop_reason: str) -> dict[str, Any]:

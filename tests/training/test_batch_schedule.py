@@ -17,7 +17,7 @@ from nmt.training.build import build
 from nmt.training.config import TrainConfig
 from nmt.training.run import train
 from nmt.training.signals import Interrupted
-from nmt.training.state import accumulation, updates_for
+from nmt.training.state import accumulation, batches_for, updates_for
 from nmt.training.trainer import Trainer
 
 
@@ -30,7 +30,7 @@ def simulated_updates(t: TrainConfig, batches: int, world: int) -> int:
     return step
 
 
-def test_updates_for_counts_what_one_update_at_a_time_takes():
+def test_updates_and_batches_count_what_one_update_at_a_time_takes():
     rng = random.Random(0)
     for _ in range(300):
         starts = sorted(rng.sample(range(1, 40), rng.randint(0, 3)))
@@ -38,6 +38,9 @@ def test_updates_for_counts_what_one_update_at_a_time_takes():
         t = TrainConfig(max_steps=10, accumulate=rng.randint(1, 3), accumulate_schedule=pairs)
         batches, world = rng.randint(1, 200), rng.randint(1, 3)
         assert updates_for(t, batches, world) == simulated_updates(t, batches, world), t
+        # the batches of n updates (an ETA's work): n updates hold them, n - 1 not
+        n = updates_for(t, batches, 1)
+        assert batches_for(t, n - 1) < batches <= batches_for(t, n), t
 
 
 class Counting(Trainer):
