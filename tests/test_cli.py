@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.io import checkpoint
 
 runner = CliRunner()
 
@@ -73,6 +74,25 @@ def test_train_translate_score_end_to_end(tiny_recipe, toy_dir, tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert [s["name"] for s in json.loads(result.stdout)] == ["bleu", "chrf", "ter"]
+
+
+def test_a_run_with_an_average_and_a_batch_schedule_translates_with_its_average(
+    tiny_recipe, toy_dir, tmp_path
+):
+    """train.ema and train.accumulate_schedule through the CLI: the test decoding at
+    the end of training and ``nmt translate`` of the run read the same averaged
+    weights, one output line per input line."""
+    recipe = tiny_recipe(train={"max_steps": 8, "valid_every": 4})
+    args = ("--set", "train.ema=0.9", "--set", "train.accumulate_schedule=[[4, 2]]")
+    result = invoke("train", recipe, "--device", "cpu", *args)
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "run"
+    assert set(checkpoint.load(run / "last.pt")) >= {"model", "training_weights"}
+    out = tmp_path / "test.out"
+    result = invoke("translate", run, "-i", toy_dir / "test.src", "-o", out, "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == (run / "test.hyp").read_text()
+    assert len(out.read_text().splitlines()) == 15
 
 
 @pytest.mark.parametrize(
