@@ -20,6 +20,9 @@ from nmt.io.rundir import is_run
 from nmt.model.load import model_from_payload
 
 KEPT = re.compile(r"step-(\d+)\.pt")
+# entries of a checkpoint that an average does not carry: the file's format, and
+# what only a resume reads (optimiser, RNG, train.ema's trained weights)
+NOT_CARRIED = ("format", "version", "optimizer", "rng", "training_weights")
 
 
 def kept_name(step: int) -> str:
@@ -91,7 +94,7 @@ def average(paths: list[Path]) -> dict[str, Any]:
         else:
             model[key] = value
     return {
-        **{k: v for k, v in newest.items() if k not in ("format", "version", "optimizer", "rng")},
+        **{k: v for k, v in newest.items() if k not in NOT_CARRIED},
         "model": model,
         "averaged": [str(p) for p in paths],
     }

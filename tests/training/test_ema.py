@@ -7,6 +7,7 @@ import json
 import os
 import signal
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from torch import nn
 
 from nmt.attention import ATTENTION
 from nmt.io import checkpoint
+from nmt.io.averaging import average
 from nmt.model.load import load_model
 from nmt.setup.config import ConfigError, from_dict
 from nmt.training.build import build
@@ -130,6 +132,11 @@ def test_a_resume_continues_the_weights_and_their_average_exactly(tiny_config, t
         assert a[entry].keys() == b[entry].keys()
         for k in a[entry]:
             assert torch.equal(a[entry][k], b[entry][k]), (entry, k)
+    # an average of the runs' last.pt averages the averages, and carries no trained
+    # weights (only a resume reads them)
+    both = average([Path(c.run_dir) / "last.pt" for c in (whole, stopped)])
+    assert "training_weights" not in both
+    assert all(torch.allclose(both["model"][k], a["model"][k]) for k in a["model"])
 
 
 @pytest.mark.parametrize(
