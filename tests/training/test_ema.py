@@ -90,7 +90,11 @@ def logged_valid_loss(run_dir, step):
     return next(r["valid_loss"] for r in records if r["step"] == step and "valid_loss" in r)
 
 
-@pytest.mark.parametrize("kind", ATTENTION.names())
+# every kind; all but global in the slow tier (a run trains twice for each)
+KINDS = [k if k == "global" else pytest.param(k, marks=pytest.mark.slow) for k in ATTENTION.names()]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_checkpoints_and_validation_hold_the_average_of_the_trained_weights(tiny_config, kind):
     cfg = ema_config(tiny_config, kind)
     trainer = Recording(*build(cfg, print))
@@ -117,7 +121,7 @@ def test_checkpoints_and_validation_hold_the_average_of_the_trained_weights(tiny
     assert all(torch.equal(weights[k], v) for k, v in last["training_weights"].items())
 
 
-@pytest.mark.parametrize("kind", ATTENTION.names())
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_resume_continues_the_weights_and_their_average_exactly(tiny_config, tmp_path, kind):
     whole = ema_config(tiny_config, kind)
     train(whole, device="cpu")
