@@ -72,11 +72,10 @@ def prepare(
     make_run_dir(run_dir)
     ckpt = checkpoint.load(last) if resume else None
     if ckpt is not None:
-        kinds = {"config": dict, "vocab": dict, "model": dict, "state": dict}
-        checkpoint.check_entries(ckpt, last, {**kinds, "optimizer": dict, "rng": list})
         # under train.ema, "model" is the average and the trained weights are beside it
-        weights = ["model"] + (["training_weights"] if "training_weights" in ckpt else [])
-        checkpoint.check_entries(ckpt, last, dict.fromkeys(weights, dict))
+        weights = [k for k in ("model", "training_weights") if k in ckpt or k == "model"]
+        kinds = {"config": dict, "vocab": dict, "state": dict, **dict.fromkeys(weights, dict)}
+        checkpoint.check_entries(ckpt, last, {**kinds, "optimizer": dict, "rng": list})
         for key in weights:
             checkpoint.check_finite(ckpt[key], last)
     model, data, cfg = build(cfg, log, (last, ckpt) if ckpt is not None else None, dist, device)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +15,7 @@ import torch
 from torch import nn
 
 from nmt.attention import ATTENTION
+from nmt.errors import NmtError
 from nmt.io import checkpoint
 from nmt.io.averaging import average
 from nmt.model.load import load_model
@@ -150,3 +152,26 @@ def test_a_resume_continues_the_weights_and_their_average_exactly(tiny_config, t
 def test_absurd_average_settings_name_the_key(train_cfg, key):
     with pytest.raises(ConfigError, match=key):
         from_dict(TrainConfig, {"max_steps": 10, **train_cfg})
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda ck: ck.pop("training_weights"), "no 'training_weights' entry"),
+        (lambda ck: ck.update(training_weights=[1, 2]), "damaged (list) 'training_weights'"),
+        (
+            lambda ck: next(iter(ck["training_weights"].values())).fill_(float("nan")),
+            "holds NaN",
+        ),
+    ],
+    ids=["missing", "not a dict", "NaN"],
+)
+def test_a_damaged_average_run_is_refused_on_resume_naming_the_file(tiny_config, damage, message):
+    cfg = ema_config(tiny_config, "global", max_steps=3)
+    train(cfg, device="cpu")
+    last = Path(cfg.run_dir) / "last.pt"
+    ck = checkpoint.load(last)
+    damage(ck)
+    checkpoint.save(last, ck)
+    with pytest.raises(NmtError, match=f"{last}.*{re.escape(message)}"):
+        train(replace(cfg, train=replace(cfg.train, max_steps=6)), device="cpu", resume=True)
