@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
+import signal
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +17,7 @@ from nmt.data.vocab import BOS, PAD
 from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
 from nmt.setup.config import from_dict
+from nmt.training.trainer import Trainer
 
 VOCAB = 40
 
@@ -77,3 +80,16 @@ def assert_incremental_equals_full(model: Transformer, cuts: Sequence[int]) -> N
         state = model.decoder_state(memory, src_mask, incremental=True)
         steps = [model.decode(tgt[:, a:b], state) for a, b in itertools.pairwise(cuts)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+
+
+class StopsAfterUpdate(Trainer):
+    """A trainer that signals itself SIGTERM after update ``stop_at`` (1-based; None:
+    never), as a scheduler would: the run saves last.pt and stops there."""
+
+    stop_at: int | None = None
+
+    def train_step(self, batches):
+        out = super().train_step(batches)
+        if self.state.step + 1 == self.stop_at:  # state.step counts it after this returns
+            os.kill(os.getpid(), signal.SIGTERM)
+        return out

@@ -3,9 +3,7 @@ progress bar counts updates under it, and a resume across a change is exact."""
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 from dataclasses import replace
 
 import pytest
@@ -18,7 +16,7 @@ from nmt.training.config import TrainConfig
 from nmt.training.run import train
 from nmt.training.signals import Interrupted
 from nmt.training.state import accumulation, batches_for, updates_for
-from nmt.training.trainer import Trainer
+from tests.helpers import StopsAfterUpdate
 
 
 def simulated_updates(t: TrainConfig, batches: int, world: int) -> int:
@@ -43,15 +41,11 @@ def test_updates_and_batches_count_what_one_update_at_a_time_takes():
         assert batches_for(t, n - 1) < batches <= batches_for(t, n), t
 
 
-class Counting(Trainer):
-    """Notes the batches of each update; SIGTERM after update ``stop_at``."""
-
-    stop_at: int | None = None
+class Counting(StopsAfterUpdate):
+    """Notes the batches of each update."""
 
     def train_step(self, batches):
         self.sizes = [*getattr(self, "sizes", []), len(batches)]
-        if self.state.step + 1 == self.stop_at:
-            os.kill(os.getpid(), signal.SIGTERM)
         return super().train_step(batches)
 
 

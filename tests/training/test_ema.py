@@ -4,9 +4,7 @@ and checkpoints hold, leaves training as it was and resumes exactly."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,8 +23,8 @@ from nmt.training.config import TrainConfig
 from nmt.training.ema import WeightAverage
 from nmt.training.run import train
 from nmt.training.signals import Interrupted
-from nmt.training.trainer import Trainer
 from nmt.training.validation import dev_scores
+from tests.helpers import StopsAfterUpdate
 
 
 @pytest.mark.parametrize(("decay", "start"), [(0.5, 0), (0.9, 2), (0.99, 5)])
@@ -67,17 +65,13 @@ def test_applied_holds_the_average_and_gives_the_weights_back_bit_for_bit():
         torch.testing.assert_close(v, trained[k] * (0.1 + 0.9 / 3))
 
 
-class Recording(Trainer):
-    """Keeps the trained weights after every update; SIGTERM after ``stop_at``."""
-
-    stop_at: int | None = None
+class Recording(StopsAfterUpdate):
+    """Keeps the trained weights after every update."""
 
     def train_step(self, batches):
         out = super().train_step(batches)
-        self.trajectory = [*getattr(self, "trajectory", []), self.model.state_dict()]
-        self.trajectory[-1] = {k: v.clone() for k, v in self.trajectory[-1].items()}
-        if self.state.step + 1 == self.stop_at:
-            os.kill(os.getpid(), signal.SIGTERM)
+        weights = {k: v.clone() for k, v in self.model.state_dict().items()}
+        self.trajectory = [*getattr(self, "trajectory", []), weights]
         return out
 
 

@@ -3,9 +3,6 @@ rest; each group follows the schedule from its own peak; a resume is exact."""
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 import torch
 
@@ -17,8 +14,8 @@ from nmt.training.config import TrainConfig
 from nmt.training.optimizers import matrices
 from nmt.training.run import prepare, train
 from nmt.training.signals import Interrupted
-from nmt.training.trainer import Trainer
 from tests.conftest import tiny_recipe_dict
+from tests.helpers import StopsAfterUpdate
 
 
 def test_muon_takes_the_layers_matrices_and_adam_the_rest(tiny_config):
@@ -36,16 +33,6 @@ def test_muon_takes_the_layers_matrices_and_adam_the_rest(tiny_config):
     assert [g["lr"] for g in trainer.optimizer.param_groups] == [0.02, trainer.cfg.train.lr]
 
 
-class StoppedAtStep3(Trainer):
-    """SIGTERM after the third update: the run saves last.pt and stops."""
-
-    def train_step(self, batches):
-        out = super().train_step(batches)
-        if self.state.step == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return out
-
-
 @pytest.mark.slow
 def test_muon_trains_and_resumes_exactly(toy_dir, tmp_path):
     muon = {"optimizer": "muon", "lr_schedule": "cosine", "warmup": 2, "max_steps": 6}
@@ -55,8 +42,10 @@ def test_muon_trains_and_resumes_exactly(toy_dir, tmp_path):
         return from_dict(RunConfig, tiny_recipe_dict(toy_dir, tmp_path / run, train=train_cfg))
 
     assert train(config("whole"), device="cpu")["steps"] == 6
+    stopped = StopsAfterUpdate(*build(config("stopped"), print))
+    stopped.stop_at = 4
     with pytest.raises(Interrupted):
-        StoppedAtStep3(*build(config("stopped"), print)).run()
+        stopped.run()
     train(config("stopped"), device="cpu", resume=True)
     a = checkpoint.load(tmp_path / "whole" / "last.pt")
     b = checkpoint.load(tmp_path / "stopped" / "last.pt")
