@@ -128,8 +128,8 @@ class TrainConfig:
     batching: Literal["bucketed", "random"] = "bucketed"  # batch composition (see batching.py)
     accumulate: int = 1  # gradient accumulation: batches per update
     # a batch-size schedule: [[U, A], ...], after U updates A batches per update
-    # (before the first U: accumulate); larger updates late in training, where the
-    # gradient's noise no longer pays for more, smaller steps (McCandlish et al. 2018)
+    # (before the first U: accumulate), for larger updates late in training, as the
+    # batch size that pays grows while the loss falls (McCandlish et al. 2018)
     accumulate_schedule: tuple[tuple[int, ...], ...] = ()
     lr: float = 7e-4  # peak learning rate, reached after warmup steps
     warmup: int = 1000
