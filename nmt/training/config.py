@@ -117,6 +117,20 @@ class GuidedAlignment:
 
 
 @dataclass(frozen=True)
+class LengthCurriculum:
+    """Short pairs first (nmt.training.curriculum; Platanios et al. 2019): ``start``,
+    the share of the training pairs, shortest first, that the first update draws from;
+    ``steps``, the update from which it draws from every pair."""
+
+    start: float = 0.1
+    steps: int = 1000
+
+    def __post_init__(self) -> None:
+        check(0 < self.start <= 1, "start", "must be in (0, 1]")
+        check(1 <= self.steps <= 2**31 - 1, "steps", "must be in 1..2,147,483,647")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Optimisation, budget, validation and early stopping."""
 
@@ -131,6 +145,9 @@ class TrainConfig:
     # (before the first U: accumulate), for larger updates late in training, as the
     # batch size that pays grows while the loss falls (McCandlish et al. 2018)
     accumulate_schedule: tuple[tuple[int, ...], ...] = ()
+    # a length curriculum: the shortest pairs first, every pair from update `steps`
+    # on (nmt.training.curriculum); null: every pair from the start
+    length_curriculum: LengthCurriculum | None = None
     lr: float = 7e-4  # peak learning rate, reached after warmup steps
     warmup: int = 1000
     # after the warm-up: inverse_sqrt (open-ended), or cosine / linear to zero at
@@ -206,6 +223,11 @@ class TrainConfig:
             all(a[0] < b[0] for a, b in itertools.pairwise(pairs)),
             "accumulate_schedule",
             "its updates must increase",
+        )
+        check(
+            self.length_curriculum is None or self.batching == "bucketed",
+            "length_curriculum",
+            "needs train.batching: bucketed (a random batch's longest pair stands for none of it)",
         )
         check(0 <= self.keep_checkpoints <= 10_000, "keep_checkpoints", "must be in 0..10,000")
         check(self.ema is None or 0 < self.ema < 1, "ema", "must be in (0, 1) (or null: off)")

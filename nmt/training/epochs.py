@@ -10,6 +10,7 @@ import numpy as np
 from nmt.data.batching import ParallelData
 from nmt.data.joining import joined
 from nmt.data.subword_sampling import resampled
+from nmt.training.curriculum import LengthLimit, next_group
 
 if TYPE_CHECKING:
     from nmt.setup.recipe import RunConfig
@@ -24,9 +25,12 @@ class EpochPlans:
         self.data = data
         self.cfg = cfg
         self.world = world
-        # (epoch, its pairs, its batches): the pairs differ by epoch under subword sampling
-        self._plan: tuple[int, ParallelData, list[np.ndarray]] | None = None
+        # (epoch, its pairs, its batches, each batch's longest pair under a length
+        # curriculum): the pairs differ by epoch under subword sampling
+        self._plan: tuple[int, ParallelData, list[np.ndarray], np.ndarray] | None = None
         self.resample_seconds = 0.0  # spent segmenting epochs anew (data.vocab.sampling)
+        curriculum = cfg.train.length_curriculum
+        self.limit = None if curriculum is None else LengthLimit(curriculum, data.train.lengths)
 
     def plan(self, epoch: int) -> list[np.ndarray]:
         """The epoch's batches, cut to a multiple of the number of ranks so that every
@@ -36,8 +40,19 @@ class EpochPlans:
             t = self.cfg.train
             pairs = self._pairs_of(epoch)
             plan = pairs.epoch_batches(t.batch_tokens, t.seed, epoch, t.batching == "bucketed")
-            self._plan = epoch, pairs, plan[: len(plan) - len(plan) % self.world]
+            plan = plan[: len(plan) - len(plan) % self.world]
+            longest = np.array([pairs.lengths[b].max() for b in plan]) if self.limit else None
+            self._plan = epoch, pairs, plan, longest
         return self._plan[2]
+
+    def group(self, start: int, count: int, step: int) -> np.ndarray:
+        """Positions in the current plan of update ``step`` + 1's ``count`` batches
+        from ``start``: the next ones, or under ``train.length_curriculum`` the next
+        ones within the update's length limit. Empty when the epoch has none left."""
+        assert self._plan is not None, "plan() first"
+        if self.limit is None:
+            return np.arange(start, min(start + count, len(self._plan[2])))
+        return next_group(self._plan[3], start, count, self.world, self.limit.at(step))
 
     @property
     def pairs(self) -> ParallelData:

@@ -20,6 +20,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
@@ -34,6 +35,7 @@ from nmt.setup.config import from_dict
 from nmt.setup.device import where_it_ran
 from nmt.training.build import TrainingData
 from nmt.training.config import TRAINERS
+from nmt.training.curriculum import competence
 from nmt.training.distributed import Distributed
 from nmt.training.ema import WeightAverage
 from nmt.training.epochs import EpochPlans
@@ -339,10 +341,11 @@ class Trainer:
                 self._stop_if_signalled()
             while not self.budget_spent():
                 start = time.perf_counter()
-                plan = self._plan_of_next_step(plan)
-                if plan is None:  # a new epoch, and the epoch budget is spent
+                step = self._next_group(plan)
+                if step is None:  # a new epoch, and the epoch budget is spent
                     break
-                bad_steps = self._update(plan, bad_steps, interval, start)
+                plan, group = step
+                bad_steps = self._update(plan, group, bad_steps, interval, start)
                 if interval.count:  # the bar shows the rate of the interval so far
                     bar.update(task, rate=interval.rate())
                 if s.step % t.log_every == 0 and interval.count:
@@ -373,22 +376,27 @@ class Trainer:
         )
         return bar, task
 
-    def _plan_of_next_step(self, plan: list) -> list | None:
-        """The epoch's plan the next update takes its batches from: a new epoch's
-        when this one is used up (None if that spends the epoch budget)."""
-        s = self.state
-        if s.batch_in_epoch < len(plan):
-            return plan
-        s.epoch, s.batch_in_epoch = s.epoch + 1, 0
-        return None if self.budget_spent() else self.epochs.plan(s.epoch)
+    def _next_group(self, plan: list) -> tuple[list, np.ndarray] | None:
+        """The epoch's plan the next update takes its batches from, and their
+        positions in it: a new epoch's when this one has none left (None if that
+        spends the epoch budget)."""
+        t, s = self.cfg.train, self.state
+        count = accumulation(t, s.step) * self.dist.world
+        while not len(group := self.epochs.group(s.batch_in_epoch, count, s.step)):
+            s.epoch, s.batch_in_epoch = s.epoch + 1, 0
+            if self.budget_spent():
+                return None
+            plan = self.epochs.plan(s.epoch)
+        return plan, group
 
-    def _update(self, plan: list, bad_steps: int, interval: IntervalStats, start: float) -> int:
-        """One update on this rank's share of the plan's next batches, counted in the
-        run's state and ``interval``; returns the non-finite updates in a row."""
-        t, s, d = self.cfg.train, self.state, self.dist
-        group = plan[s.batch_in_epoch : s.batch_in_epoch + accumulation(t, s.step) * d.world]
-        s.batch_in_epoch += len(group)
-        batches = [self.epochs.pairs.collate(b) for b in group[d.rank :: d.world]]
+    def _update(
+        self, plan: list, group: np.ndarray, bad_steps: int, interval: IntervalStats, start: float
+    ) -> int:
+        """One update on this rank's share of the plan's batches at ``group``, counted
+        in the run's state and ``interval``; returns the non-finite updates in a row."""
+        d, s = self.dist, self.state
+        s.batch_in_epoch = int(group[-1]) + 1
+        batches = [self.epochs.pairs.collate(plan[i]) for i in group[d.rank :: d.world]]
         try:
             result = self.train_step(batches)
         except RuntimeError as e:
@@ -419,6 +427,7 @@ class Trainer:
                 "elapsed": s.elapsed,
                 **record,
                 **({"expected_steps": expected} if expected else {}),
+                **({"competence": competence(c, s.step)} if (c := t.length_curriculum) else {}),
             }
         )
         bar.update(task, total=expected, info=progress_info(record))
