@@ -341,10 +341,10 @@ class Trainer:
                 self._stop_if_signalled()
             while not self.budget_spent():
                 start = time.perf_counter()
-                step = self._next_group(plan)
-                if step is None:  # a new epoch, and the epoch budget is spent
+                nxt = self._next_group(plan)
+                if nxt is None:  # a new epoch, and the epoch budget is spent
                     break
-                plan, group = step
+                plan, group = nxt
                 bad_steps = self._update(plan, group, bad_steps, interval, start)
                 if interval.count:  # the bar shows the rate of the interval so far
                     bar.update(task, rate=interval.rate())
