@@ -110,7 +110,9 @@ def test_a_job_warned_of_its_time_limit_requeues_itself_and_resumes_exactly(
     pre-emption does too), the SIGTERM that follows saves last.pt at the current
     update, the requeued job resumes, and the run ends with the parameters of an
     uninterrupted one, every update logged once."""
-    spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,), max_steps=60, log_every=1)
+    spec = slurm_spec(
+        tmp_path, toy_dir, {"global": []}, seeds=(1,), max_steps=60, log_every=1, valid_every=30
+    )
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--no-wait"])
     assert result.exit_code == 0, result.output
     out, run = tmp_path / "study", tmp_path / "study/runs/global/seed1"
