@@ -76,18 +76,22 @@ def test_train_translate_score_end_to_end(tiny_recipe, toy_dir, tmp_path):
     assert [s["name"] for s in json.loads(result.stdout)] == ["bleu", "chrf", "ter"]
 
 
-def test_a_run_with_an_average_and_a_batch_schedule_translates_with_its_average(
+def test_a_run_with_an_average_a_batch_schedule_and_a_curriculum_translates(
     tiny_recipe, toy_dir, tmp_path
 ):
-    """train.ema and train.accumulate_schedule through the CLI: the test decoding at
-    the end of training and ``nmt translate`` of the run read the same averaged
-    weights, one output line per input line."""
+    """train.ema, train.accumulate_schedule and train.length_curriculum through the
+    CLI: the test decoding at the end of training and ``nmt translate`` of the run
+    read the same averaged weights, one output line per input line; the log records
+    the curriculum's competence."""
     recipe = tiny_recipe(train={"max_steps": 8, "valid_every": 4})
     args = ("--set", "train.ema=0.9", "--set", "train.accumulate_schedule=[[4, 2]]")
+    args += ("--set", "train.length_curriculum={start: 0.2, steps: 6}")
     result = invoke("train", recipe, "--device", "cpu", *args)
     assert result.exit_code == 0, result.output
     run = tmp_path / "run"
     assert set(checkpoint.load(run / "last.pt")) >= {"model", "training_weights"}
+    logged = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["competence"] for r in logged if "competence" in r][-1] == 1.0
     out = tmp_path / "test.out"
     result = invoke("translate", run, "-i", toy_dir / "test.src", "-o", out, "--device", "cpu")
     assert result.exit_code == 0, result.output
@@ -101,6 +105,7 @@ def test_a_run_with_an_average_and_a_batch_schedule_translates_with_its_average(
         ("model.atention.kind=global", "did you mean 'model.attention'"),
         ("model.heads=5", "model.heads: must divide model.d_model"),
         ("data.dir=/nonexistent", "data.dir: /nonexistent: no such directory"),
+        ("train.length_curriculum={start: 0}", "train.length_curriculum.start: must be in"),
     ],
 )
 def test_bad_recipe_is_one_line_exit_2(tiny_recipe, override, expect):
