@@ -14,9 +14,14 @@ from hypothesis import strategies as st
 
 from nmt.attention.config import AttentionConfig
 from nmt.data.vocab import BOS, PAD
+from nmt.io import checkpoint
 from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
 from nmt.setup.config import from_dict
+from nmt.setup.recipe import RunConfig
+from nmt.training.build import build
+from nmt.training.run import train
+from nmt.training.signals import Interrupted
 from nmt.training.trainer import Trainer
 
 VOCAB = 40
@@ -93,3 +98,22 @@ class StopsAfterUpdate(Trainer):
         if self.state.step + 1 == self.stop_at:  # state.step counts it after this returns
             os.kill(os.getpid(), signal.SIGTERM)
         return out
+
+
+def straight_and_resumed(
+    whole: RunConfig, stopped: RunConfig, stop_at: int, trainer: type[Trainer] = StopsAfterUpdate
+) -> tuple[dict, dict]:
+    """The last.pt of ``whole`` trained straight through, and of ``stopped`` (the same
+    recipe in another run directory) signalled after update ``stop_at`` by ``trainer``
+    (a StopsAfterUpdate), then resumed to the end."""
+    train(whole, device="cpu")
+    interrupted = trainer(*build(stopped, print))
+    interrupted.stop_at = stop_at
+    try:
+        interrupted.run()
+    except Interrupted:
+        pass
+    else:
+        raise AssertionError(f"the run did not stop after update {stop_at}")
+    train(stopped, device="cpu", resume=True)
+    return tuple(checkpoint.load(f"{c.run_dir}/last.pt") for c in (whole, stopped))

@@ -9,14 +9,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from nmt.io import checkpoint
 from nmt.setup.config import ConfigError, from_dict
 from nmt.training.build import build
 from nmt.training.config import TrainConfig
-from nmt.training.run import train
-from nmt.training.signals import Interrupted
 from nmt.training.state import accumulation, batches_for, updates_for
-from tests.helpers import StopsAfterUpdate
+from tests.helpers import StopsAfterUpdate, straight_and_resumed
 
 
 def simulated_updates(t: TrainConfig, batches: int, world: int) -> int:
@@ -62,14 +59,9 @@ def test_each_update_takes_the_batches_of_its_schedule(tiny_config):
 
 def test_a_resume_across_a_change_of_batches_is_exact(tiny_config, tmp_path):
     whole = scheduled(tiny_config)
-    train(whole, device="cpu")
     stopped = replace(whole, run_dir=str(tmp_path / "stopped"))
-    trainer = Counting(*build(stopped, print))
-    trainer.stop_at = 2  # the last update before the first change
-    with pytest.raises(Interrupted):
-        trainer.run()
-    train(stopped, device="cpu", resume=True)
-    a, b = (checkpoint.load(f"{c.run_dir}/last.pt") for c in (whole, stopped))
+    # stopped after update 2, the last one before the first change
+    a, b = straight_and_resumed(whole, stopped, stop_at=2, trainer=Counting)
     assert a["state"] == b["state"] | {"elapsed": a["state"]["elapsed"]}
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k

@@ -19,8 +19,7 @@ from nmt.training.build import build
 from nmt.training.config import LengthCurriculum, TrainConfig
 from nmt.training.curriculum import LengthLimit, competence, floor, next_group
 from nmt.training.run import train
-from nmt.training.signals import Interrupted
-from tests.helpers import StopsAfterUpdate
+from tests.helpers import StopsAfterUpdate, straight_and_resumed
 
 
 @given(st.floats(0.01, 1.0), st.integers(1, 10_000), st.integers(0, 20_000))
@@ -119,14 +118,8 @@ def test_a_curriculum_at_full_competence_trains_as_none(tiny_config, tmp_path):
 
 def test_a_resume_in_the_curriculum_is_exact(tiny_config, tmp_path):
     whole = curriculum(tiny_config)
-    train(whole, device="cpu")
     stopped = replace(whole, run_dir=str(tmp_path / "stopped"))
-    trainer = StopsAfterUpdate(*build(stopped, print))
-    trainer.stop_at = 4  # mid-curriculum, mid-epoch
-    with pytest.raises(Interrupted):
-        trainer.run()
-    train(stopped, device="cpu", resume=True)
-    a, b = (checkpoint.load(f"{c.run_dir}/last.pt") for c in (whole, stopped))
+    a, b = straight_and_resumed(whole, stopped, stop_at=4)  # mid-curriculum, mid-epoch
     assert a["state"] == b["state"] | {"elapsed": a["state"]["elapsed"]}
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k

@@ -22,9 +22,8 @@ from nmt.training.build import build
 from nmt.training.config import TrainConfig
 from nmt.training.ema import WeightAverage
 from nmt.training.run import train
-from nmt.training.signals import Interrupted
 from nmt.training.validation import dev_scores
-from tests.helpers import StopsAfterUpdate
+from tests.helpers import StopsAfterUpdate, straight_and_resumed
 
 
 @pytest.mark.parametrize(("decay", "start"), [(0.5, 0), (0.9, 2), (0.99, 5)])
@@ -120,14 +119,9 @@ def test_checkpoints_and_validation_hold_the_average_of_the_trained_weights(tiny
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_resume_continues_the_weights_and_their_average_exactly(tiny_config, tmp_path, kind):
     whole = ema_config(tiny_config, kind)
-    train(whole, device="cpu")
     stopped = replace(whole, run_dir=str(tmp_path / "stopped"))
-    trainer = Recording(*build(stopped, print))
-    trainer.stop_at = 4  # after update 4, between two validations
-    with pytest.raises(Interrupted):
-        trainer.run()
-    train(stopped, device="cpu", resume=True)
-    a, b = (checkpoint.load(f"{c.run_dir}/last.pt") for c in (whole, stopped))
+    # stopped after update 4, between two validations
+    a, b = straight_and_resumed(whole, stopped, stop_at=4, trainer=Recording)
     for entry in ("model", "training_weights"):
         assert a[entry].keys() == b[entry].keys()
         for k in a[entry]:

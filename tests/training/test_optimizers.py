@@ -6,16 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.io import checkpoint
 from nmt.setup.config import ConfigError, from_dict
 from nmt.setup.recipe import RunConfig
-from nmt.training.build import build
 from nmt.training.config import TrainConfig
 from nmt.training.optimizers import matrices
-from nmt.training.run import prepare, train
-from nmt.training.signals import Interrupted
+from nmt.training.run import prepare
 from tests.conftest import tiny_recipe_dict
-from tests.helpers import StopsAfterUpdate
+from tests.helpers import straight_and_resumed
 
 
 def test_muon_takes_the_layers_matrices_and_adam_the_rest(tiny_config):
@@ -41,14 +38,8 @@ def test_muon_trains_and_resumes_exactly(toy_dir, tmp_path):
         train_cfg = {**muon, "valid_every": 3, "max_epochs": None}
         return from_dict(RunConfig, tiny_recipe_dict(toy_dir, tmp_path / run, train=train_cfg))
 
-    assert train(config("whole"), device="cpu")["steps"] == 6
-    stopped = StopsAfterUpdate(*build(config("stopped"), print))
-    stopped.stop_at = 4
-    with pytest.raises(Interrupted):
-        stopped.run()
-    train(config("stopped"), device="cpu", resume=True)
-    a = checkpoint.load(tmp_path / "whole" / "last.pt")
-    b = checkpoint.load(tmp_path / "stopped" / "last.pt")
+    a, b = straight_and_resumed(config("whole"), config("stopped"), stop_at=4)
+    assert a["state"]["step"] == 6
     assert len(a["optimizer"]["parts"]) == 2  # Muon's state, then Adam's
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
