@@ -27,7 +27,7 @@ class EpochPlans:
         self.world = world
         # (epoch, its pairs, its batches, each batch's longest pair under a length
         # curriculum): the pairs differ by epoch under subword sampling
-        self._plan: tuple[int, ParallelData, list[np.ndarray], np.ndarray] | None = None
+        self._plan: tuple[int, ParallelData, list[np.ndarray], np.ndarray | None] | None = None
         self.resample_seconds = 0.0  # spent segmenting epochs anew (data.vocab.sampling)
         curriculum = cfg.train.length_curriculum
         self.limit = None if curriculum is None else LengthLimit(curriculum, data.train.lengths)
