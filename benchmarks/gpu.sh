@@ -180,7 +180,7 @@ print(min(48, len(s['variants']) * len(s['seeds'])))")
         for spec in "${specs[@]}"; do reported_spec "$spec" || return 1; done
     }
     while ((SECONDS < deadline)) && ! reported; do
-        sleep 20
+        sleep $((deadline - SECONDS < 20 ? deadline - SECONDS : 20))  # not past WAIT
     done
     step "progress"
     $py - <<'PY'
