@@ -8,12 +8,15 @@ is the square-root schedule of the paper,
 
     c(t) = min(1, sqrt(t · (1 − c0²) / T + c0²)),
 
-c0 = ``start`` and T = ``steps``, and training draws only from pairs of difficulty at
-most c(t). Here the draw is the epoch's own batch plan, in its order, passing over the
-batches whose longest pair is beyond the competence: the batches are length-bucketed,
-so a batch's longest pair stands for all of it. Which batches an update takes is then
-a pure function of the plan and the update count, so a resume continues exactly and
-every DDP rank passes over the same batches.
+c0 = ``start`` and T = ``steps``, and update t (counted from 1) draws only from pairs
+of difficulty at most c(t): update T is the first to draw from every pair. The
+difficulties are those of the epoch's own pairs (joined examples under ``data.join``,
+an epoch's segmentation under subword sampling). Here the draw is the epoch's own
+batch plan, in its order, passing over the batches whose longest pair is beyond the
+competence: the batches are length-bucketed, so a batch's longest pair stands for all
+of it. Which batches an update takes is then a pure function of the plan and the
+update count, so a resume continues exactly and every DDP rank passes over the same
+batches.
 """
 
 from __future__ import annotations
@@ -25,13 +28,13 @@ import numpy as np
 from nmt.training.config import LengthCurriculum
 
 
-def competence(curriculum: LengthCurriculum, step: int) -> float:
-    """c(step): the share of the training pairs, shortest first, that update
-    ``step`` + 1 may draw from."""
-    if step >= curriculum.steps:  # exactly 1, not a rounding below it
+def competence(curriculum: LengthCurriculum, update: int) -> float:
+    """c(update): the share of the training pairs, shortest first, that update number
+    ``update`` (counted from 1) may draw from; 1 from update ``steps`` on."""
+    if update >= curriculum.steps:  # exactly 1, not a rounding below it
         return 1.0
     c0 = curriculum.start
-    return math.sqrt(step * (1 - c0 * c0) / curriculum.steps + c0 * c0)
+    return math.sqrt(update * (1 - c0 * c0) / curriculum.steps + c0 * c0)
 
 
 class LengthLimit:
@@ -41,9 +44,9 @@ class LengthLimit:
         self.curriculum = curriculum
         self.sorted = np.sort(np.asarray(lengths).max(1))  # (N,2) -> each pair's longer side
 
-    def at(self, step: int) -> float:
-        """The length limit of update ``step`` + 1 (infinite once competence is 1)."""
-        c = competence(self.curriculum, step)
+    def at(self, update: int) -> float:
+        """The length limit of update number ``update`` (infinite once competence is 1)."""
+        c = competence(self.curriculum, update)
         if c >= 1:
             return math.inf
         return float(self.sorted[max(1, math.ceil(c * len(self.sorted))) - 1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,6 +18,19 @@ if TYPE_CHECKING:
     from nmt.training.build import TrainingData
 
 
+@dataclass(frozen=True)
+class EpochPlan:
+    """One epoch's training pairs (they differ by epoch under subword sampling and
+    ``data.join``) and its batches; under a length curriculum, each batch's longest
+    pair and the limits drawn from these very pairs."""
+
+    epoch: int
+    pairs: ParallelData
+    batches: list[np.ndarray]
+    longest: np.ndarray | None = None  # (batches,)
+    limit: LengthLimit | None = None
+
+
 class EpochPlans:
     """The batches of one epoch at a time, kept for the epoch in progress: on
     millions of pairs a plan takes seconds."""
@@ -25,40 +39,43 @@ class EpochPlans:
         self.data = data
         self.cfg = cfg
         self.world = world
-        # (epoch, its pairs, its batches, each batch's longest pair under a length
-        # curriculum): the pairs differ by epoch under subword sampling
-        self._plan: tuple[int, ParallelData, list[np.ndarray], np.ndarray | None] | None = None
+        self._plan: EpochPlan | None = None
         self.resample_seconds = 0.0  # spent segmenting epochs anew (data.vocab.sampling)
-        curriculum = cfg.train.length_curriculum
-        self.limit = None if curriculum is None else LengthLimit(curriculum, data.train.lengths)
 
     def plan(self, epoch: int) -> list[np.ndarray]:
         """The epoch's batches, cut to a multiple of the number of ranks so that every
         rank takes part in every update (at most world − 1 batches an epoch are left
         out)."""
-        if self._plan is None or self._plan[0] != epoch:
+        if self._plan is None or self._plan.epoch != epoch:
             t = self.cfg.train
             pairs = self._pairs_of(epoch)
             plan = pairs.epoch_batches(t.batch_tokens, t.seed, epoch, t.batching == "bucketed")
             plan = plan[: len(plan) - len(plan) % self.world]
-            longest = np.array([pairs.lengths[b].max() for b in plan]) if self.limit else None
-            self._plan = epoch, pairs, plan, longest
-        return self._plan[2]
+            self._plan = EpochPlan(epoch, pairs, plan)
+            if (curriculum := t.length_curriculum) is not None:
+                # the limits from the pairs this epoch trains on: joined examples and
+                # an epoch's own segmentation are as long as they are, not as the
+                # prepared pairs were
+                longest = np.array([pairs.lengths[b].max() for b in plan])
+                limit = LengthLimit(curriculum, pairs.lengths)
+                self._plan = EpochPlan(epoch, pairs, plan, longest, limit)
+        return self._plan.batches
 
     def group(self, start: int, count: int, step: int) -> np.ndarray:
         """Positions in the current plan of update ``step`` + 1's ``count`` batches
         from ``start``: the next ones, or under ``train.length_curriculum`` the next
         ones within the update's length limit. Empty when the epoch has none left."""
-        assert self._plan is not None, "plan() first"
-        if self.limit is None:
-            return np.arange(start, min(start + count, len(self._plan[2])))
-        return next_group(self._plan[3], start, count, self.world, self.limit.at(step))
+        plan = self._plan
+        assert plan is not None, "plan() first"
+        if plan.limit is None or plan.longest is None:
+            return np.arange(start, min(start + count, len(plan.batches)))
+        return next_group(plan.longest, start, count, self.world, plan.limit.at(step + 1))
 
     @property
     def pairs(self) -> ParallelData:
         """The training pairs of the epoch whose plan was made last."""
         assert self._plan is not None, "plan() first"
-        return self._plan[1]
+        return self._plan.pairs
 
     def _pairs_of(self, epoch: int) -> ParallelData:
         """The prepared pairs, or under ``data.vocab.sampling`` the epoch's own

@@ -19,6 +19,7 @@ from nmt.training.build import build
 from nmt.training.config import LengthCurriculum, TrainConfig
 from nmt.training.curriculum import LengthLimit, competence, floor, next_group
 from nmt.training.run import train
+from nmt.training.state import metric_records
 from tests.helpers import StopsAfterUpdate, straight_and_resumed
 
 
@@ -28,6 +29,8 @@ def test_competence_rises_from_start_to_one_at_steps(start, steps, step):
     assert competence(c, 0) == pytest.approx(start)
     assert competence(c, steps) == 1.0 and competence(c, steps + step) == 1.0
     assert start - 1e-12 <= competence(c, step) <= competence(c, step + 1) <= 1.0
+    if steps > 1 and start < 0.99:  # update `steps` is the first to draw from every pair
+        assert competence(c, steps - 1) < 1.0
 
 
 @given(
@@ -97,11 +100,35 @@ def test_every_update_takes_batches_within_its_limit_and_all_lengths_come_in(tin
     limit = LengthLimit(trainer.cfg.train.length_curriculum, trainer.epochs.data.train.lengths)
     everything = int(trainer.epochs.data.train.lengths.max())
     for step, longest, shortest in trainer.seen:  # within the limit, or the plan's floor
-        assert longest <= max(limit.at(step), shortest), (step, longest, shortest)
+        assert longest <= max(limit.at(step + 1), shortest), (step, longest, shortest)
     assert trainer.seen[0][1] < everything / 2  # the first update: short pairs only
     assert max(longest for _, longest, _ in trainer.seen) > everything / 2  # then long ones
     s = trainer.state  # the plan's long batches were passed over: more than one an update
     assert s.epoch >= 1 or s.batch_in_epoch > s.step, s
+
+
+def test_joined_examples_are_measured_as_joined_and_drawn_before_full_competence(tiny_config):
+    """Under data.join the limits come from the epoch's joined examples: those longer
+    than any single pair are drawn once their share is reached, not only at
+    competence 1 (and the log's competence is that of the update it ends with)."""
+    cfg = tiny_config(
+        data={"join": {"prob": 0.5, "max_k": 3}},
+        train={
+            "max_steps": 30,
+            "valid_every": 30,
+            "log_every": 5,
+            "length_curriculum": {"start": 0.97, "steps": 1_000},
+        },
+    )
+    trainer = Recording(*build(cfg, print))
+    trainer.run()
+    single = int(trainer.data.train.lengths.max())
+    joined = trainer.epochs.pairs.lengths.max(1)
+    assert joined.max() > single  # the plan holds joined examples longer than any pair
+    assert any(longest > single for _, longest, _ in trainer.seen)  # ... and draws some
+    records = [r for r in metric_records(trainer.run_dir / "metrics.jsonl") if "competence" in r]
+    c = cfg.train.length_curriculum
+    assert records and all(r["competence"] == competence(c, r["step"]) for r in records)
 
 
 def test_a_curriculum_at_full_competence_trains_as_none(tiny_config, tmp_path):
