@@ -14,7 +14,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from nmt.compare.rows import Column, ContrastRow, EnsembleRow, Row, key_column, number, table
+from nmt.compare.rows import (
+    Column,
+    ContrastRow,
+    Decision,
+    EnsembleRow,
+    Row,
+    key_column,
+    number,
+    table,
+)
 from nmt.compare.runs import RunResult
 from nmt.compare.significance import NAMES, p_text
 from nmt.compare.spec import SignificanceSpec
@@ -208,9 +217,17 @@ def contrast_table(contrasts: list[ContrastRow], split: str) -> str:
         ),
         Column("p", lambda c: p_text(c.test.p_value)),
         Column(f"p, Holm ({len(mine)} tests)", lambda c: p_text(c.test.p_holm)),
-        Column("significant", lambda c: "yes" if c.test.significant else "no", numeric=False),
+        Column("significant, Holm", lambda c: _holm_word(c.test), numeric=False),
     ]
     return table(columns, mine)
+
+
+def _holm_word(test: Decision) -> str:
+    """Whether a contrast holds as one of its family (Holm): "yes"; "no"; "alone only"
+    where it would be significant tested by itself."""
+    if test.significant_holm if test.p_holm is not None else test.significant:
+        return "yes"
+    return "alone only" if test.significant else "no"
 
 
 def _mean_delta(deltas: list[float]) -> str:

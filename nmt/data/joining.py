@@ -42,8 +42,8 @@ def groups(
     """(members, starts): the pairs of every example of the epoch, in the order of
     ``members``, example e at ``members[starts[e]:starts[e + 1]]``. lengths (N,2):
     the pairs' pieces on each side (without ``</s>`` or ``<s>``). A group that would
-    take a side over ``max_len`` pieces keeps the fewest pairs that do not (one at
-    least); each pair is in exactly one example."""
+    take a side over ``max_len`` pieces keeps the most of its first pairs that stay
+    within it (one at least); each pair is in exactly one example."""
     n = len(lengths)
     rng = np.random.default_rng([seed, epoch, 0x6A6F696E])  # "join": apart from other draws
     order = np.arange(n) if cfg.order == "consecutive" else rng.permutation(n)

@@ -6,9 +6,12 @@ import csv
 import json
 import math
 
+import pytest
+
 from nmt.compare.report import (
     COLUMNS,
     Report,
+    contrast_table,
     print_tables,
     write_csv,
     write_json,
@@ -185,3 +188,20 @@ def test_every_variant_of_a_large_study_has_a_line_of_its_own(tmp_path):
     rows = [row(f"v{i}", "test", 30.0, seeds=1, length_buckets=buckets) for i in range(18)]
     plot_length_buckets(tmp_path / "len.png", "test", rows)
     assert (tmp_path / "len.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "p, p_holm, alone, holm, word",
+    [
+        (0.028, 0.056, True, False, "alone only"),  # the audit's local_m+xalibi at K = 2
+        (0.002, 0.018, True, True, "yes"),
+        (0.20, 0.40, False, False, "no"),
+        (0.01, None, True, None, "yes"),  # a family not adjusted: the test alone
+    ],
+)
+def test_the_contrast_tables_significant_column_applies_holm(p, p_holm, alone, holm, word):
+    test = Decision(p, {}, [0.3, 1.2, 0.1], True, alone, "words", p_holm, holm)
+    text = contrast_table([ContrastRow("test", "a", "b", test)], "test")
+    header, _, cells = text.splitlines()[:3]
+    assert "significant, Holm" in header
+    assert cells.rstrip(" |").rsplit("|", 1)[1].strip() == word
