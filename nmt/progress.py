@@ -31,7 +31,9 @@ from rich.text import Text
 from nmt.setup.env import flag
 
 QUIET = "NMT_QUIET"
-console = Console(stderr=True, highlight=False, quiet=flag(QUIET))
+# soft_wrap: a message is one line, however long (rich would cut it at 80 columns
+# where stderr is no terminal, and grep would miss it); tables keep their layout
+console = Console(stderr=True, highlight=False, quiet=flag(QUIET), soft_wrap=True)
 
 
 def set_quiet() -> None:

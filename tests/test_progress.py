@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.progress import Progress
 
-from nmt.progress import RateColumn
+from nmt.progress import RateColumn, info
 
 
 @pytest.mark.parametrize(
@@ -16,3 +16,10 @@ def test_rates_below_ten_keep_a_decimal(rate, shown):
     bar = Progress()
     bar.add_task("x", rate=rate, unit="updates/s")
     assert str(RateColumn().render(bar.tasks[0])).split() == [shown, "updates/s"]
+
+
+def test_a_long_message_off_a_terminal_is_one_line(capsys):
+    """A log line is not wrapped at the console's width (grep finds it whole)."""
+    message = "stopped at update 198 of train.max_steps 200: " + "word " * 40
+    info(message)
+    assert capsys.readouterr().err == message + "\n"

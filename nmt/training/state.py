@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.io.files import is_number
+from nmt.progress import clock
 from nmt.training.config import TrainConfig
 
 
@@ -44,11 +45,39 @@ class RunState:
 
 def budget_spent(t: TrainConfig, s: RunState) -> bool:
     """Whether any of ``train.max_steps``, ``max_epochs`` or ``max_minutes`` is spent."""
-    return (
-        (t.max_steps is not None and s.step >= t.max_steps)
-        or (t.max_epochs is not None and s.epoch >= t.max_epochs)
-        or (t.max_minutes is not None and s.elapsed >= 60 * t.max_minutes)
-    )
+    return spent_budget(t, s) is not None
+
+
+def spent_budget(t: TrainConfig, s: RunState) -> str | None:
+    """The key of the first budget that is spent (``train.max_steps``,
+    ``train.max_epochs``, ``train.max_minutes``), None while none is."""
+    if t.max_steps is not None and s.step >= t.max_steps:
+        return "train.max_steps"
+    if t.max_epochs is not None and s.epoch >= t.max_epochs:
+        return "train.max_epochs"
+    if t.max_minutes is not None and s.elapsed >= 60 * t.max_minutes:
+        return "train.max_minutes"
+    return None
+
+
+def stop_message(t: TrainConfig, s: RunState, reason: str) -> str | None:
+    """A line naming what ended a run before the ``train.max_steps`` it asked for
+    (another budget, or early stopping); None when it reached them."""
+    if t.max_steps is None or s.step >= t.max_steps:
+        return None
+    why = reason
+    if reason == "train.max_epochs":
+        why = f"train.max_epochs ({t.max_epochs}) is spent"
+    elif reason == "train.max_minutes":
+        why = (
+            f"train.max_minutes ({t.max_minutes:g}) is spent, "
+            f"{clock(s.elapsed)} of training and validation"
+        )
+    elif reason == "early stopping":
+        better = "BLEU" if t.early_stopping == "bleu" else "loss"
+        why = f"early stopping: train.patience ({t.patience}) validations without a better dev "
+        why += better
+    return f"stopped at update {s.step:,} of train.max_steps {t.max_steps:,}: {why}"
 
 
 def accumulation(t: TrainConfig, step: int) -> int:

@@ -53,6 +53,8 @@ from nmt.training.state import (
     metric_records,
     peak_rss_mb,
     progress_info,
+    spent_budget,
+    stop_message,
 )
 from nmt.training.tensorboard import dev_attention
 from nmt.training.trackers import Tracker
@@ -332,7 +334,7 @@ class Trainer:
         interval, bad_steps = IntervalStats(), 0
         if s.validated is None:  # a fresh run, or a checkpoint from before it was kept
             s.validated = s.step
-        stop_reason = "budget"
+        stop_reason: str | None = None  # early stopping, or the key of the budget spent
         with bar:
             # A stop that cut a due validation short: it runs first, as it would have
             if s.validated != s.step and s.step % t.valid_every == 0:
@@ -343,6 +345,7 @@ class Trainer:
                 start = time.perf_counter()
                 nxt = self._next_group(plan)
                 if nxt is None:  # a new epoch, and the epoch budget is spent
+                    stop_reason = "train.max_epochs"
                     break
                 plan, group = nxt
                 bad_steps = self._update(plan, group, bad_steps, interval, start)
@@ -361,7 +364,8 @@ class Trainer:
             if s.validated != s.step:
                 self._validate_and_save(bar)
                 self._stop_if_signalled()
-        return self._summary(stop_reason)
+        # a rank whose own clock is short of train.max_minutes stopped on another's
+        return self._summary(stop_reason or spent_budget(t, s) or "train.max_minutes")
 
     def _training_bar(self, plan: list) -> tuple[Progress, Any]:
         t, s, d = self.cfg.train, self.state, self.dist
@@ -440,7 +444,11 @@ class Trainer:
             )
 
     def _summary(self, stop_reason: str) -> dict[str, Any]:
+        """What the run did, and what ended it (a budget's key, or early stopping:
+        named in a line of its own when the run ends before its train.max_steps)."""
         s, resampling = self.state, self.epochs.resample_seconds
+        if (message := stop_message(self.cfg.train, s, stop_reason)) is not None:
+            self.log(message)
         return {
             "steps": s.step,
             "epochs": s.epoch + (s.batch_in_epoch > 0),

@@ -14,11 +14,12 @@ from nmt.training.optimizers import Optimizers
 from nmt.training.run import prepare, train
 
 
-def test_run_writes_checkpoints_and_metrics(tiny_config):
+def test_run_writes_checkpoints_and_metrics(tiny_config, capsys):
     cfg = tiny_config()
     summary = train(cfg, device="cpu")
     run = cfg.run_dir
-    assert summary["steps"] == 6
+    assert summary["steps"] == 6 and summary["stop"] == "train.max_steps"
+    assert "stopped at update" not in capsys.readouterr().err  # it reached its max_steps
     for name in ("best.pt", "last.pt", "recipe.yaml", "spm.model", "metrics.jsonl"):
         assert torch.os.path.exists(f"{run}/{name}"), name
     records = [json.loads(line) for line in open(f"{run}/metrics.jsonl")]
@@ -28,6 +29,17 @@ def test_run_writes_checkpoints_and_metrics(tiny_config):
     assert training and all(r["expected_steps"] == 6 for r in training)  # the study's bar
     best = checkpoint.load(f"{run}/best.pt")
     assert "optimizer" not in best and best["config"]["run_dir"] == run
+
+
+def test_a_time_budget_that_ends_a_run_early_is_named(tiny_config, capsys):
+    """train.max_minutes spent before train.max_steps: the summary and a line on
+    stderr (the terminal, or the log of a study's run) name the key."""
+    cfg = tiny_config(train={"max_steps": 10_000, "max_minutes": 0.001, "valid_every": 10_000})
+    summary = train(cfg, device="cpu")
+    assert summary["steps"] < 10_000 and summary["stop"] == "train.max_minutes"
+    err = capsys.readouterr().err
+    assert f"stopped at update {summary['steps']:,} of train.max_steps 10,000: " in err
+    assert "train.max_minutes (0.001) is spent" in err
 
 
 @pytest.mark.parametrize("early_stopping", ["bleu", "loss"])
