@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from nmt.errors import NmtError
+from nmt.io.files import settled
 
 BLOCK = 1 << 20  # bytes count_lines reads at a time
 
@@ -31,6 +32,7 @@ def split_path(directory: str | Path, split: str, lang: str) -> Path:
                 "not a path"
             )
     plain = Path(directory) / f"{split}.{lang}"
+    settled(plain.parent)  # an import's renames complete: never one file new, one old
     for path in (plain, plain.with_name(plain.name + ".gz")):
         if path.exists():
             if not path.is_file():
@@ -114,9 +116,12 @@ def decode_lines(raw: bytes, name: str) -> list[str]:
 
 
 def decode_line(line: bytes, name: str, number: int) -> str:
-    """One line of UTF-8 without its LF, its CR dropped; a bad byte names the line."""
+    """One line of UTF-8 without its LF, its CR dropped, and on line 1 without a
+    byte-order mark (what Windows editors put first: a mark, not text); a bad byte
+    names the line."""
     try:
-        return line.decode("utf-8").removesuffix("\r")
+        text = line.decode("utf-8").removesuffix("\r")
+        return text.removeprefix("\ufeff") if number == 1 else text
     except UnicodeDecodeError as e:
         raise NmtError(
             f"{name}:{number}: not UTF-8 text (byte 0x{line[e.start]:02x} at column {e.start + 1})"

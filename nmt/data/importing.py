@@ -13,17 +13,18 @@ with its file and line, never silently shifted into its neighbour's line.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from nmt import install_hint
 from nmt.data.corpus import count_lines, iter_lines, plain_name
-from nmt.errors import NmtError
-from nmt.io.files import atomic_file
+from nmt.errors import NmtError, brief
+from nmt.io.files import WRITING, atomic_files, finish_renames
+from nmt.io.rundir import owned
 from nmt.progress import console, sentence_progress
 
 Format = Literal["tsv", "jsonl", "hf"]
@@ -80,6 +81,12 @@ def segment(text: Any, where: str, side: str) -> str:
             f"{where}: the {side} holds a line break; one segment must be one line "
             "(split it into sentences, or join its lines, before importing)"
         )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate (JSON's "\ud800")
+        raise NmtError(
+            f"{where}: the {side} holds {text[e.start]!a}, half of a UTF-16 pair: not text"
+        ) from None
     return text.strip()
 
 
@@ -103,6 +110,9 @@ def jsonl_pairs(path: Path, sides: Sides) -> Records:
             record = json.loads(line)
         except json.JSONDecodeError as e:
             raise NmtError(f"{where}: not JSON ({e.msg} at column {e.colno})") from None
+        except (ValueError, RecursionError) as e:  # a number of over 4,300 digits; deep nesting
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e).split(";")[0]
+            raise NmtError(f"{where}: not readable JSON ({why})") from None
         yield where, *sides.of(record, where)
 
 
@@ -126,9 +136,17 @@ def hf_splits(path: Path) -> dict[str, Any]:
 
 
 def hf_pairs(path: Path, split: str, rows: Iterable[Any], sides: Sides) -> Records:
-    """(where, source, target) for every row of one split of a dataset."""
-    for number, record in enumerate(rows, 1):
+    """(where, source, target) for every row of one split of a dataset; a row that
+    pyarrow cannot read (a damaged .arrow file) is an error naming it."""
+    rows = iter(rows)
+    for number in itertools.count(1):
         where = f"{path}[{split}] row {number}"
+        try:
+            record = next(rows)
+        except StopIteration:
+            return
+        except Exception as e:  # pyarrow's readers raise what their C++ and Cython do
+            raise NmtError(f"{where}: damaged, cannot be read ({brief(e)})") from None
         yield where, *sides.of(record, where)
 
 
@@ -138,9 +156,9 @@ def renames(splits: list[str]) -> dict[str, str]:
     for entry in splits:
         read, _, written = entry.partition("=")
         read, written = read.strip(), (written or read).strip()
-        for name in (read, written):
-            if not plain_name(name) or not name.isprintable():
-                raise NmtError(f"--split {entry!r}: a split name such as train or validation=val")
+        # the name read is the dataset's own; the name written becomes file names
+        if not read or not plain_name(written) or not written.isprintable():
+            raise NmtError(f"--split {entry!r}: a split name such as train or validation=val")
         if read in out:
             raise NmtError(f"--split {read!r}: given twice")
         out[read] = written
@@ -160,6 +178,12 @@ def sources(
         if unknown:
             raise NmtError(f"--split {unknown[0]!r}: {source} has {', '.join(found)}")
         chosen = names or {s: s for s in found}
+        for read, written in chosen.items():
+            if not plain_name(written) or not written.isprintable():
+                raise NmtError(
+                    f"{source}: its split {read!r} cannot name a file ({written!r}); "
+                    "write it under a name of your own with --split 'NAME=train'"
+                )
         return {
             written: (len(found[read]), hf_pairs(source, read, found[read], sides))
             for read, written in chosen.items()
@@ -201,25 +225,32 @@ def import_corpus(
         raise NmtError(f"{out_dir}: exists and is not a directory")
     todo = sources(source, fmt, splits or [], sides)
     langs = (sides.src_lang, sides.tgt_lang)
-    if not force:
-        for split in todo:
-            for lang in langs:
-                for name in (f"{split}.{lang}", f"{split}.{lang}.gz"):
-                    if (out_dir / name).exists():
-                        raise NmtError(
-                            f"{out_dir / name}: already there; not overwritten "
-                            "(--force replaces it)"
-                        )
     counts = {}
-    with ExitStack() as stack:  # every temp file renamed only when all are written
-        for split, (total, records) in todo.items():
-            paths = [out_dir / f"{split}.{lang}" for lang in langs]
-            files = [stack.enter_context(atomic_file(path)) for path in paths]
-            with sentence_progress(
-                f"import {split}", total, show and console.is_terminal
-            ) as advance:
-                counts[split] = write_split(split, files, records, skip_empty, advance)
+    # one import into a directory at a time: the check for files already there and
+    # the writes that follow it are one step
+    with owned(out_dir, key="OUT", lock=WRITING):
+        finish_renames(out_dir)
+        if not force:
+            refuse_existing(out_dir, [f"{split}.{lang}" for split in todo for lang in langs])
+        paths = [out_dir / f"{split}.{lang}" for split in todo for lang in langs]
+        with atomic_files(paths) as files:  # every file kept, or none
+            for i, (split, (total, records)) in enumerate(todo.items()):
+                with sentence_progress(
+                    f"import {split}", total, show and console.is_terminal
+                ) as advance:
+                    pair = files[2 * i : 2 * i + 2]
+                    counts[split] = write_split(split, pair, records, skip_empty, advance)
     return counts
+
+
+def refuse_existing(out_dir: Path, names: list[str]) -> None:
+    """An error naming the first of ``names`` (or its .gz) already in ``out_dir``."""
+    for name in names:
+        for candidate in (name, f"{name}.gz"):
+            if (out_dir / candidate).exists():
+                raise NmtError(
+                    f"{out_dir / candidate}: already there; not overwritten (--force replaces it)"
+                )
 
 
 def write_split(

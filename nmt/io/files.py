@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -77,6 +77,83 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+JOURNAL = ".nmt-renames.json"  # the renames of atomic_files, while they are under way
+WRITING = ".nmt-writing.lock"  # held by a process writing a set of files into a directory
+
+
+@contextmanager
+def atomic_files(paths: list[Path]) -> Iterator[list[BinaryIO]]:
+    """Files in one directory written together, all kept or none: each through a
+    temp file; when the block ends, a journal naming every rename is written, the
+    temps are renamed over their paths and the journal removed. A crash between two
+    renames leaves the journal, and :func:`finish_renames` (which every writer and
+    reader of such files calls first) completes them, so a reader never meets one
+    file of the new set beside another of the old."""
+    directory = paths[0].parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise NmtError(f"{directory}: cannot write ({e.strerror or e})") from None
+    finish_renames(directory)
+    temps: list[Path] = []
+    try:
+        with ExitStack() as stack:
+            handles = []
+            for path in paths:
+                fd, tmp = tempfile.mkstemp(
+                    prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=directory
+                )
+                temps.append(Path(tmp))
+                handles.append(stack.enter_context(os.fdopen(fd, "wb")))
+            yield handles
+            for f in handles:
+                f.flush()
+                os.fsync(f.fileno())
+        renames = [[t.name, p.name] for t, p in zip(temps, paths)]
+        write_text(directory / JOURNAL, json.dumps(renames))
+        finish_renames(directory)
+    except OSError as e:
+        raise NmtError(f"{directory}: cannot write ({e.strerror or e})") from None
+    finally:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+
+
+def finish_renames(directory: Path) -> None:
+    """Complete the renames an :func:`atomic_files` journal in ``directory`` names
+    (a crash cut them short), then remove it; nothing when there is none."""
+    journal = directory / JOURNAL
+    if not journal.is_file():
+        return
+    try:
+        renames = json.loads(journal.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        renames = []  # torn before it was renamed into place: no rename had begun
+    for tmp, name in renames if isinstance(renames, list) else []:
+        if plain(tmp) and plain(name) and (directory / tmp).is_file():
+            os.replace(directory / tmp, directory / name)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    journal.unlink(missing_ok=True)
+
+
+def settled(directory: Path) -> None:
+    """Before reading files of ``directory`` that :func:`atomic_files` writes: when a
+    set's renames are under way or were cut short, wait for their writer (it holds
+    the directory's lock) and complete them."""
+    if (directory / JOURNAL).is_file():
+        with held(directory / WRITING):
+            finish_renames(directory)
+
+
+def plain(name: Any) -> bool:
+    """Whether a name read from a journal is a file name in its directory, not a path."""
+    return isinstance(name, str) and bool(name) and "/" not in name and name not in (".", "..")
 
 
 def atomic_write(path: str | Path, write: Any) -> None:

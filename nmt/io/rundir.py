@@ -55,18 +55,19 @@ def make_run_dir(run_dir: Path, key: str = "run_dir") -> None:
 
 
 @contextmanager
-def owned(run_dir: Path, key: str = "run_dir") -> Iterator[None]:
+def owned(run_dir: Path, key: str = "run_dir", lock: str = LOCK) -> Iterator[None]:
     """Hold ``run_dir`` for the duration (an advisory lock through portalocker, which
     the system releases when the process dies, so ``kill -9`` leaves no stale lock); a second
     process gets an error naming the directory, the owner's pid and the ``key`` that
     chooses another directory. A directory this call created is removed again if the
-    work fails before writing anything there, so a refused run leaves no trace."""
+    work fails before writing anything there, so a refused run leaves no trace.
+    ``lock``: the lock file's name (a corpus directory's is hidden)."""
     created = not run_dir.exists()
     make_run_dir(run_dir, key)
     try:
-        f = open(run_dir / LOCK, "a+b")  # created if absent, its owner's pid kept
+        f = open(run_dir / lock, "a+b")  # created if absent, its owner's pid kept
     except OSError as e:
-        raise NmtError(f"{run_dir / LOCK}: cannot create ({e.strerror or e})") from None
+        raise NmtError(f"{run_dir / lock}: cannot create ({e.strerror or e})") from None
     try:
         try:
             portalocker.lock(f, portalocker.LOCK_EX | portalocker.LOCK_NB)
@@ -85,8 +86,8 @@ def owned(run_dir: Path, key: str = "run_dir") -> Iterator[None]:
             yield
         except BaseException:
             with suppress(OSError):  # another process may have come in meanwhile
-                if created and [p.name for p in run_dir.iterdir()] == [LOCK]:
-                    (run_dir / LOCK).unlink()
+                if created and [p.name for p in run_dir.iterdir()] == [lock]:
+                    (run_dir / lock).unlink()
                     run_dir.rmdir()
             raise
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.data.corpus import read_parallel
+from nmt.data.corpus import read_parallel, split_path
 from nmt.data.importing import BREAKS, Sides, import_corpus
 from nmt.errors import NmtError
+from nmt.io.files import JOURNAL, WRITING
+from nmt.io.rundir import owned
 from tests.conftest import require_extra
 
 DE_EN = Sides("de", "en")
@@ -70,6 +73,21 @@ def test_jsonl_fields_gzip_and_a_renamed_split(tmp_path):
         ("jsonl", '{"translation": "a b"}\n', r"train\.jsonl:1: translation is not an object"),
         ("jsonl", '{"de": "a\\nb", "en": "c"}\n', r"train\.jsonl:1: the source holds a line break"),
         ("jsonl", "\n", r"train\.jsonl:1: not JSON"),
+        (
+            "jsonl",
+            '{"de": "a", "en": "b", "n": ' + "9" * 5000 + "}\n",
+            r"train\.jsonl:1: not readable JSON \(Exceeds the limit",
+        ),
+        (
+            "jsonl",
+            "[" * 100_000 + "]" * 100_000 + "\n",
+            r"train\.jsonl:1: not readable JSON \(nested too deeply\)",
+        ),
+        (
+            "jsonl",
+            '{"de": "a\\ud800", "en": "b"}\n',
+            r"train\.jsonl:1: the source holds '\\ud800', half of a UTF-16 pair",
+        ),
     ],
 )
 def test_a_damaged_record_names_its_line_and_writes_nothing(tmp_path, fmt, text, error):
@@ -78,6 +96,48 @@ def test_a_damaged_record_names_its_line_and_writes_nothing(tmp_path, fmt, text,
     with pytest.raises(NmtError, match=error):
         import_corpus(source, tmp_path / "out", fmt, DE_EN)  # type: ignore[arg-type]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def visible(directory: Path) -> list[str]:
+    """The files of a corpus directory (nmt's lock file is hidden)."""
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
+
+
+def test_a_byte_order_mark_is_not_kept_as_text(tmp_path):
+    (tmp_path / "train.tsv").write_bytes("\ufeffEin Hund\tA dog\nJa\tYes\n".encode())
+    import_corpus(tmp_path / "train.tsv", tmp_path / "out", "tsv", DE_EN)
+    assert (tmp_path / "out/train.de").read_text(encoding="utf-8") == "Ein Hund\nJa\n"
+
+
+def test_an_import_into_a_directory_another_is_writing_to_is_refused(tmp_path):
+    """The check for files already there and the writes are one step under the
+    directory's lock: a second import at the same time is refused, not interleaved."""
+    (tmp_path / "train.tsv").write_text("a\tb\n")
+    out = tmp_path / "out"
+    refused = pytest.raises(NmtError, match=r"out: in use by another nmt process")
+    with owned(out, key="OUT", lock=WRITING), refused:  # another import holds it
+        import_corpus(tmp_path / "train.tsv", out, "tsv", DE_EN)
+    import_corpus(tmp_path / "train.tsv", out, "tsv", DE_EN)
+    assert (out / "train.en").read_text() == "b\n"
+
+
+def test_a_set_of_files_cut_short_between_renames_is_completed_before_any_read(tmp_path):
+    """A crash between the renames of one import leaves the journal; the next reader
+    or writer completes them, so no split is ever half old, half new."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.de").write_text("old\n")
+    (out / "train.en").write_text("old\n")
+    (out / ".train.de.1.x.tmp").write_text("new\n")
+    (out / ".train.en.1.x.tmp").write_text("new\n")
+    renames = [[".train.de.1.x.tmp", "train.de"], [".train.en.1.x.tmp", "train.en"]]
+    (out / JOURNAL).write_text(json.dumps(renames))
+    os.replace(out / ".train.de.1.x.tmp", out / "train.de")  # the crash: one of two done
+    assert read_parallel(split_path(out, "train", "de"), split_path(out, "train", "en")) == (
+        ["new"],
+        ["new"],
+    )
+    assert not (out / JOURNAL).exists() and visible(out) == ["train.de", "train.en"]
 
 
 def test_empty_sides_are_left_out_only_when_asked(tmp_path):
@@ -97,7 +157,7 @@ def test_existing_files_are_kept_unless_forced(tmp_path):
     (tmp_path / "train.tsv").write_text("a\tb\n")
     with pytest.raises(NmtError, match=r"train\.en\.gz: already there; not overwritten"):
         import_corpus(tmp_path / "train.tsv", out, "tsv", DE_EN)
-    assert sorted(p.name for p in out.iterdir()) == ["train.en.gz"]
+    assert visible(out) == ["train.en.gz"]
     import_corpus(tmp_path / "train.tsv", out, "tsv", DE_EN, force=True)
     assert (out / "train.en").read_text() == "b\n"
 
@@ -142,7 +202,33 @@ def test_a_saved_hugging_face_dataset(tmp_path):
     saved.save_to_disk(str(tmp_path / "bad"))
     with pytest.raises(NmtError, match=r"bad\[validation\] row 1: the target holds a line break"):
         import_corpus(tmp_path / "bad", tmp_path / "none", "hf", DE_EN)
-    assert not any((tmp_path / "none").iterdir())
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_dataset_whose_split_names_a_path_writes_nothing_outside(tmp_path):
+    datasets = require_extra("datasets", "hf")
+    rows = [{"de": "Ja", "en": "Yes"}]
+    saved = datasets.DatasetDict({"../x": datasets.Dataset.from_dict({"translation": rows})})
+    saved.save_to_disk(str(tmp_path / "saved"))
+    with pytest.raises(NmtError, match=r"its split '\.\./x' cannot name a file"):
+        import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, force=True)
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob("x.*"))
+    import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, ["../x=train"])
+    assert (tmp_path / "out/train.en").read_text() == "Yes\n"
+
+
+def test_a_damaged_arrow_file_is_one_line_naming_the_dataset(tmp_path):
+    datasets = require_extra("datasets", "hf")
+    rows = [{"de": f"a{i}", "en": f"b{i}"} for i in range(1000)]
+    datasets.Dataset.from_dict({"translation": rows}).save_to_disk(str(tmp_path / "saved"))
+    (arrow,) = (tmp_path / "saved").glob("*.arrow")
+    data = bytearray(arrow.read_bytes())
+    for i in range(len(data) // 2, len(data) - 400, 3):  # the data, not the schema
+        data[i] = 0xFF
+    arrow.write_bytes(bytes(data))
+    with pytest.raises(NmtError, match=r"saved\[train\] row 1: damaged, cannot be read"):
+        import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN)
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_command_line_reports_and_refuses_in_one_line(tmp_path):
