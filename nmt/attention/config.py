@@ -9,7 +9,7 @@ from typing import Literal
 
 import numpy as np
 
-from nmt.setup.config import check
+from nmt.setup.config import RATIO_BOUNDS, check
 from nmt.setup.registry import Registry
 
 ATTENTION: Registry = Registry("attention kind", base="nmt.attention.base:CrossAttention")
@@ -68,7 +68,7 @@ class LocalMConfig(LocalConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check(self.ratio is None or self.ratio > 0, "ratio", "must be positive")
+        check(self.ratio is None or 0.01 <= self.ratio <= 100, "ratio", RATIO_BOUNDS)
 
     def inert_keys(self) -> dict[str, str]:
         if self.center == "length_ratio":
@@ -115,11 +115,14 @@ class HardConfig(AttentionConfig):
     anneal: float = 1e-4
 
     def __post_init__(self) -> None:
-        check(self.entropy_weight >= 0, "entropy_weight", "must be non-negative")
+        check(0 <= self.entropy_weight <= 100, "entropy_weight", "must be in [0, 100]")
         check(0 <= self.baseline_decay < 1, "baseline_decay", "must be in [0, 1)")
         check(0 <= self.expected_prob <= 1, "expected_prob", "must be in [0, 1]")
-        check(0 < self.tau_min <= self.tau, "tau_min", "must be positive and at most tau")
-        check(self.anneal >= 0, "anneal", "must be non-negative")
+        # far below 1e-6 the relaxed weights are one-hot anyway and scores / τ head for
+        # float32's overflow (inf − inf = NaN in the softmax)
+        check(1e-6 <= self.tau <= 100, "tau", "must be in 1e-6..100")
+        check(1e-6 <= self.tau_min <= self.tau, "tau_min", "must be in 1e-6..tau")
+        check(0 <= self.anneal <= 1, "anneal", "must be in [0, 1]")
 
     def needs_left_to_right(self) -> bool:
         return self.estimator == "reinforce"

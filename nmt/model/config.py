@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 
 from nmt.attention.config import ATTENTION, AttentionConfig
-from nmt.setup.config import by_kind, check
+from nmt.setup.config import RATIO_BOUNDS, by_kind, check
 from nmt.setup.registry import Registry
 
 
@@ -95,7 +95,7 @@ class PositionsConfig:
     def __post_init__(self) -> None:
         check(0 <= self.shift <= MAX_SHIFT, "shift", f"must be in 0..{MAX_SHIFT:,}")
         check(1 <= self.max_distance <= 2**14, "max_distance", "must be in 1..16,384")
-        check(self.ratio is None or self.ratio > 0, "ratio", "must be positive")
+        check(self.ratio is None or 0.01 <= self.ratio <= 100, "ratio", RATIO_BOUNDS)
         check(
             self.shift == 0 or self.kind in ABSOLUTE,
             "shift",

@@ -37,6 +37,10 @@ def check(ok: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
+# a target/source length ratio (local_m's centre, cross-ALiBi's diagonal): outside
+# this, every position maps to one end of the other sentence and the scores overflow
+RATIO_BOUNDS = "must be in 0.01..100 (a target/source length ratio; null: measured)"
+
 SEED_MAX = 2**31 - 1  # every generator seeded from a seed accepts 0..SEED_MAX (see check_seed)
 
 

@@ -4,6 +4,7 @@ regime (``trainer``, whose options are the regime's own config)."""
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -58,7 +59,7 @@ class ScheduledSamplingConfig(TrainerConfig):
             )
             check(self.c > 0, "c", "linear schedule needs c > 0, else ε stays k")
             check(self.eps_min < 1, "eps_min", "linear schedule needs eps_min < 1, else ε stays 1")
-        check(self.c >= 0, "c", "must be non-negative")
+        check(0 <= self.c <= 1, "c", "must be in [0, 1]")
         check(0 <= self.eps_min <= 1, "eps_min", "must be in [0, 1]")
         check(self.warmup_steps >= 0, "warmup_steps", "must be non-negative")
         check(self.topk >= 1, "topk", "must be at least 1")
@@ -244,8 +245,15 @@ class TrainConfig:
             )
         check(bool(self.experiment.strip()), "experiment", "must not be empty")
         check_seed(self.seed, "seed")
-        check(self.lr > 0, "lr", "must be positive")
-        check(self.muon_lr is None or self.muon_lr > 0, "muon_lr", "must be positive (or null)")
+        check(0 < self.lr <= 10, "lr", "must be in (0, 10]")
+        check(
+            self.muon_lr is None or 0 < self.muon_lr <= 10,
+            "muon_lr",
+            "must be in (0, 10] (or null)",
+        )
+        # 0 divides by zero where a gradient is zero; a float32 rounds below 1e-30 to it
+        check(1e-30 <= self.eps <= 1, "eps", "must be in 1e-30..1")
+        check(0 <= self.weight_decay <= 1, "weight_decay", "must be in [0, 1]")
         check(0 <= self.muon_momentum < 1, "muon_momentum", "must be in [0, 1)")
         check(self.warmup >= 0, "warmup", "must be non-negative")
         check(
@@ -268,11 +276,11 @@ class TrainConfig:
             "early_stopping",
             "bleu needs train.valid_bleu: true (or use early_stopping: loss)",
         )
-        check(self.clip_norm >= 0, "clip_norm", "must be non-negative")
+        check(0 <= self.clip_norm <= 1e6, "clip_norm", "must be in [0, 1,000,000] (0: no clipping)")
         check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
         for name in ("max_epochs", "max_steps", "max_minutes", "patience"):
             value = getattr(self, name)
-            check(value is None or value > 0, name, "must be positive (or null)")
+            check(value is None or 0 < value < math.inf, name, "must be positive (or null)")
         check(
             any(getattr(self, n) is not None for n in ("max_epochs", "max_steps", "max_minutes")),
             "max_epochs",

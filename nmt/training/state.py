@@ -36,6 +36,9 @@ class RunState:
         (dev BLEU, or else dev loss), and how many in a row were not."""
         key = "valid_bleu" if early_stopping == "bleu" else "valid_loss"
         value = metrics[key] if key == "valid_bleu" else -metrics[key]
+        if not math.isfinite(value) or not math.isfinite(metrics.get("valid_loss", 0.0)):
+            self.bad_evals += 1  # a NaN or infinite loss is never the best
+            return False
         if self.best is None or value > self.best:
             self.best, self.best_step, self.bad_evals = value, self.step, 0
             return True

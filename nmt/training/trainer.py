@@ -99,6 +99,7 @@ class Trainer:
         self.signals = StopSignals()
         self.epochs = EpochPlans(data, cfg, dist.world)
         self.saved_step: int | None = None  # of the last full checkpoint
+        self.last_valid_loss: float | None = None  # the last validation's dev loss
         self.trackers: list[Tracker] = []  # train.log_to's, open while run() runs
         self.load_at_start = where_it_ran(device)["load"]  # what else ran as this began
         self.model = model.to(device)
@@ -364,6 +365,13 @@ class Trainer:
             if s.validated != s.step:
                 self._validate_and_save(bar)
                 self._stop_if_signalled()
+        if self.dist.any(self.dist.main and s.best is None and bool(s.validated)):
+            raise NmtError(
+                f"by update {s.step} no validation gave a finite dev loss (the last: "
+                f"{self.last_valid_loss}): there is no model worth keeping, so best.pt was not "
+                "written; check the recipe's values (train.lr, the positions' ratio) and the "
+                "skipped updates in the log"
+            )
         # a rank whose own clock is short of train.max_minutes stopped on another's
         return self._summary(stop_reason or spent_budget(t, s) or "train.max_minutes")
 
@@ -516,6 +524,7 @@ class Trainer:
         if self.dist.main and (metrics := self._interruptible_validate(bar)) is not None:
             s = self.state
             improved = s.improved(metrics, self.cfg.train.early_stopping)
+            self.last_valid_loss = metrics["valid_loss"]
             seconds = time.perf_counter() - start  # apart, so that training time is known
             s.elapsed += seconds
             self.write_metrics(
