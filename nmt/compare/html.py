@@ -105,7 +105,11 @@ def write_html(
         ],
     }
     payload = json.dumps(data, ensure_ascii=False, allow_nan=False, default=_plain)
-    payload = payload.replace("</", "<\\/")  # the JSON cannot end its script element
+    # No "<" (nor ">", "&") inside the script element: "</script>" would end it and
+    # "<!--<script>" puts the HTML parser in a state where the page's own script is
+    # swallowed; JSON's \u003c escapes read back as the same text.
+    for char in "<>&":
+        payload = payload.replace(char, f"\\u{ord(char):04x}")
     page = PAGE.replace("{{title}}", html.escape(title)).replace("{{data}}", payload)
     write_text(path, page)
 

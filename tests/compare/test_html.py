@@ -14,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
+from nmt.compare.html import write_html
 from nmt.setup.env import flag
 from tests.compare.test_compare import write_spec
 
@@ -100,3 +101,25 @@ def test_the_study_page_renders_runs_and_sorts_in_a_browser(chromium, tmp_path, 
     pixels = matplotlib.image.imread(shot)
     colours = np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)
     assert pixels.shape[0] > 100 and len(colours) > 20  # text, tables and heatmaps drawn
+
+
+@pytest.mark.slow
+def test_text_that_looks_like_markup_is_shown_as_text_and_the_page_still_runs(chromium, tmp_path):
+    """A test sentence holding "<!--<script>" (or "</script>") is data: it must not
+    end the embedded JSON's script element nor swallow the page's own script."""
+    hostile = ["<!--<script>", "</script>", "a&b", "x>y"]
+    figure = {"src": hostile, "tgt": ["ok"], "weights": [[0.25] * 4], "centers": None}
+    page = tmp_path / "report.html"
+    maps = {"test": {0: {"global": figure | {"captions": [0]}}}}
+    write_html(page, "markup <!--<script>", ("test",), [], maps, ["a note: <!--<script>"])
+    text = page.read_text(encoding="utf-8")
+    script = text.split('type="application/json">')[1].split("</script>")[0]
+    assert (
+        "<" not in script
+        and json.loads(script)["splits"][0]["maps"]["0"]["global"]["src"] == hostile
+    )
+    dom = browse(chromium, page, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-ready="1"' in dom.stdout  # the page's script ran to its end
+    errors = [x for x in dom.stderr.splitlines() if "CONSOLE" in x or "Uncaught" in x]
+    assert not errors, errors
