@@ -11,6 +11,7 @@ import numpy as np
 from nmt.data.batching import ParallelData
 from nmt.data.joining import joined
 from nmt.data.subword_sampling import resampled
+from nmt.errors import NmtError
 from nmt.training.curriculum import LengthLimit, next_group
 
 if TYPE_CHECKING:
@@ -50,6 +51,12 @@ class EpochPlans:
             t = self.cfg.train
             pairs = self._pairs_of(epoch)
             plan = pairs.epoch_batches(t.batch_tokens, t.seed, epoch, t.batching == "bucketed")
+            if len(plan) < self.world:  # cut to a multiple of the ranks, it would be empty
+                raise NmtError(
+                    f"an epoch of the training data makes {len(plan)} batch(es) of "
+                    f"train.batch_tokens {t.batch_tokens:,}, fewer than the {self.world} ranks "
+                    "that each need one: lower train.batch_tokens or use fewer ranks (--nproc)"
+                )
             plan = plan[: len(plan) - len(plan) % self.world]
             self._plan = EpochPlan(epoch, pairs, plan)
             if (curriculum := t.length_curriculum) is not None:

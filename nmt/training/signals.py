@@ -23,12 +23,16 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 PARENT_POLL_SECONDS = 1.0  # how often a child looks for its parent (watch_parent)
+# what an orphan gets after its SIGTERM to save last.pt and stop before it exits outright
+# (a save takes seconds; a validation that SIGTERM cuts short, less)
+ORPHAN_GRACE_SECONDS = 120.0
 
 
 def watch_parent() -> None:
     """Send this process SIGTERM once the process that started it is gone (killed
     with ``kill -9``, which passes nothing on): a data-parallel rank then saves
-    ``last.pt`` and stops instead of training on as an orphan. A daemon thread that
+    ``last.pt`` and stops instead of training on as an orphan, and one that has not
+    stopped ``ORPHAN_GRACE_SECONDS`` later exits there and then. A daemon thread that
     polls the parent's pid; it needs no more of the platform than ``os.getppid``."""
     parent = os.getppid()
 
@@ -36,6 +40,10 @@ def watch_parent() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL_SECONDS)
         os.kill(os.getpid(), signal.SIGTERM)
+        # a rank blocked where the SIGTERM flag is never read (a collective waiting for
+        # a peer that is gone too) does not outlive its launcher for long
+        time.sleep(ORPHAN_GRACE_SECONDS)
+        os._exit(128 + signal.SIGTERM)
 
     threading.Thread(target=watch, daemon=True, name="watch-parent").start()
 

@@ -181,3 +181,19 @@ def test_a_rank_that_dies_is_named_in_one_line(toy_dir, tmp_path):
     named = [line for line in text.splitlines() if line.startswith("error: rank")]
     assert f"error: rank 1 (pid {ranks[1]}) was killed by signal 9" in named[-1], text[-3000:]
     assert all(len(line) < 300 for line in named)  # the survivor's backend error, in a line
+
+
+def test_an_epoch_of_fewer_batches_than_ranks_is_refused_before_training(tiny_config):
+    """Cut to a multiple of the ranks, one batch for two ranks would be an empty epoch,
+    and with no epoch budget the trainer counted empty epochs for ever."""
+    from nmt.errors import NmtError
+    from nmt.training.build import build
+    from nmt.training.epochs import EpochPlans
+
+    _, data, cfg = build(tiny_config(train={"batch_tokens": 2**26}), print)
+    assert len(EpochPlans(data, cfg, world=1).plan(0)) == 1
+    with pytest.raises(
+        NmtError,
+        match=r"makes 1 batch\(es\) of train.batch_tokens 67,108,864, fewer than the 2 ranks",
+    ):
+        EpochPlans(data, cfg, world=2).plan(0)

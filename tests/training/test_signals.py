@@ -61,3 +61,47 @@ def test_a_background_job_keeps_ignoring_sigint_and_sigterm_still_stops_it():
         assert signals.received == signal.SIGTERM and signals.exit_code == 143
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     signal.signal(signal.SIGINT, previous)
+
+
+ORPHAN = """
+import signal, subprocess, sys, time
+if sys.argv[1] == "parent":  # starts the child, says its pid, waits to be killed
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[2], "child", sys.argv[2]])
+    print(child.pid, flush=True)
+    time.sleep(120)
+else:  # a rank blocked where its SIGTERM flag is never read
+    from nmt.training import signals
+    signals.ORPHAN_GRACE_SECONDS = 0.5
+    signal.signal(signal.SIGTERM, lambda *args: None)
+    signals.watch_parent()
+    time.sleep(120)
+"""
+
+
+@pytest.mark.slow
+def test_an_orphan_that_does_not_stop_on_its_sigterm_exits_after_the_grace():
+    """A rank whose launcher is killed outright gets SIGTERM; one blocked where the
+    flag is never read (a collective whose peer is gone) exits after the grace
+    period instead of outliving its launcher."""
+    import subprocess
+    import sys
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, "parent", ORPHAN], stdout=subprocess.PIPE, text=True
+    )
+    child = int(parent.stdout.readline())
+    time.sleep(1.0)
+    parent.kill()  # kill -9: it passes nothing on
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        with_zombie = open(f"/proc/{child}/stat").read().split()[2] == "Z"
+        if with_zombie:
+            return
+        time.sleep(0.2)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the orphan outlived its launcher")
