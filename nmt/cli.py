@@ -218,7 +218,7 @@ def translate(
     from nmt.decoding.translate import sampling_options, translate_file
     from nmt.setup.plugins import import_plugins
 
-    import_plugins(plugin)
+    import_plugins(plugin, given=True)
 
     translate_file(
         checkpoints,
@@ -326,7 +326,7 @@ def compare(
         raise NmtError("--runs needs --out DIR for the report")
     from nmt.setup.plugins import import_plugins
 
-    import_plugins(plugin)
+    import_plugins(plugin, given=True)
     compare_runs(runs, out, split, baseline, device=device)
 
 

@@ -9,6 +9,7 @@ key that makes the model inexpressible.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -21,9 +22,11 @@ import torch
 from torch import nn
 
 from nmt import install_hint
+from nmt.attention.config import ATTENTION
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import NmtError
 from nmt.io.files import remove_dead_temps, write_text
+from nmt.model.config import DECODERS, ENCODER_BLOCKS
 from nmt.model.load import Loaded, load_model
 from nmt.model.seq2seq import Transformer
 
@@ -48,6 +51,58 @@ def inexpressible(loaded: Loaded, engine: str = "CTranslate2") -> str | None:
         if value != needed:
             return f"{key} is {value}; {engine} runs {key.rsplit('.', 1)[1]} {needed} only"
     return None
+
+
+# Recipe keys that hold a path of the training machine: an export keeps only each
+# one's last part (nothing publishable records where a run was trained).
+PATH_KEYS = (
+    ("run_dir",),
+    ("data", "dir"),
+    ("data", "cache_dir"),
+    ("data", "vocab", "model"),
+    ("data", "vocab", "src_model"),
+    ("data", "vocab", "tgt_model"),
+    ("train", "tensorboard_dir"),
+    ("train", "mlflow_uri"),
+    ("train", "wandb_dir"),
+    ("train", "alignment", "file"),
+)
+
+
+def published_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
+    """The recipe as an export keeps it: of every path its last part, and no
+    ``plugins`` (their paths are this machine's, and an export runs no plug-in)."""
+    out = copy.deepcopy({k: v for k, v in recipe.items() if k != "plugins"})
+    for keys in PATH_KEYS:
+        holder = out
+        for key in keys[:-1]:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and isinstance(holder.get(keys[-1]), str):
+            holder[keys[-1]] = Path(holder[keys[-1]]).name
+    return out
+
+
+def published_name(checkpoint: Path) -> str:
+    """A checkpoint as an export names it: its run directory's name and its own."""
+    checkpoint = checkpoint.resolve()
+    return checkpoint.name if checkpoint.is_dir() else f"{checkpoint.parent.name}/{checkpoint.name}"
+
+
+def plugin_code(loaded: Loaded) -> str | None:
+    """The model's parts (attention kind, encoder block, decoder) that a plug-in
+    outside nmt defines, as one phrase, or None when nmt's own code builds it."""
+    m = loaded.cfg.model
+    parts = {
+        "model.attention.kind": (ATTENTION, m.attention.kind),
+        "model.encoder.block": (ENCODER_BLOCKS, m.encoder.block),
+        "model.decoder.kind": (DECODERS, m.decoder.kind),
+    }
+    outside = [
+        f"{key} {name} (module {module})"
+        for key, (registry, name) in parts.items()
+        if not (module := registry.get(name).__module__).startswith("nmt.")
+    ]
+    return "; ".join(outside) or None
 
 
 def refuse_occupied(out_dir: Path) -> None:
@@ -189,7 +244,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, quantization: str = "flo
         manifest = {
             "format": "ctranslate2",
             "ctranslate2_version": ctranslate2.__version__,
-            "checkpoint": str(checkpoint),
+            "checkpoint": published_name(checkpoint),
             "quantization": quantization,
             "source_vocabulary": "source.spm",
             "target_vocabulary": "target.spm",

@@ -33,7 +33,15 @@ from torch import Tensor, nn
 from nmt import __version__, install_hint
 from nmt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from nmt.errors import NmtError
-from nmt.io.export import inexpressible, length_limit, refuse_occupied, write_directory
+from nmt.io.export import (
+    inexpressible,
+    length_limit,
+    plugin_code,
+    published_name,
+    published_recipe,
+    refuse_occupied,
+    write_directory,
+)
 from nmt.io.files import write_text
 from nmt.io.model_card import model_card
 from nmt.model.load import Loaded, load_model
@@ -232,8 +240,14 @@ def export_hf(checkpoint: Path, out_dir: Path) -> tuple[Path, str]:
             f"{checkpoint}: not exported: data.vocab.joint is false, and a Hugging Face "
             "tokenizer holds one vocabulary for both sides (export to ctranslate2 instead)"
         )
-    recipe = loaded.cfg.to_dict()
+    recipe = published_recipe(loaded.cfg.to_dict())
     obstacle = stock_obstacle(loaded)
+    if obstacle is not None and (outside := plugin_code(loaded)) is not None:
+        raise NmtError(
+            f"{checkpoint}: not exported: {outside} is a plug-in's code, which the export "
+            "would import from this machine when loaded elsewhere (an export carries what "
+            "it runs); export a model of nmt's own kinds"
+        )
     hf = pegasus_model(loaded) if obstacle is None else remote_model(loaded, recipe)
     hf.generation_config = generation_config(loaded, cached=obstacle is None)
     tokenizer = hf_tokenizer(loaded.vocabs.src, loaded.cfg.model.max_positions)
@@ -245,7 +259,7 @@ def export_hf(checkpoint: Path, out_dir: Path) -> tuple[Path, str]:
         "why_remote_code": obstacle,
         "transformers_version": transformers.__version__,
         "nmt_version": __version__,
-        "checkpoint": str(checkpoint),
+        "checkpoint": published_name(checkpoint),
         "decode": recipe["decode"],
         # generate's max_new_tokens counts the forced </s>, as nmt's limit does
         "max_new_tokens": length_limit(

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from nmt.errors import NmtError
+from nmt.io.export import published_name, published_recipe
 from nmt.io.files import read_json
 from nmt.model.load import Loaded
 
@@ -79,11 +80,12 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
         "",
         f"Trained with [nmt](https://pypi.org/project/nmt-attention/) and exported by "
         f"`nmt export --format hf` (nmt {manifest['nmt_version']}, transformers "
-        f"{manifest['transformers_version']}) from `{checkpoint}`. The model is {how}.",
+        f"{manifest['transformers_version']}) from `{published_name(checkpoint)}`. "
+        f"The model is {how}.",
         "",
         "## Data",
         "",
-        f"`{d.dir}`: trained on `{d.train}`, validated on `{d.dev}`, tested on "
+        f"`{Path(d.dir).name}`: trained on `{d.train}`, validated on `{d.dev}`, tested on "
         f"{', '.join(f'`{t}`' for t in d.test) or 'nothing'}; one SentencePiece "
         f"{d.vocab.type} vocabulary of {len(loaded.vocabs.tgt)} pieces for both languages.",
         "",
@@ -126,7 +128,9 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
         "## Recipe",
         "",
         "```yaml",
-        cfg.to_yaml().strip(),
+        yaml.safe_dump(
+            published_recipe(cfg.to_dict()), sort_keys=False, allow_unicode=True
+        ).strip(),
         "```",
         "",
     ]

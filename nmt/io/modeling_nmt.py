@@ -26,8 +26,11 @@ from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 from nmt.data.vocab import PAD
+from nmt.errors import NmtError
+from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
-from nmt.setup.recipe import config_from_dict
+from nmt.setup.config import from_dict
+from nmt.setup.migrations import upgrade_recipe
 
 
 class NmtConfig(PretrainedConfig):
@@ -90,9 +93,13 @@ class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
         self.post_init()
 
     def build(self) -> Transformer:
-        """nmt's model of the recipe, its weights as nmt initialises them."""
+        """nmt's model of the recipe's ``model`` section (the rest of the recipe is a
+        record of how it was trained), its weights as nmt initialises them."""
         c = self.config
-        cfg = config_from_dict(c.nmt_recipe, "the export's config.json").model
+        recipe = upgrade_recipe(c.nmt_recipe)
+        if not isinstance(recipe, dict) or "model" not in recipe:
+            raise NmtError("the export's config.json: nmt_recipe holds no model section")
+        cfg = from_dict(ModelConfig, recipe["model"], "model")
         return Transformer(cfg, c.src_vocab_size, c.vocab_size, PAD, c.share_embeddings)
 
     def _init_weights(self, module: nn.Module) -> None:

@@ -26,6 +26,7 @@ def is_run(directory: Path) -> bool:
 # checkpoint already fixes.
 RUN_TIME_KEYS = (
     "run_dir",
+    "plugins",  # where the plug-ins' code is now (--plugin stands in for a moved one)
     "data.cache_dir",
     "train.max_steps",
     "train.max_epochs",

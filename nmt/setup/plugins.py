@@ -26,6 +26,9 @@ from nmt.errors import NmtError, brief
 
 GROUP = "nmt.plugins"
 _loaded: set[str] = set()
+# a .py file's name -> the file given with --plugin, which stands in for a stored
+# plug-in of that name (a run moved to another place or machine with its plug-in)
+_stand_ins: dict[str, str] = {}
 
 
 def resolved(name: str) -> str:
@@ -35,10 +38,21 @@ def resolved(name: str) -> str:
     return str(Path(name).resolve()) if name.endswith(".py") else name
 
 
-def import_plugins(names: Iterable[str], why: str = "") -> None:
+def stand_in(name: str) -> str:
+    """A plug-in's stored name, or the ``--plugin`` file of the same file name given
+    to stand in for it."""
+    name = resolved(name)
+    return _stand_ins.get(Path(name).name, name) if name.endswith(".py") else name
+
+
+def import_plugins(names: Iterable[str], why: str = "", given: bool = False) -> None:
     """Import each plug-in once; one that cannot be imported is one line naming it
-    (and ``why`` it is needed)."""
-    for name in map(resolved, names):
+    (and ``why`` it is needed). ``given``: named by the user (``--plugin``), so that
+    each ``.py`` file stands in for a stored one of its file name."""
+    names = [resolved(n) for n in names]
+    if given:
+        _stand_ins.update({Path(n).name: n for n in names if n.endswith(".py")})
+    for name in map(stand_in, names):
         if name in _loaded:
             continue
         try:
@@ -70,7 +84,10 @@ def import_plugins(names: Iterable[str], why: str = "") -> None:
 
 def _import_file(path: Path) -> None:
     if not path.is_file():
-        raise NmtError(f"plug-in {path}: no such file")
+        raise NmtError(
+            f"plug-in {path}: no such file (a run moved with its plug-in: name the file "
+            "where it is now with --plugin)"
+        )
     # the file's own module name: two files of one stem (lab/a/attn.py, lab/b/attn.py)
     # must not share one, and a worker process that imports the file gets the same
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
@@ -102,6 +119,7 @@ def with_plugins(data: dict, extra: Iterable[str] = (), why: str = "") -> dict:
     given = data.get("plugins", [])
     if not isinstance(given, list) or not all(isinstance(p, str) and p for p in given):
         raise NmtError("plugins: expected a list of module names or .py paths")
-    names = list(dict.fromkeys(resolved(n) for n in [*given, *extra]))
+    import_plugins(extra, why, given=True)
+    names = list(dict.fromkeys(stand_in(n) for n in [*given, *extra]))
     import_plugins(names, why)
     return {**data, "plugins": names} if names else data

@@ -15,7 +15,7 @@ import yaml
 
 from nmt.io import checkpoint
 from nmt.setup import plugins
-from tests.conftest import subprocess_env, tiny_recipe_dict
+from tests.conftest import require_extra, subprocess_env, tiny_recipe_dict
 
 PLUGIN = Path(__file__).parents[1] / "plugins" / "uniform_attention.py"
 
@@ -222,3 +222,71 @@ def test_the_example_command_of_extending_md_is_a_valid_recipe(plugin_dir):
         timeout=120,
     )
     assert done.returncode == 0 and done.stdout.strip() == "uniform", done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_run_moved_with_its_plugin_file_resumes_and_translates_where_it_is(
+    plugin_dir, toy_dir, tmp_path
+):
+    """The stored plug-in path is the training machine's: after a move it is gone
+    (one line that says to name the file with --plugin), or it is still there beside
+    the copy (which must not register the kind twice); --plugin stands in for it."""
+    run, recipe = tmp_path / "run", tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, run, train={"max_steps": 2})))
+    original = plugin_dir / "uniform_attention.py"
+    uniform = ["--plugin", original, "--set", "model.attention.kind=uniform"]
+    done = nmt("train", recipe, *uniform, "--device", "cpu", plugin_dir=None)
+    assert done.returncode == 0, done.stderr[-3000:]
+    moved = tmp_path / "moved"
+    shutil.copytree(run, moved / "run")
+    shutil.copy(original, moved / "uniform_attention.py")
+    copy = moved / "uniform_attention.py"
+    source = (toy_dir / "test.src").read_text()
+    resume = ["train", moved / "run/recipe.yaml", "--set", f"run_dir={moved / 'run'}"]
+    resume += ["--set", "train.max_steps=4", "--resume", "--device", "cpu"]
+
+    both = nmt(*resume, "--plugin", copy, plugin_dir=None)  # the original still there
+    assert both.returncode == 0, both.stderr[-3000:]
+    assert yaml.safe_load((moved / "run/recipe.yaml").read_text())["plugins"] == [str(copy)]
+
+    shutil.rmtree(plugin_dir)  # the original gone
+    (moved / "run/last.pt").unlink()
+    shutil.copy(run / "last.pt", moved / "run/last.pt")
+    missing = nmt(*resume, plugin_dir=None)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "no such file (a run moved with its plug-in: name the file" in missing.stderr
+    done = nmt(*resume, "--plugin", copy, plugin_dir=None)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = nmt("translate", run, "--plugin", copy, "--device", "cpu", plugin_dir=None, input=source)
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 15, out.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_an_export_needs_no_plugin_file_and_records_no_path_of_this_machine(
+    plugin_dir, toy_dir, tmp_path
+):
+    """A plug-in's kind is not exported (the export would import the training
+    machine's file when loaded); what an export writes names no path of it."""
+    require_extra("transformers", "hf")
+    run, recipe = tmp_path / "run", tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, run, train={"max_steps": 2})))
+    uniform = ["--plugin", plugin_dir / "uniform_attention.py"]
+    done = nmt("train", recipe, *uniform, "--set", "model.attention.kind=uniform", "--set",
+               "data.test=[]", "--device", "cpu", plugin_dir=None)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused = nmt("export", run, "-o", tmp_path / "hf", "--format", "hf", plugin_dir=None)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "model.attention.kind uniform (module nmt_plugin_uniform_attention_" in refused.stderr
+    assert "not exported" in refused.stderr and not (tmp_path / "hf").exists()
+
+    local = tmp_path / "local"  # a built-in kind that needs the modelling file
+    sets = ["--set", "model.attention.kind=local_m", "--set", f"run_dir={local}"]
+    done = nmt("train", recipe, *uniform, *sets, "--set", "data.test=[]", "--device", "cpu",
+               plugin_dir=None)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = nmt("export", local, "-o", tmp_path / "hf", "--format", "hf", plugin_dir=None)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for written in (tmp_path / "hf").iterdir():
+        if written.suffix in (".json", ".md", ".py"):
+            text = written.read_text(encoding="utf-8")
+            assert str(tmp_path) not in text and "uniform_attention" not in text, written.name
