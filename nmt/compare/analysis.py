@@ -101,6 +101,8 @@ def training_figures(run_dir: Path) -> tuple[dict[str, float], list[dict[str, fl
         train = {"steps": s["steps"], "seconds": s["elapsed_s"], "tokens_per_s": s["tokens_per_s"]}
         if isinstance(s.get("where"), dict):  # runs from before it was recorded have none
             train["where"] = s["where"]
+        if isinstance(s.get("tracker_failures"), dict):
+            train["tracker_failures"] = s["tracker_failures"]
     else:
         rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
         train = {

@@ -255,7 +255,7 @@ def report(
             f"{e.split}: {e.variant}, its {e.seeds} seeds as one ensemble: BLEU "
             f"{e.bleu:.2f} (the seeds' mean {e.seeds_bleu:.2f}, {e.gain:+.2f})"
         )
-    notes = timing_notes(runs) + pruned_notes(runs)
+    notes = timing_notes(runs) + pruned_notes(runs) + tracker_notes(runs)
     report = Report(
         title, splits, rows, failures, baseline, spec.bootstrap, figures, spec.significance,
         ensembles, contrasts, notes,
@@ -282,6 +282,24 @@ def report(
     }
     write_json(out / "results.json", payload)
     console.print(f"report: {out / 'report.md'}")
+
+
+def tracker_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
+    """Say which runs' trackers (train.log_to) failed while they trained: each run
+    warned in its own log only, and the tracker holds fewer runs than the study."""
+    failed = [
+        f"{r.run_dir.name if r.run_dir.name.startswith('seed') else r.run_dir}"
+        f" of {r.variant}: {name} ({why})"
+        for rs in runs.values()
+        for r in rs
+        for name, why in r.train.get("tracker_failures", {}).items()
+    ]
+    if not failed:
+        return []
+    return [
+        f"train.log_to failed in {len(failed)} run(s), whose figures are missing from that "
+        f"tracker (metrics.jsonl has them): {'; '.join(failed)}"
+    ]
 
 
 def pruned_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:

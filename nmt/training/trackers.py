@@ -18,13 +18,14 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nmt import install_hint
 from nmt.errors import NmtError
-from nmt.io.files import read_json, write_text
+from nmt.io.files import held, read_json, write_text
 from nmt.progress import warn
 
 if TYPE_CHECKING:
@@ -79,18 +80,21 @@ class Tracker:
 
     name = "tracker"
     draws_attention = False  # whether :meth:`attention` draws anything (it costs a pass)
+    # environment variables set (unless the user set them) while the library runs
+    patience: dict[str, str] = {}
 
     def __init__(self) -> None:
-        self.failed = False
+        self.failed: str | None = None  # why it stopped, for the run's summary
 
     def _guard(self, write: Callable[[], None]) -> None:
-        if self.failed:
+        if self.failed is not None:
             return
         try:
-            write()
+            with defaults(self.patience):
+                write()
         except Exception as e:  # any failure of another library's logging: the run goes on
-            self.failed = True
             reason = " ".join(str(e).split())[:200] or type(e).__name__
+            self.failed = reason
             warn(
                 f"train.log_to: {self.name} failed ({reason}); its logging stops, training "
                 "goes on (metrics.jsonl has every figure)"
@@ -131,6 +135,27 @@ def save_id(run_dir: Path, name: str, value: str) -> None:
     write_text(path, json.dumps({**ids, name: value}, indent=2) + "\n")
 
 
+@contextmanager
+def defaults(values: dict[str, str]) -> Iterator[None]:
+    """Environment variables set for the block where the user has not set them, and
+    removed again after it."""
+    added = [key for key in values if key not in os.environ]
+    os.environ.update({key: values[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///PATH`` tracking URI, else None."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri.removeprefix("sqlite:///"))
+    return path if path.parent.is_dir() else None
+
+
 def run_name(cfg: RunConfig) -> str:
     return cfg.train.run_name or str(cfg.run_dir)
 
@@ -143,12 +168,21 @@ class MlflowLog(Tracker):
     sqlite:///RUN/mlflow.db`` shows it."""
 
     name = "mlflow"
+    # an unreachable server: a few seconds before the warning, not MLflow's 7 retries
+    # with minutes of backoff (a user's own settings win)
+    patience = {
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": "15",
+    }
 
     def __init__(self, cfg: RunConfig, run_dir: Path, resumed_step: int = 0) -> None:
         super().__init__()
         import_extra("mlflow", "mlflow")
-        for noisy in ("mlflow", "alembic"):  # table creation logs at INFO on stderr
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+        # its table creation logs at INFO, a failed write 20 lines at ERROR: the one
+        # warning of _guard says it
+        for noisy in ("mlflow", "alembic", "sqlalchemy"):
+            logging.getLogger(noisy).setLevel(logging.CRITICAL)
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
@@ -157,6 +191,12 @@ class MlflowLog(Tracker):
         self.run_id = ""
 
         def start() -> None:
+            # one process at a time creates a SQLite store's tables and its experiment
+            # (a study's workers start together: the second died on "duplicate column")
+            with held(Path(f"{store}.lock")) if (store := sqlite_file(uri)) else nullcontext():
+                begin()
+
+        def begin() -> None:
             self.client = MlflowClient(tracking_uri=uri)
             name = cfg.train.experiment
             found = self.client.get_experiment_by_name(name)

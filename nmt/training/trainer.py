@@ -309,7 +309,8 @@ class Trainer:
     # ------------------------------------------------------------------- loop
 
     def run(self) -> dict[str, Any]:
-        """Train until the budget is spent or early stopping; returns a summary."""
+        """Train until the budget is spent or early stopping; returns a summary, with
+        the trackers that failed on the way (``tracker_failures``: name -> why)."""
         finished = False
         try:
             if self.dist.main:  # one at a time, so that those open are closed on a failure
@@ -318,11 +319,12 @@ class Trainer:
             with self.signals:
                 summary = self._loop()
             finished = True
-            return summary
         finally:
             for tracker in self.trackers:
                 tracker.close(finished)
+            failures = {t.name: t.failed for t in self.trackers if t.failed is not None}
             self.trackers = []
+        return summary | ({"tracker_failures": failures} if failures else {})
 
     def budget_spent(self) -> bool:
         """Whether any budget is spent (on any rank: clocks differ between ranks)."""

@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import glob
 import json
+import socket
 import struct
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from nmt.cli import app
 from nmt.compare.spec import load_spec
 from nmt.errors import ConfigError, NmtError
+from nmt.io.rundir import recipe_changes
 from nmt.training.run import train
 from nmt.training.trackers import hyperparameters, tag
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra
+
+runner = CliRunner()
 
 
 def jsonl(run_dir: Path) -> list[dict]:
@@ -126,9 +133,53 @@ def test_a_failing_tracker_is_one_warning_and_the_run_finishes(tiny_config, tmp_
     cfg = tiny_config(train={"log_to": ["jsonl", "mlflow"], "mlflow_uri": uri, "max_steps": 2})
     summary = train(cfg, device="cpu")
     err = capfd.readouterr().err
-    assert summary["steps"] == 2
+    assert summary["steps"] == 2 and "a-file" in summary["tracker_failures"]["mlflow"]
     assert err.count("train.log_to: mlflow failed") == 1, err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and "ERROR" not in err
+
+
+@pytest.mark.slow
+def test_an_unreachable_mlflow_server_costs_seconds_not_minutes(tiny_config, capfd):
+    """A closed port: MLflow's own 7 retries with backoff stalled a 4-update run for
+    over 4 minutes before the one warning."""
+    require_extra("mlflow", "mlflow")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    cfg = tiny_config(train={"log_to": ["jsonl", "mlflow"], "mlflow_uri": uri, "max_steps": 2})
+    start = time.monotonic()
+    summary = train(cfg, device="cpu")
+    assert time.monotonic() - start < 60
+    assert "mlflow" in summary["tracker_failures"]
+    assert capfd.readouterr().err.count("train.log_to: mlflow failed") == 1
+
+
+@pytest.mark.slow
+def test_a_study_of_two_workers_logs_every_run_to_a_new_store(tmp_path, toy_dir):
+    """Both workers start at once and create the SQLite store's tables: one died on
+    "duplicate column name" and the study exited 0 with half its runs in MLflow."""
+    require_extra("mlflow", "mlflow")
+    variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
+    spec = write_spec(
+        tmp_path, toy_dir, variants, seeds=(1,), extra_set=["train.log_to=[jsonl, mlflow]"]
+    )
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    study = tmp_path / "study"
+    names = {r.info.run_name for r in mlflow_runs(f"sqlite:///{study / 'mlflow.db'}", "study")}
+    assert names == {"global/seed1", "local_m/seed1"}
+    assert "train.log_to failed" not in (study / "report.md").read_text()
+
+
+def test_logging_keys_added_to_an_interrupted_run_do_not_change_it():
+    """A study resumed with log_to: mlflow sets the trackers' keys on every run;
+    a resume refused them as a change of the run."""
+    old = {"train": {"log_to": ["jsonl"], "lr": 1e-3}}
+    new = {"train": {"log_to": ["jsonl", "mlflow", "wandb"], "lr": 1e-3,
+                     "mlflow_uri": "sqlite:///s/mlflow.db", "wandb_dir": "s",
+                     "experiment": "s", "run_name": "global/seed1"}}  # fmt: skip
+    assert len(recipe_changes(old, new, Path("last.pt"))) == 5
 
 
 @pytest.mark.parametrize(
