@@ -29,11 +29,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,7 +44,7 @@ import torch
 from nmt import install_hint
 from nmt.compare.runs import RunResult, bring_up, done
 from nmt.compare.spec import LauncherSpec, PlannedRun
-from nmt.errors import NmtError
+from nmt.errors import NmtError, brief
 from nmt.io.files import write_text
 from nmt.progress import console, progress_bar
 from nmt.setup.config import from_dict
@@ -161,7 +163,12 @@ def launch(
     if todo:
         jobs = submit(submitit, todo, splits, device, launcher, folder)
         known.update({str(r.run_dir): j.job_id for r, j in zip(todo, jobs)})
-        write_text(folder / JOBS, json.dumps(known, indent=2) + "\n")
+        try:
+            write_text(folder / JOBS, json.dumps(known, indent=2) + "\n")
+        except NmtError as e:  # jobs the study cannot find again would run twice
+            for job in jobs:
+                job.cancel(check=False)
+            raise NmtError(f"{e}; the {len(jobs)} job(s) just submitted were cancelled") from None
         array = jobs[0].job_id.split("_")[0]
         console.print(f"submitted {len(todo)} of {len(planned)} runs as SLURM job array {array}")
     if not wait:
@@ -200,10 +207,13 @@ def submit(
         params["array_parallelism"] = launcher.max_running
     executor.update_parameters(**params)
     before = set(folder.rglob("*")) if folder.is_dir() else set()
-    try:  # submitit prints sbatch's refusal before raising it: it is said once, below
-        with contextlib.redirect_stderr(io.StringIO()), executor.batch():
+    # submitit prints sbatch's refusal, and logs any failure in its batch, before
+    # raising it: it is said once, below
+    quiet = contextlib.redirect_stderr(io.StringIO())
+    try:
+        with quiet, silenced("submitit"), executor.batch():
             jobs = [executor.submit(RunJob(run, splits, device, folder)) for run in runs]
-    except (submitit.core.utils.FailedJobError, OSError) as e:
+    except Exception as e:  # sbatch's refusal, a write, or its pickling on a full disk
         for left in sorted(set(folder.rglob("*")) - before, reverse=True):  # files, then dirs
             if left.is_file() or left.is_symlink():
                 left.unlink(missing_ok=True)
@@ -213,11 +223,26 @@ def submit(
     return jobs
 
 
+@contextlib.contextmanager
+def silenced(name: str) -> Iterator[None]:
+    """The logger ``name`` says nothing for the block (its handlers hold the stderr
+    of import time, which redirect_stderr does not reach)."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def refusal(error: Exception, folder: Path) -> str:
     """sbatch's refusal (or a write that failed) as one line: SLURM's reason and the
     spec key that asked for what the cluster cannot give."""
     if isinstance(error, OSError):
         return f"{folder}: cannot write the job files ({error.strerror or error})"
+    if type(error).__name__ != "FailedJobError":
+        return f"{folder}: the job array was not submitted ({type(error).__name__}: {brief(error)})"
     lines = [x.strip() for x in str(error).splitlines() if x.strip()]
     said = [x for x in lines if x.startswith("sbatch:")] or [x for x in lines if "--help" not in x]
     reasons = [x.removeprefix("sbatch: ").removeprefix("error: ") for x in said]

@@ -81,13 +81,17 @@ class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.nmt = self.build()
         self._computed: dict[str, Tensor] | None = None  # see _init_weights
-        cfg = self.nmt.cfg
         self.encoder = NmtEncoder(self.nmt)
+        # every parameter nmt shares between modules (the embeddings and the output
+        # layer tied to them, the two sides' learned position table), each copy named
+        # with the first: safetensors refuses shared tensors it was not told of
+        first: dict[int, str] = {}
         ties = {}
-        if config.share_embeddings:
-            ties["nmt.src_embed.tokens.weight"] = "nmt.tgt_embed.tokens.weight"
-        if cfg.tie_embeddings:
-            ties["nmt.output.weight"] = "nmt.tgt_embed.tokens.weight"
+        for name, p in self.nmt.named_parameters(remove_duplicate=False):
+            if id(p) in first:
+                ties[f"nmt.{name}"] = f"nmt.{first[id(p)]}"
+            else:
+                first[id(p)] = name
         self._tied_weights_keys = ties
         config.tie_word_embeddings = bool(ties)  # transformers ties nothing otherwise
         self.post_init()

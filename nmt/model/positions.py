@@ -25,12 +25,14 @@ from nmt.model.config import PositionsConfig
 
 
 def sinusoids(length: int, dim: int) -> Tensor:
-    """Sinusoidal position encodings (Vaswani et al. 2017, sec. 3.5) -> (length, dim)."""
+    """Sinusoidal position encodings (Vaswani et al. 2017, sec. 3.5) -> (length, dim):
+    sin in the even dimensions 2i, cos in the odd ones 2i + 1, so an odd ``dim`` ends
+    with a sine."""
     pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)  # (L,1)
     freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
     pe = torch.zeros(length, dim)
-    pe[:, 0::2] = torch.sin(pos * freq)
-    pe[:, 1::2] = torch.cos(pos * freq)
+    pe[:, 0::2] = torch.sin(pos * freq)  # (L, ceil(dim/2))
+    pe[:, 1::2] = torch.cos(pos * freq[: dim // 2])  # (L, floor(dim/2))
     return pe
 
 

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.compare.slurm import read_outcome
+from nmt.errors import NmtError
 from nmt.setup.env import flag
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra, subprocess_env
@@ -280,3 +281,42 @@ def test_absurd_launcher_values_are_refused_before_submitting(tmp_path, toy_dir)
         spec.write_text(yaml.safe_dump(data))
         result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
         assert result.exit_code == 2 and key in result.output, result.output
+
+
+def test_jobs_the_study_cannot_record_are_cancelled_and_said_in_one_line(
+    slurm, tmp_path, toy_dir, monkeypatch
+):
+    """A full disk after sbatch accepted the array: jobs.json cannot be written, so a
+    second run of the study would not find the jobs and would submit them again; they
+    are cancelled, and the error says so."""
+    import nmt.compare.slurm as launcher
+
+    spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    real = launcher.write_text
+
+    def full(path, text):
+        if path.name == "jobs.json":
+            raise NmtError(f"{path}: cannot write (No space left on device)")
+        real(path, text)
+
+    original, submitted = launcher.submit, []
+
+    def recording(*args):
+        jobs = original(*args)
+        submitted.extend(j.job_id for j in jobs)
+        return jobs
+
+    monkeypatch.setattr(launcher, "write_text", full)
+    monkeypatch.setattr(launcher, "submit", recording)
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--no-wait"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    lines = [x for x in result.output.splitlines() if x.strip()]
+    assert lines[-1].endswith("the 1 job(s) just submitted were cancelled"), lines
+    assert len(submitted) == 1
+    for _ in range(50):  # cancelled: gone from the queue within seconds
+        queue = ["squeue", "--noheader", "--format=%i", "--states=PENDING,RUNNING"]
+        queued = subprocess.run(queue, capture_output=True, text=True).stdout.split()
+        if not set(submitted) & set(queued):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"jobs {submitted} still queued")

@@ -15,6 +15,7 @@ from nmt.attention.base import alibi_slopes
 from nmt.model.config import ModelConfig
 from nmt.model.positions import Rotary, sinusoids
 from nmt.setup.config import ConfigError, from_dict
+from nmt.training.run import train
 from tests.helpers import assert_incremental_equals_full, random_batch, tiny_model
 
 SCHEMES = {
@@ -173,3 +174,20 @@ def test_absurd_positions_are_refused_naming_the_key(positions, key):
     with pytest.raises(ConfigError) as error:
         from_dict(ModelConfig, {"positions": positions, **sizes})
     assert str(error.value).startswith(key.removeprefix("model."))
+
+
+@pytest.mark.parametrize("dim", [7, 8, 33])
+def test_sinusoids_follow_the_formula_for_any_width(dim):
+    """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)); an
+    odd width (a model of d_model 33) ends with a sine instead of failing to build."""
+    pe = sinusoids(50, dim)
+    for p in (0, 1, 17, 49):
+        for j in range(dim):
+            angle = p / 10000 ** ((j - j % 2) / dim)
+            want = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+            assert pe[p, j].item() == pytest.approx(want, abs=1e-5), (p, j)
+
+
+def test_a_model_of_odd_width_with_sinusoidal_positions_trains(tiny_config):
+    cfg = tiny_config(model={"d_model": 33, "heads": 3}, train={"max_steps": 2})
+    assert train(cfg, device="cpu")["steps"] == 2
