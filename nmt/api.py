@@ -9,7 +9,7 @@ at a sentence's cross-attention, score a translation (docs/api.md).
     score(t.translate(src), refs)                      # {'bleu': ..., 'chrf': ...}
 
 The commands call the same functions: ``nmt translate`` translates through
-:func:`nmt.decoding.search.translate_lines`, as :meth:`Translator.nbest` does, and ``nmt
+:func:`nmt.decoding.split.translate_text`, as :meth:`Translator.nbest` does, and ``nmt
 attention`` draws what :meth:`Translator.attention` returns.
 """
 
@@ -24,7 +24,8 @@ import torch
 
 from nmt.decoding.config import Sampling, with_overrides
 from nmt.decoding.metrics import Score, corpus_score
-from nmt.decoding.search import Translation, encode_source, translate_lines
+from nmt.decoding.search import Translation, encode_source
+from nmt.decoding.split import translate_text
 from nmt.errors import NmtError
 from nmt.inspection.maps import AttentionMap, attention_maps, grid_figure, heatmap_figure, panels
 from nmt.model.load import Loaded, load_model
@@ -67,9 +68,9 @@ class Translator:
         cfg = with_overrides(self.loaded.cfg.decode, changes)
         beam = 1 if sample is not None else beam or max(cfg.beam, n_best)
         cfg = with_overrides(cfg, [f"decode.beam={beam}", f"decode.n_best={n_best}"])
-        v = self.loaded.vocabs
-        return translate_lines(
-            self.loaded.model, v.src, v.tgt, lines, cfg, self.device, sampling=sample, refs=refs
+        model = self.loaded.model
+        return translate_text(
+            self.loaded, model, lines, cfg, self.device, sampling=sample, refs=refs
         )
 
     def translate(self, sentences: Iterable[str], **options: Any) -> list[str]:

@@ -177,7 +177,8 @@ def evaluate(
 @app.command(
     epilog="Example: nmt translate runs/toy -i data/toy/test.src -o hyp.txt --beam 5  "
     "(an ensemble: nmt translate runs/a runs/b -i data/toy/test.src; at the reference's "
-    "length: --length oracle --ref data/toy/test.tgt)"
+    "length: --length oracle --ref data/toy/test.tgt; paragraphs sentence by sentence: "
+    "nmt translate runs/multi30k-de-en -i doc.de --split sentences --report lengths.jsonl)"
 )
 @user_errors
 def translate(
@@ -211,9 +212,19 @@ def translate(
         "model", help="model: the recipe's bounds; oracle: each output as long as its --ref line."
     ),
     ref: Optional[Path] = typer.Option(None, "--ref", help="--length oracle: the references."),
+    split: Optional[str] = typer.Option(
+        None, "--split", help="sentences: cut each line into sentences, translate each, join."
+    ),
+    split_lang: Optional[str] = typer.Option(
+        None, "--split-lang", help="--split sentences: the rules' language (default: the run's)."
+    ),
+    report: Optional[Path] = typer.Option(
+        None, "--report", help="Write each line's source, output and predicted length (JSONL)."
+    ),
     plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
 ) -> None:
-    """Translate one sentence per line; always exactly one output line per input line."""
+    """Translate one sentence per line; always exactly one output line per input line.
+    Lines whose output is far shorter than the run predicts are named on stderr."""
     from nmt.decoding.config import length_mode
     from nmt.decoding.translate import sampling_options, translate_file
     from nmt.setup.plugins import import_plugins
@@ -232,9 +243,19 @@ def translate(
         attention_dir=attention_dir,
         alignments=alignments,
         sampling=sampling_options(sample, temperature, top_k, top_p, seed),
-        overrides=set_,
+        overrides=[*set_, *split_overrides(split, split_lang)],
         length=length_mode(length),
         ref=ref,
+        report=report,
+    )
+
+
+def split_overrides(split: str | None, split_lang: str | None) -> list[str]:
+    """``--split`` and ``--split-lang`` as the decode keys they set."""
+    if split_lang is not None and split != "sentences":
+        raise NmtError("--split-lang: only --split sentences uses it")
+    return [f"decode.split={split}"] * (split is not None) + [f"decode.split_lang={split_lang}"] * (
+        split_lang is not None
     )
 
 

@@ -20,7 +20,7 @@ from nmt.compare.rows import EnsembleRow
 from nmt.data.pipeline import load_split
 from nmt.decoding.evaluate import evaluated_model
 from nmt.decoding.metrics import corpus_score
-from nmt.decoding.search import translate_lines
+from nmt.decoding.split import translate_text
 from nmt.decoding.translate import ensemble, one_line
 from nmt.io.files import write_text
 from nmt.progress import console
@@ -40,10 +40,10 @@ def ensemble_rows(
         console.print(f"ensemble of {name}'s {len(per_seed)} seeds")
         members = [evaluated_model(r.run_dir, device) for r in per_seed]
         model = ensemble(members, [r.run_dir for r in per_seed])
-        cfg, vocabs = members[0].cfg, members[0].vocabs
+        cfg = members[0].cfg
         for split in splits:
             src, refs = load_split(cfg.data, split)
-            nbest = translate_lines(model, vocabs.src, vocabs.tgt, src, cfg.decode, device)
+            nbest = translate_text(members[0], model, src, cfg.decode, device)
             hyps = [one_line(h[0].text) for h in nbest]
             write_text(out / DIR / name / f"{split}.hyp", "".join(h + "\n" for h in hyps))
             bleu, chrf = (corpus_score(m, hyps, [refs]).score for m in ("bleu", "chrf"))

@@ -7,6 +7,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from nmt.errors import ConfigError, NmtError
 from nmt.setup.config import check, check_seed, from_dict, parse_override
 
@@ -36,6 +38,31 @@ class DecodeConfig:
     # evaluate (and compare) with the mean of the last N kept checkpoints instead of
     # best.pt (nmt.io.averaging; needs train.keep_checkpoints >= N); 0: best.pt
     average_last: int = 0
+    # none: each line translated as it is; sentences: each line cut into its sentences
+    # (nmt.data.sentences), each translated apart, their outputs joined into one line
+    split: Literal["none", "sentences"] = "none"
+    split_lang: str | None = None  # the sentence rules' language; null: data.src_lang
+    # nmt translate names the lines whose output has fewer pieces than this share of
+    # length_ratio × their source's pieces (an early stop); 0: no check
+    short: float = 0.5
+    # the training pairs' mean target/source length in pieces, measured when the run
+    # is built (what translate predicts an output's length from)
+    length_ratio: float | None = None
+
+    def inert_keys(self) -> dict[str, str]:
+        if self.split == "sentences":
+            return {}
+        return {"split_lang": f"only split sentences uses it (split is {self.split!r})"}
+
+    def from_data(self, lengths: np.ndarray) -> tuple[DecodeConfig, str | None]:
+        """``length_ratio`` measured on the training pairs' (source, target) pieces
+        (N,2), ``</s>`` and ``<s>`` left out as translate counts them."""
+        if self.length_ratio is not None or not len(lengths):
+            return self, None
+        pieces = np.maximum(np.asarray(lengths) - 1, 1)  # (N,2)
+        ratio = float(np.mean(pieces[:, 1] / pieces[:, 0]))
+        measured = f"{ratio:.3f} (mean target/source pieces on the training data)"
+        return dataclasses.replace(self, length_ratio=ratio), f"decode.length_ratio = {measured}"
 
     def __post_init__(self) -> None:
         check(1 <= self.beam <= 1024, "beam", "must be in 1..1024 (and at most the vocabulary)")
@@ -64,6 +91,17 @@ class DecodeConfig:
         check(1 <= self.batch_tokens <= 2**26, "batch_tokens", "must be in 1..67,108,864")
         check(1 <= self.n_best <= self.beam, "n_best", "must be between 1 and decode.beam")
         check(0 <= self.average_last <= 10_000, "average_last", "must be in 0..10,000")
+        check(
+            self.split == "none" or self.n_best == 1,
+            "n_best",
+            "a line cut into sentences has one output (decode.split sentences)",
+        )
+        check(0 <= self.short < 1, "short", "must be in [0, 1) (0: no check)")
+        check(
+            self.length_ratio is None or 0.01 <= self.length_ratio <= 100,
+            "length_ratio",
+            "must be in 0.01..100 (a target/source length ratio; null: measured)",
+        )
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from nmt.data.corpus import n_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding.config import LengthMode, decode_tag, with_overrides
 from nmt.decoding.metrics import corpus_score
-from nmt.decoding.search import translate_lines
+from nmt.decoding.split import translate_text
 from nmt.decoding.translate import one_line
 from nmt.errors import NmtError
 from nmt.io.averaging import average_last
@@ -107,10 +107,9 @@ def evaluate(
         name = f"{split}@{tag}" if tag else split
         start = time.perf_counter()
         with sentence_progress(name, len(src), console.is_terminal) as advance:
-            nbest = translate_lines(
+            nbest = translate_text(
+                loaded,
                 loaded.model,
-                loaded.vocabs.src,
-                loaded.vocabs.tgt,
                 src,
                 decode,
                 dev,

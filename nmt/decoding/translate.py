@@ -13,7 +13,9 @@ import torch
 from nmt.data.alignment import Alignment, format_pharaoh
 from nmt.data.corpus import input_chunks, n_lines, read_lines
 from nmt.decoding.config import LengthMode, with_overrides
-from nmt.decoding.search import Sampling, Translation, encode_source, translate_lines
+from nmt.decoding.length_check import check_lengths
+from nmt.decoding.search import Sampling, Translation, encode_source
+from nmt.decoding.split import translate_text
 from nmt.errors import ConfigError, NmtError
 from nmt.io.files import atomic_file
 from nmt.model.ensemble import Ensemble
@@ -103,11 +105,14 @@ def translate_file(
     overrides: list[str] | None = None,
     length: LengthMode = "model",
     ref: Path | None = None,
+    report: Path | None = None,
 ) -> None:
     """Translate ``input`` (a file, or stdin) into ``output``, one line per line, with
     the run's decode settings changed by the options (``overrides``:
-    ``decode.KEY=VALUE``); ``length`` oracle makes each output exactly as long as its
-    line of ``ref``, in pieces."""
+    ``decode.KEY=VALUE``, ``decode.split`` among them); ``length`` oracle makes each
+    output exactly as long as its line of ``ref``, in pieces. Then the lines whose
+    output is far shorter than the run predicts are named on stderr (and every
+    line's lengths written to ``report``, JSON lines)."""
     if (length == "oracle") != (ref is not None):
         raise NmtError(
             "--length oracle needs --ref, the references whose lengths it keeps"
@@ -125,6 +130,8 @@ def translate_file(
     for other, option in ((output, "-o"), (input, "-i")):
         if same_file(alignments, other):
             raise NmtError(f"--alignments {alignments}: the same file as {option}")
+        if same_file(report, other):
+            raise NmtError(f"--report {report}: the same file as {option}")
     if attention_dir is not None and attention_dir.exists() and not attention_dir.is_dir():
         raise NmtError(f"--attention-dir {attention_dir}: a file, not a directory")
     if len(checkpoints) > 1 and (attention_dir is not None or alignments is not None):
@@ -147,6 +154,9 @@ def translate_file(
         cfg = dataclasses.replace(cfg, **changes)
     except ConfigError as e:  # DecodeConfig's checks, named by the option that sets the key
         raise NmtError(f"--{e.key.replace('_', '-')}: {e.message}") from None
+    if cfg.split == "sentences" and (attention_dir is not None or alignments is not None):
+        option = "--attention-dir" if attention_dir is not None else "--alignments"
+        raise NmtError(f"{option}: a line cut into sentences has no attention of its own")
     if beam > len(loaded.vocabs.tgt):
         raise NmtError(
             f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"
@@ -160,6 +170,7 @@ def translate_file(
     show = console.is_terminal and (input is not None or not sys.stdout.isatty())
     generator = None if sampling is None else torch.Generator(dev).manual_seed(sampling.seed)
     truncated = 0
+    lengths: list[tuple[int, int]] = []  # (source pieces, output pieces) of every line
 
     def count_truncated(n: int) -> None:
         nonlocal truncated
@@ -173,19 +184,20 @@ def translate_file(
         write_links = None if alignments is None else outputs.enter_context(open_output(alignments))
 
         def translate_part(lines: list[str], first: int) -> None:
-            nbest = translate_lines(
+            nbest = translate_text(
+                loaded,
                 model,
-                loaded.vocabs.src,
-                loaded.vocabs.tgt,
                 lines,
                 cfg,
                 dev,
-                on_batch=advance,
+                advance,
                 on_truncated=count_truncated,
                 sampling=sampling,
                 generator=generator,
                 refs=None if refs is None else refs[first : first + len(lines)],
             )
+            sources = encode_source(loaded.vocabs.src, lines, loaded.model.cfg.max_positions - 1)
+            lengths.extend((len(s), len(h[0].tokens)) for s, h in zip(sources, nbest))
             if attention_dir is not None or write_links is not None:
                 best = [h[0].tokens for h in nbest]
                 links = attention_outputs(loaded, lines, best, attention_dir, first)
@@ -200,6 +212,7 @@ def translate_file(
     if truncated:
         limit = loaded.model.cfg.max_positions - 1
         warn(f"{truncated} input line(s) longer than {limit} pieces were truncated")
+    check_lengths(lengths, cfg, report)
 
 
 def typed_lines() -> Iterator[list[str]]:

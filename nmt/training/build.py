@@ -86,15 +86,17 @@ def load_data(
 
 def resolve_from_data(cfg: RunConfig, data: ParallelData, log: Callable[[str], None]) -> RunConfig:
     """Fill the recipe values measured on the training data: the length ratio of
-    local_m's centre (``AttentionConfig.from_data``) and of cross-attention ALiBi's
-    diagonal (``PositionsConfig.from_data``)."""
+    local_m's centre (``AttentionConfig.from_data``), of cross-attention ALiBi's
+    diagonal (``PositionsConfig.from_data``) and of translate's length check
+    (``DecodeConfig.from_data``)."""
     attention, measured = cfg.model.attention.from_data(data.lengths)
     positions, located = cfg.model.positions.from_data(data.lengths)
-    for line in (measured, located):
+    decode, predicted = cfg.decode.from_data(data.lengths)
+    for line in (measured, located, predicted):
         if line is not None:
             log(line)
     model = dataclasses.replace(cfg.model, attention=attention, positions=positions)
-    return dataclasses.replace(cfg, model=model)
+    return dataclasses.replace(cfg, model=model, decode=decode)
 
 
 def build_model(cfg: ModelConfig, vocabs: Vocabs) -> Transformer:

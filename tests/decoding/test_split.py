@@ -1,0 +1,120 @@
+"""``decode.split: sentences`` (``nmt translate --split sentences``): one output line
+per input line, each the translations of its sentences, the same as translating the
+sentences one by one, for every attention kind; and the check that names outputs far
+shorter than the run predicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nmt.attention import ATTENTION
+from nmt.data.corpus import read_lines
+from nmt.data.sentences import joiner, segmenter, split_lines
+from nmt.decoding.config import DecodeConfig
+from nmt.decoding.length_check import is_short
+from nmt.decoding.search import translate_lines
+from nmt.decoding.split import joined, translate_text
+from nmt.errors import NmtError
+from nmt.model.load import load_model
+from tests.io.test_huggingface import variant
+from tests.test_cli import invoke
+
+word = st.sampled_from(["a", "dog", "runs", "the", "green", "park", "two", "men", "sit"])
+# two words at least: "A. B." reads as initials, which pysbd rightly does not cut
+sentence = st.lists(word, min_size=2, max_size=6).map(lambda w: " ".join(w).capitalize() + ".")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(sentence, max_size=5), max_size=6))
+def test_each_line_gets_back_exactly_its_own_sentences(paragraphs):
+    lines = [" ".join(p) for p in paragraphs]
+    sentences, owners = split_lines(lines, segmenter("en"))
+    assert sorted(set(owners)) == list(range(len(lines))) and owners == sorted(owners)
+    for i, p in enumerate(paragraphs):
+        mine = [s for s, o in zip(sentences, owners) if o == i]
+        assert mine == (p or [""])  # an empty line is one empty "sentence"
+
+
+def test_joined_outputs_put_each_lines_sentences_back_in_order():
+    from nmt.decoding.search import Translation
+
+    each = [[Translation(t, -1.0, [k])] for k, t in enumerate(["A.", "B.", "", "C."])]
+    (a,), (b,), (c,) = joined(each, [0, 0, 1, 2], 3, " ")
+    assert (a.text, a.tokens, a.score) == ("A. B.", [0, 1], -2.0)
+    assert (b.text, b.tokens) == ("", [2]) and c.text == "C."
+    assert joiner("zh") == "" and joiner("de") == " "
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ATTENTION.names())
+def test_split_then_translate_equals_each_sentence_translated_alone(
+    kind, tiny_run, toy_dir, tmp_path
+):
+    path = variant(tiny_run, tmp_path / "model.pt", attention={"kind": kind})
+    loaded = load_model(path, torch.device("cpu"))
+    toy = read_lines(toy_dir / "test.src")[:7]
+    # toy sentences end without a stop: each line is 1-3 of them, each ended with one
+    lines = [". ".join(toy[i : i + n]) + "." for i, n in zip((0, 1, 3, 6), (1, 2, 3, 1))]
+    lines.insert(2, "")
+    cfg = DecodeConfig(beam=2, max_len_a=0.5, max_len_b=4, split="sentences", split_lang="en")
+    split = translate_text(loaded, loaded.model, lines, cfg, torch.device("cpu"))
+    assert len(split) == len(lines) and split[2][0].text == ""
+    plain = dataclasses.replace(cfg, split="none")
+    for line, (got,) in zip(lines, split):
+        alone = [
+            translate_lines(
+                loaded.model, loaded.vocabs.src, loaded.vocabs.tgt, [s], plain, torch.device("cpu")
+            )[0][0]
+            for s in segmenter("en")(line)
+        ]
+        assert got.text == " ".join(t.text for t in alone if t.text), line
+        assert got.tokens == [p for t in alone for p in t.tokens]
+
+
+def test_a_language_without_rules_is_one_line_naming_the_key(tiny_run, toy_dir):
+    src = toy_dir / "test.src"
+    result = invoke("translate", tiny_run, "-i", src, "--split", "sentences")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "decode.split_lang 'src': no sentence rules for this language" in result.output
+    result = invoke("translate", tiny_run, "-i", src, "--split-lang", "en")
+    assert result.exit_code == 2 and "--split-lang: only --split sentences uses it" in result.output
+    with pytest.raises(NmtError, match=r"decode\.split_lang 'xx'"):
+        segmenter("xx")
+
+
+def test_outputs_far_shorter_than_predicted_are_named_and_reported(tiny_run, toy_dir, tmp_path):
+    """Lines of several toy sentences, translated by a model whose outputs are cut at
+    4 pieces (as a model trained on single sentences stops after about one): every
+    line under half its predicted length is named on stderr and in --report."""
+    toy = read_lines(toy_dir / "test.src")[:9]
+    src = tmp_path / "joined.src"
+    src.write_text("".join(" ".join(toy[i : i + 3]) + "\n" for i in range(0, 9, 3)) + "la\n")
+    report = tmp_path / "lengths.jsonl"
+    cut = ["--set", "decode.max_len_a=0", "--set", "decode.max_len_b=4", "--beam", "1"]
+    result = invoke("translate", tiny_run, "-i", src, *cut, "--report", report)
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 4
+    rows = [json.loads(x) for x in report.read_text().splitlines()]
+    assert [r["line"] for r in rows] == [1, 2, 3, 4]
+    ratio = load_model(tiny_run, torch.device("cpu")).cfg.decode.length_ratio
+    assert ratio is not None and 0.5 < ratio < 2  # measured on the training pairs
+    for r in rows:
+        assert r["output_pieces"] <= 4 and r["predicted"] == round(ratio * r["source_pieces"], 1)
+        assert r["short"] == (r["output_pieces"] < 0.5 * ratio * r["source_pieces"])
+    assert [r["short"] for r in rows[:3]] == [True] * 3  # 30+ source pieces, 4 out
+    assert "3 of 4 output lines have under 0.5 of the length" in " ".join(result.stderr.split())
+    assert "(line 1, 2, 3)" in result.stderr and "--split sentences" in result.stderr
+    quiet = invoke("translate", tiny_run, "-i", src, *cut, "--set", "decode.short=0")
+    assert quiet.exit_code == 0 and "output lines have under" not in quiet.stderr
+
+
+def test_the_check_needs_a_measured_ratio():
+    assert not is_short(DecodeConfig(), 40, 1)  # a run from before the ratio was kept
+    assert is_short(DecodeConfig(length_ratio=1.0), 40, 19)
+    assert not is_short(DecodeConfig(length_ratio=1.0), 40, 20)
