@@ -476,17 +476,25 @@ def data_fetch(
 
 @data_app.command(
     "import",
-    epilog="Example: nmt data import pairs.tsv data/mine --format tsv --src-lang de "
-    "--tgt-lang en --split train  (a saved Hugging Face dataset: nmt data import "
-    "saved/ data/mine --format hf --src-lang de --tgt-lang en --split validation=val)",
+    epilog="Example: nmt data import pairs.tsv data/mine --src-lang de --tgt-lang en "
+    "--split train  (a saved Hugging Face dataset: nmt data import saved/ data/mine "
+    "--src-lang de --tgt-lang en --split validation=val; documents: nmt data import "
+    "dev.tsv.gz data/wiki --src-lang zh --tgt-lang en --columns doc,section,,src,tgt)",
 )
 @user_errors
 def data_import(
     source: Path = typer.Argument(
-        ..., help="A .tsv or .jsonl file (plain or .gz), or a save_to_disk directory."
+        ...,
+        help="A .tsv, .jsonl or source-language .xml file (plain or .gz), or a "
+        "save_to_disk directory.",
     ),
     out_dir: Path = typer.Argument(..., help="Directory for {split}.{lang} files."),
-    format_: str = typer.Option(..., "--format", help="tsv, jsonl or hf."),
+    format_: Optional[str] = typer.Option(
+        None, "--format", help="tsv, jsonl, hf or xml (default: from SOURCE's name)."
+    ),
+    columns: str = typer.Option(
+        "src,tgt", "--columns", help="tsv: each column's role (src, tgt, doc, section, or none)."
+    ),
     src_lang: str = typer.Option(..., "--src-lang", help="Source language suffix, e.g. de."),
     tgt_lang: str = typer.Option(..., "--tgt-lang", help="Target language suffix, e.g. en."),
     split: list[str] = typer.Option(
@@ -503,14 +511,17 @@ def data_import(
     ),
     force: bool = typer.Option(False, "--force", help="Replace files already in OUT_DIR."),
 ) -> None:
-    """Write a corpus directory from TSV, JSON lines or a saved Hugging Face dataset.
+    """Write a corpus directory from TSV, JSON lines, a saved Hugging Face dataset or
+    IWSLT/WMT XML, with the document ids where the source has them.
 
     Every segment must be one line; a line break inside one, an empty side or a
     malformed record is an error naming its file and line, and nothing is written."""
-    from nmt.data.importing import Sides, import_corpus
+    from nmt.data.importing import Sides, import_corpus, tsv_columns
 
     sides = Sides(src_lang, tgt_lang, src_field, tgt_field)
-    counts = import_corpus(source, out_dir, format_, sides, split, skip_empty, force, show=True)
+    counts = import_corpus(
+        source, out_dir, format_, sides, split, skip_empty, force, True, tsv_columns(columns)
+    )
     typer.echo(
         ", ".join(
             f"{s}: {c['pairs']:,} pairs"

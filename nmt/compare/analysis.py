@@ -26,9 +26,9 @@ from nmt.compare.diagnostics import (
 )
 from nmt.data.alignment import Alignment, aer, read_alignments
 from nmt.data.config import DataConfig
-from nmt.data.corpus import n_lines, read_lines
+from nmt.data.corpus import n_lines, read_documents, read_lines
 from nmt.data.pipeline import load_split, split_files
-from nmt.data.splits import JOINED
+from nmt.data.splits import IN_DOCUMENTS, JOINED, base_split, groups, needs_documents
 from nmt.decoding.evaluate import read_results
 from nmt.decoding.metrics import corpus_score, sentence_stats
 from nmt.decoding.search import encode_source
@@ -181,9 +181,16 @@ def output_figures(
         if parts is not None:
             counts = [len(line.split()) for line in parts.src[i]]
             recall = [chrf_recall(hyps[i], ref) for ref in parts.refs[i]]
-            captions.append(np.stack([caption_covered(amap, counts), recall], -1))  # (K,2)
+            figures = np.stack([caption_covered(amap, counts), recall], -1)  # (k,2)
+            captions.append(padded(figures, parts.k))  # (K,2)
     pairs = {key: np.array(p, dtype=np.float64).reshape(-1, 2) for key, p in out.items()}
     return pairs, np.stack(captions) if captions else None
+
+
+def padded(figures: np.ndarray, k: int) -> np.ndarray:
+    """A line's (k,2) figures of its k sentences as (K,2), NaN for the sentences a
+    document's shorter last group lacks (``NAME~K``)."""
+    return np.concatenate([figures, np.full((k - len(figures), 2), np.nan)])
 
 
 def text_figures(
@@ -195,31 +202,41 @@ def text_figures(
     if parts is None:
         return pairs, None
     recall = np.array(
-        [[chrf_recall(h, ref) for ref in refs] for h, refs in zip(hyps, parts.refs)], np.float64
+        [
+            [chrf_recall(h, ref) for ref in refs] + [np.nan] * (parts.k - len(refs))
+            for h, refs in zip(hyps, parts.refs)
+        ],
+        np.float64,
     )  # (N,K)
     return pairs, np.stack([np.full_like(recall, np.nan), recall], -1)  # (N,K,2)
 
 
 @dataclass(frozen=True)
 class Captions:
-    """The captions of a joined split (``NAME*K``, K ≥ 2): per joined sentence, the K
-    source lines and the K references it was made of."""
+    """The captions (or a document's sentences) of a joined split (``NAME*K``,
+    ``NAME~K``, K ≥ 2): per joined line, the source lines and the references it was
+    made of, K of each (fewer for a document's last group)."""
 
     src: list[list[str]]
     refs: list[list[str]]
+    k: int
+
+
+def joined_k(split: str) -> int:
+    """The K of a joined split (``NAME*K``, ``NAME~K``), else 0."""
+    joined = JOINED.fullmatch(split) or IN_DOCUMENTS.fullmatch(split)
+    return int(joined.group("k")) if joined else 0
 
 
 def joined_captions(data: DataConfig, split: str) -> Captions | None:
     """The captions of ``split`` if it joins K ≥ 2 lines of its base split, else None."""
-    joined = JOINED.fullmatch(split)
-    if not joined or int(joined.group("k")) < 2:
+    if (k := joined_k(split)) < 2:
         return None
-    k = int(joined.group("k"))
-    src, refs = load_split(data, joined.group("base"))
-    whole = len(src) - len(src) % k
-    return Captions(
-        [src[i : i + k] for i in range(0, whole, k)], [refs[i : i + k] for i in range(0, whole, k)]
-    )
+    base = base_split(split)
+    src, refs = load_split(data, base)
+    docs = read_documents(data.dir, base, len(src)) if needs_documents(split) else None
+    made = groups(split, len(src), docs) or []
+    return Captions([[src[i] for i in g] for g in made], [[refs[i] for i in g] for g in made], k)
 
 
 @functools.cache
@@ -234,8 +251,7 @@ def heatmap_lines(n: int, split: str, heatmaps: tuple[int, ...]) -> tuple[int, .
     that a reader sees how each variant reads a long input."""
     if n == 0:
         return heatmaps
-    joined = JOINED.fullmatch(split)
-    return (0,) if joined and int(joined.group("k")) >= 2 else ()
+    return (0,) if joined_k(split) >= 2 else ()
 
 
 def read_gold(data: DataConfig, split: str, sentences: int) -> list[Alignment] | None:

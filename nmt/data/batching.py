@@ -121,6 +121,7 @@ class ParallelData:
     def __init__(self, src: Tokens, tgt: Tokens) -> None:
         self.src, self.tgt = src, tgt
         self.lines: np.ndarray | None = None  # (N,) each pair's line in the split's files
+        self.docs: np.ndarray | None = None  # (N,) each pair's document number, where known
         self.alignments: GoldAlignments | None = None  # attached under train.alignment
         # +1: EOS on the source, BOS/EOS on the shifted target.
         self.lengths = np.stack([src.lengths() + 1, tgt.lengths() + 1], 1).astype(np.int32)

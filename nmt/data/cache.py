@@ -40,7 +40,7 @@ import numpy as np
 
 from nmt.data.batching import ParallelData, Tokens, keep_pairs
 from nmt.data.config import DataConfig
-from nmt.data.corpus import count_lines, iter_lines, iter_parallel
+from nmt.data.corpus import count_lines, documents_path, iter_lines, iter_parallel
 from nmt.data.splits import word_count
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
@@ -198,15 +198,20 @@ def encode_split(
     max_len: int,
     out: Path,
     max_words: int | None = None,
+    docs: Path | None = None,
 ) -> dict[str, int]:
     """Encode, filter and write one split to ``out`` in chunks (bounded memory, a
     progress bar); returns the counts for ``meta.json``. ``max_words``: pairs with
-    more source words are held out (``data.train_max_words``)."""
+    more source words are held out (``data.train_max_words``). ``docs``: the split's
+    document ids, one a line, kept as each pair's document number (``docs``: the
+    runs of consecutive lines with one id, numbered from 0)."""
     dtypes = [id_dtype(len(v)) for v in (src, tgt)]
     counts = {"lines": 0, "empty": 0, "long": 0, "held_out": 0, "pairs": 0}
     counts.update(src_ids=0, tgt_ids=0)
     sides = [("src", src, dtypes[0]), ("tgt", tgt, dtypes[1])]
     names = [f"{side}.{part}" for side, *_ in sides for part in ("ids", "offsets")] + ["lines"]
+    names += ["docs"] if docs is not None else []
+    numbers = document_numbers(docs) if docs is not None else None
     outputs = {name: open(out / name, "wb") for name in names}
     crc = dict.fromkeys(names, 0)
 
@@ -238,6 +243,11 @@ def encode_split(
                     short = fits
                 lines = counts["lines"] + np.asarray(short, dtype=np.int64)
                 write("lines", lines)
+                if numbers is not None:
+                    of_chunk = np.fromiter(itertools.islice(numbers, len(chunk)), np.int64)
+                    if len(of_chunk) < len(chunk):
+                        raise NmtError(f"{docs}: fewer lines than {files[0]}")
+                    write("docs", of_chunk[np.asarray(short, dtype=np.int64)])
                 counts["lines"] += len(chunk)
                 counts["empty"] += empty
                 counts["long"] += long
@@ -253,6 +263,8 @@ def encode_split(
                     counts[f"{side}_ids"] += n_ids
                 rate = counts["lines"] / max(time.perf_counter() - start, 1e-9)
                 bar.update(task, completed=counts["lines"], rate=rate)
+        if numbers is not None and next(numbers, None) is not None:
+            raise NmtError(f"{docs}: more lines than {files[0]}")
         for f in outputs.values():
             f.flush()
             os.fsync(f.fileno())
@@ -260,7 +272,19 @@ def encode_split(
         for f in outputs.values():
             f.close()
     dtype_names = {"src_dtype": np.dtype(dtypes[0]).name, "tgt_dtype": np.dtype(dtypes[1]).name}
-    return {**counts, **dtype_names, "crc32": crc}
+    return {**counts, **dtype_names, "crc32": crc, "docs": docs is not None}
+
+
+def document_numbers(path: Path) -> Iterator[int]:
+    """Each line's document number: the runs of consecutive lines with one id,
+    counted from 0; an empty id is an error naming its line."""
+    number, last = -1, None
+    for i, doc in enumerate(iter_lines(path), 1):
+        if not doc.strip():
+            raise NmtError(f"{path}:{i}: an empty document id")
+        if doc != last:
+            number, last = number + 1, doc
+        yield number
 
 
 def data_entry(
@@ -270,6 +294,8 @@ def data_entry(
     encoded now if no run has encoded it before."""
     vocab = [hashlib.sha256(v.model).hexdigest() for v in (src, tgt)]
     held = [] if cfg.train_max_words is None else [cfg.train_max_words]  # old keys unchanged
+    docs = documents_path(cfg.dir, cfg.train)
+    held += [] if docs is None else [file_stamp(docs)]
     key = digest([FORMAT, vocab, cfg.max_len, *map(file_stamp, files), *held])
     entry = cache_root(cfg) / f"data-{key}"
     with building(entry, log) as tmp:
@@ -277,7 +303,7 @@ def data_entry(
             log(f"preparing {files[0]} and {files[1]} in {entry}")
             meta = {"files": [str(f) for f in files], "max_len": cfg.max_len}
             meta["train_max_words"] = cfg.train_max_words
-            meta.update(encode_split(files, src, tgt, cfg.max_len, tmp, cfg.train_max_words))
+            meta.update(encode_split(files, src, tgt, cfg.max_len, tmp, cfg.train_max_words, docs))
             (tmp / "meta.json").write_text(json.dumps(meta))
     return entry
 
@@ -315,6 +341,11 @@ def mapped(entry: Path) -> tuple[ParallelData, dict[str, Any]]:
     data = ParallelData(*sides)
     data.lines = np.memmap(lines_file, np.int64, "r", shape=(meta["pairs"],))
     arrays = {"lines": data.lines}
+    if meta.get("docs"):
+        docs_file = entry / "docs"
+        if not docs_file.is_file() or docs_file.stat().st_size != meta["pairs"] * 8:
+            raise DamagedEntry(f"{entry}: docs does not match meta.json")
+        data.docs = arrays["docs"] = np.memmap(docs_file, np.int64, "r", shape=(meta["pairs"],))
     for side, tokens in zip(("src", "tgt"), sides):
         arrays.update({f"{side}.ids": tokens.ids, f"{side}.offsets": tokens.offsets})
     for name, array in arrays.items():

@@ -86,12 +86,14 @@ class JoinConfig:
     drawn from 2..``max_k``, joined on both sides (their pieces end to end, one
     ``</s>``), as long as both sides stay within ``data.max_len``; the rest stay
     single. ``consecutive`` groups neighbouring pairs of the corpus (as the
-    ``NAME*K`` test splits do), ``random`` any pairs. Every pair is in one example
-    an epoch; the draw is a pure function of (train.seed, epoch). 0: off."""
+    ``NAME*K`` test splits do), ``document`` neighbouring pairs of one document
+    only (as ``NAME~K`` does; the training split's ``.doc`` ids), ``random`` any
+    pairs. Every pair is in one example an epoch; the draw is a pure function of
+    (train.seed, epoch). 0: off."""
 
     prob: float = 0.0
     max_k: int = 2
-    order: Literal["consecutive", "random"] = "consecutive"
+    order: Literal["consecutive", "document", "random"] = "consecutive"
 
     def __post_init__(self) -> None:
         check(0 <= self.prob <= 1, "prob", "must be in [0, 1] (0: no joined pairs)")

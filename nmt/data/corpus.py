@@ -41,6 +41,31 @@ def split_path(directory: str | Path, split: str, lang: str) -> Path:
     raise NmtError(f"{plain}: no such file (nor {plain.name}.gz)")
 
 
+def documents_path(directory: str | Path, split: str) -> Path | None:
+    """``{dir}/{split}.doc`` (or ``.doc.gz``): the split's document ids, one a line,
+    where ``nmt data import`` wrote them; None where there are none."""
+    plain = Path(directory) / f"{split}.doc"
+    for path in (plain, plain.with_name(plain.name + ".gz")):
+        if path.is_file():
+            return path
+    return None
+
+
+def read_documents(directory: str | Path, split: str, lines: int) -> list[str] | None:
+    """The split's document id of each line, None without a ``.doc`` file; a file of
+    another length than the split's, or an empty id, is an error naming it."""
+    path = documents_path(directory, split)
+    if path is None:
+        return None
+    docs = read_lines(path)
+    if len(docs) != lines:
+        raise NmtError(f"{path}: {n_lines(len(docs))}, but {split} has {lines:,}")
+    empty = next((i for i, d in enumerate(docs, 1) if not d.strip()), None)
+    if empty is not None:
+        raise NmtError(f"{path}:{empty}: an empty document id")
+    return docs
+
+
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 (optionally .gz) file, without line endings (LF or CRLF).
 

@@ -2,23 +2,32 @@
 every other command reads (the cache, alignment, ``nmt compare``), so that none of
 them needs to know another format.
 
-Three sources: a TSV file (source, a tab, target: one pair per line, as OPUS and
-WMT's ``paste``-made corpora are shipped), JSON lines (an object per line, the two
-sides under fields of their own or under ``translation`` as Hugging Face's
-translation datasets have them), and a Hugging Face dataset saved with
-``save_to_disk`` (the ``hf`` extra). A segment that would not survive the
-one-sentence-per-line layout (a line break inside it) or that is empty is refused
-with its file and line, never silently shifted into its neighbour's line.
+Four sources: a TSV file (source, a tab, target: one pair per line, as OPUS and
+WMT's ``paste``-made corpora are shipped; other columns, a document id among them,
+named with ``columns``), JSON lines (an object per line, the two sides under fields
+of their own or under ``translation`` as Hugging Face's translation datasets have
+them), a Hugging Face dataset saved with ``save_to_disk`` (the ``hf`` extra), and
+the XML of IWSLT and WMT test sets (``<doc docid=…><seg id=…>``, a file per
+language). A segment that would not survive the one-sentence-per-line layout (a line
+break inside it) or that is empty is refused with its file and line, never silently
+shifted into its neighbour's line.
+
+Where the source says which document each pair belongs to (a TSV's document column,
+the XML's ``docid``), the ids are written line by line to ``{split}.doc`` (and a
+section column's to ``{split}.section``): ``NAME~K`` splits and ``data.join``'s
+``order: document`` read them (nmt.data.splits, nmt.data.joining).
 """
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 from nmt import install_hint
 from nmt.data.corpus import count_lines, iter_lines, plain_name
@@ -27,9 +36,24 @@ from nmt.io.files import WRITING, atomic_files, finish_renames
 from nmt.io.rundir import owned
 from nmt.progress import console, sentence_progress
 
-Format = Literal["tsv", "jsonl", "hf"]
-FORMATS: tuple[Format, ...] = ("tsv", "jsonl", "hf")
-Records = Iterator[tuple[str, Any, Any]]  # (where it was read, source, target)
+Format = Literal["tsv", "jsonl", "hf", "xml"]
+FORMATS: tuple[Format, ...] = ("tsv", "jsonl", "hf", "xml")
+# (where it was read, source, target, document id, section id: None where unknown)
+Record = tuple[str, Any, Any, "str | None", "str | None"]
+Records = Iterator[Record]
+ROLES = ("src", "tgt", "doc", "section")  # what a TSV column can hold ("" for none)
+EXTRAS = ("doc", "section")  # written as {split}.doc, {split}.section
+
+
+class Source(NamedTuple):
+    """One split to write: how many records it has, the records, and which of the
+    ids beside the text (EXTRAS) it carries."""
+
+    count: int
+    records: Records
+    extras: tuple[str, ...] = ()
+
+
 BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits on
 
 
@@ -90,16 +114,35 @@ def segment(text: Any, where: str, side: str) -> str:
     return text.strip()
 
 
-def tsv_pairs(path: Path) -> Records:
-    """(where, source, target) for every line of a TSV file (plain or .gz)."""
+def tsv_columns(text: str) -> tuple[str, ...]:
+    """``--columns``: each TSV column's role, comma-separated (src, tgt, doc,
+    section, or nothing for a column to leave out): ``src,tgt`` by default."""
+    columns = tuple(c.strip() for c in text.split(","))
+    unknown = [c for c in columns if c and c not in ROLES]
+    if unknown:
+        raise NmtError(f"--columns {text!r}: {unknown[0]!r} is none of {', '.join(ROLES)}")
+    for role in ROLES:
+        if columns.count(role) > 1:
+            raise NmtError(f"--columns {text!r}: {role} named twice")
+    for role in ("src", "tgt"):
+        if role not in columns:
+            raise NmtError(f"--columns {text!r}: no {role} column")
+    return columns
+
+
+def tsv_pairs(path: Path, columns: tuple[str, ...]) -> Records:
+    """The record of every line of a TSV file (plain or .gz) whose columns hold what
+    ``columns`` says."""
+    tabs = len(columns) - 1
     for number, line in enumerate(iter_lines(path), 1):
         where = f"{path}:{number}"
-        if line.count("\t") != 1:
+        if line.count("\t") != tabs:
             raise NmtError(
-                f"{where}: {line.count(chr(9))} tabs; a TSV line is source, one tab, target"
+                f"{where}: {line.count(chr(9))} tabs; a TSV line here is {len(columns)} columns "
+                f"({','.join(columns)}), {tabs} tab{'s' * (tabs != 1)}"
             )
-        src, tgt = line.split("\t")
-        yield where, src, tgt
+        cells = dict(zip(columns, line.split("\t")))
+        yield where, cells["src"], cells["tgt"], cells.get("doc"), cells.get("section")
 
 
 def jsonl_pairs(path: Path, sides: Sides) -> Records:
@@ -113,7 +156,7 @@ def jsonl_pairs(path: Path, sides: Sides) -> Records:
         except (ValueError, RecursionError) as e:  # a number of over 4,300 digits; deep nesting
             why = "nested too deeply" if isinstance(e, RecursionError) else str(e).split(";")[0]
             raise NmtError(f"{where}: not readable JSON ({why})") from None
-        yield where, *sides.of(record, where)
+        yield where, *sides.of(record, where), None, None
 
 
 def hf_splits(path: Path) -> dict[str, Any]:
@@ -147,7 +190,61 @@ def hf_pairs(path: Path, split: str, rows: Iterable[Any], sides: Sides) -> Recor
             return
         except Exception as e:  # pyarrow's readers raise what their C++ and Cython do
             raise NmtError(f"{where}: damaged, cannot be read ({brief(e)})") from None
-        yield where, *sides.of(record, where)
+        yield where, *sides.of(record, where), None, None
+
+
+DOC = re.compile(r"<doc\b([^>]*)>(.*?)</doc>", re.S)
+DOCID = re.compile(r"""\bdocid\s*=\s*["']([^"']*)["']""")
+SEG = re.compile(r"""<seg\b[^>]*?\bid\s*=\s*["']([^"']*)["'][^>]*>(.*?)</seg>""", re.S)
+
+
+def xml_segments(path: Path) -> dict[tuple[str, str], str]:
+    """{(docid, seg id): text} of an IWSLT/WMT XML file (plain or .gz), in order. Read
+    with patterns, not an XML parser: no entity of the file is ever expanded beyond
+    the five of XML and character references (html.unescape)."""
+    text = "\n".join(iter_lines(path))
+    out: dict[tuple[str, str], str] = {}
+    for head, body in DOC.findall(text):
+        found = DOCID.search(head)
+        if found is None:
+            raise NmtError(f"{path}: a <doc> without docid")
+        for seg, content in SEG.findall(body):
+            key = (html.unescape(found.group(1)), html.unescape(seg))
+            if key in out:
+                raise NmtError(f"{path}: doc {key[0]} has seg id {key[1]} twice")
+            out[key] = html.unescape(content)
+    if not out:
+        raise NmtError(f"{path}: no <doc docid=...> holding <seg id=...> segments")
+    return out
+
+
+def xml_twin(path: Path, sides: Sides) -> Path:
+    """The target file of an XML source file: the same name with the target language
+    where the source's stands (``x.de-en.de.xml`` -> ``x.de-en.en.xml``)."""
+    name = path.name
+    for ext in (".xml.gz", ".xml"):
+        if name.endswith(f".{sides.src_lang}{ext}"):
+            twin = path.with_name(name[: -len(sides.src_lang + ext)] + sides.tgt_lang + ext)
+            if not twin.is_file():
+                raise NmtError(f"{path}: its target file {twin.name} is not beside it")
+            return twin
+    raise NmtError(f"{path}: an XML source file is named *.{sides.src_lang}.xml (or .xml.gz)")
+
+
+def xml_pairs(path: Path, sides: Sides) -> tuple[int, Records]:
+    """The segments of an XML source file and of its target twin, paired by
+    document and segment id (every one of either file must have its twin)."""
+    src, tgt = xml_segments(path), xml_segments(twin := xml_twin(path, sides))
+    for a, b, pa in ((src, tgt, twin), (tgt, src, path)):
+        missing = next((k for k in a if k not in b), None)
+        if missing is not None:
+            raise NmtError(f"{pa}: doc {missing[0]} has no seg id {missing[1]}")
+
+    def records() -> Records:
+        for (doc, seg), text in src.items():
+            yield f"{path} doc {doc} seg {seg}", text, tgt[(doc, seg)], doc, None
+
+    return len(src), records()
 
 
 def renames(splits: list[str]) -> dict[str, str]:
@@ -167,10 +264,21 @@ def renames(splits: list[str]) -> dict[str, str]:
     return out
 
 
+def infer_format(source: Path) -> Format:
+    """``--format`` from the source's name: a directory is a saved dataset."""
+    if source.is_dir():
+        return "hf"
+    name = source.name.removesuffix(".gz")
+    for fmt, suffixes in (("tsv", (".tsv",)), ("jsonl", (".jsonl", ".json")), ("xml", (".xml",))):
+        if name.endswith(suffixes):
+            return fmt  # type: ignore[return-value]
+    raise NmtError(f"{source}: give --format (one of {', '.join(FORMATS)}); its name says none")
+
+
 def sources(
-    source: Path, fmt: Format, splits: list[str], sides: Sides
-) -> dict[str, tuple[int, Records]]:
-    """{split written: (how many records, the records)} for ``source``."""
+    source: Path, fmt: Format, splits: list[str], sides: Sides, columns: tuple[str, ...]
+) -> dict[str, Source]:
+    """{split written: what to write} for ``source``."""
     names = renames(splits)
     if fmt == "hf":
         found = hf_splits(source)
@@ -185,7 +293,7 @@ def sources(
                     "write it under a name of your own with --split 'NAME=train'"
                 )
         return {
-            written: (len(found[read]), hf_pairs(source, read, found[read], sides))
+            written: Source(len(found[read]), hf_pairs(source, read, found[read], sides))
             for read, written in chosen.items()
         }
     if not source.is_file():
@@ -195,22 +303,29 @@ def sources(
     written = next(iter(names.values()), source.name.split(".")[0])
     if not plain_name(written):
         raise NmtError(f"{source}: name the split it holds with --split")
-    records = tsv_pairs(source) if fmt == "tsv" else jsonl_pairs(source, sides)
-    return {written: (count_lines(source), records)}
+    if fmt == "xml":
+        return {written: Source(*xml_pairs(source, sides), ("doc",))}
+    if fmt == "tsv":
+        extras = tuple(e for e in EXTRAS if e in columns)
+        return {written: Source(count_lines(source), tsv_pairs(source, columns), extras)}
+    return {written: Source(count_lines(source), jsonl_pairs(source, sides))}
 
 
 def import_corpus(
     source: str | Path,
     out_dir: str | Path,
-    fmt: Format,
+    fmt: Format | None,
     sides: Sides,
     splits: list[str] | None = None,
     skip_empty: bool = False,
     force: bool = False,
     show: bool = False,
+    columns: tuple[str, ...] = ("src", "tgt"),
 ) -> dict[str, dict[str, int]]:
     """Write ``OUT/{split}.{src_lang}`` and ``.{tgt_lang}`` for every split of
-    ``source``; returns {split: {"pairs": written, "empty": skipped}}.
+    ``source`` (and ``{split}.doc``, ``.section`` where it has them); returns {split:
+    {"pairs": written, "empty": skipped}}. ``fmt`` None: from the source's name;
+    ``columns``: a TSV's columns (:func:`tsv_columns`).
 
     Segments are stripped of surrounding white space. Every file is written through
     an atomic temp file and all of them are kept only together: a bad record
@@ -218,28 +333,34 @@ def import_corpus(
     before anything is read, unless ``force``. ``show``: a bar per split on a
     terminal (lines in a log).
     """
+    source, out_dir = Path(source), Path(out_dir)
+    fmt = infer_format(source) if fmt is None else fmt
     if fmt not in FORMATS:
         raise NmtError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
-    source, out_dir = Path(source), Path(out_dir)
+    if columns != ("src", "tgt") and fmt != "tsv":
+        raise NmtError("--columns: only --format tsv has columns")
     if out_dir.exists() and not out_dir.is_dir():
         raise NmtError(f"{out_dir}: exists and is not a directory")
-    todo = sources(source, fmt, splits or [], sides)
+    todo = sources(source, fmt, splits or [], sides, columns)
     langs = (sides.src_lang, sides.tgt_lang)
+    names = {split: [f"{split}.{x}" for x in (*langs, *s.extras)] for split, s in todo.items()}
     counts = {}
     # one import into a directory at a time: the check for files already there and
     # the writes that follow it are one step
     with owned(out_dir, key="OUT", lock=WRITING):
         finish_renames(out_dir)
         if not force:
-            refuse_existing(out_dir, [f"{split}.{lang}" for split in todo for lang in langs])
-        paths = [out_dir / f"{split}.{lang}" for split in todo for lang in langs]
+            refuse_existing(out_dir, [name for split in names.values() for name in split])
+        paths = [out_dir / name for split in names.values() for name in split]
         with atomic_files(paths) as files:  # every file kept, or none
-            for i, (split, (total, records)) in enumerate(todo.items()):
+            at = 0
+            for split, (total, records, extras) in todo.items():
+                mine = files[at : at + 2 + len(extras)]
+                at += len(mine)
                 with sentence_progress(
                     f"import {split}", total, show and console.is_terminal
                 ) as advance:
-                    pair = files[2 * i : 2 * i + 2]
-                    counts[split] = write_split(split, pair, records, skip_empty, advance)
+                    counts[split] = write_split(split, mine, records, extras, skip_empty, advance)
     return counts
 
 
@@ -257,23 +378,28 @@ def write_split(
     split: str,
     files: list[BinaryIO],
     records: Records,
+    extras: tuple[str, ...],
     skip_empty: bool,
     advance: Callable[[int], None],
 ) -> dict[str, int]:
-    """Both sides of one split, streamed into its two files."""
+    """Both sides of one split, and the ids in ``extras``, streamed into its files."""
     pairs = empty = 0
-    for number, (where, src, tgt) in enumerate(records, 1):
+    for number, (where, src, tgt, doc, section) in enumerate(records, 1):
         if number % 10_000 == 0:
             advance(10_000)
         src, tgt = segment(src, where, "source"), segment(tgt, where, "target")
+        ids = [segment(i, where, f"{e} id") for e, i in zip(EXTRAS, (doc, section)) if e in extras]
         if not src or not tgt:
             if skip_empty:
                 empty += 1
                 continue
             side = "source" if not src else "target"
             raise NmtError(f"{where}: the {side} is empty (--skip-empty leaves such pairs out)")
-        files[0].write(src.encode() + b"\n")
-        files[1].write(tgt.encode() + b"\n")
+        for extra, value in zip(extras, ids):
+            if not value:
+                raise NmtError(f"{where}: the {extra} id is empty (every pair needs one)")
+        for f, text in zip(files, (src, tgt, *ids)):
+            f.write(text.encode() + b"\n")
         pairs += 1
     if not pairs:
         raise NmtError(f"{split}: no pairs to write")

@@ -16,6 +16,7 @@ import numpy as np
 
 from nmt.data.batching import ParallelData, Tokens
 from nmt.data.config import JoinConfig
+from nmt.errors import NmtError
 
 
 class JoinedTokens(Tokens):
@@ -37,16 +38,24 @@ class JoinedTokens(Tokens):
 
 
 def groups(
-    lengths: np.ndarray, cfg: JoinConfig, max_len: int, seed: int, epoch: int
+    lengths: np.ndarray,
+    cfg: JoinConfig,
+    max_len: int,
+    seed: int,
+    epoch: int,
+    docs: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(members, starts): the pairs of every example of the epoch, in the order of
     ``members``, example e at ``members[starts[e]:starts[e + 1]]``. lengths (N,2):
     the pairs' pieces on each side (without ``</s>`` or ``<s>``). A group that would
     take a side over ``max_len`` pieces keeps the most of its first pairs that stay
-    within it (one at least); each pair is in exactly one example."""
+    within it (one at least), and under ``order: document`` (``docs`` (N,): each
+    pair's document number) those of its first pair's document; each pair is in
+    exactly one example."""
     n = len(lengths)
+    ends = document_ends(docs) if cfg.order == "document" and docs is not None else None
     rng = np.random.default_rng([seed, epoch, 0x6A6F696E])  # "join": apart from other draws
-    order = np.arange(n) if cfg.order == "consecutive" else rng.permutation(n)
+    order = rng.permutation(n) if cfg.order == "random" else np.arange(n)
     joins = rng.random(n) < cfg.prob  # whether an example starting here joins
     sizes = rng.integers(2, cfg.max_k + 1, n)  # how many it joins
     ordered = lengths[order]  # (N,2)
@@ -54,6 +63,8 @@ def groups(
     starts, i = [0], 0
     while i < n:
         k = min(int(sizes[i]) if joins[i] else 1, n - i)
+        if ends is not None:  # never past the end of the pair's document
+            k = min(k, int(ends[i]) - i)
         while k > 1 and (totals[i + k] - totals[i]).max() > max_len:
             k -= 1
         i += k
@@ -61,11 +72,27 @@ def groups(
     return order, np.asarray(starts, dtype=np.int64)
 
 
+def document_ends(docs: np.ndarray) -> np.ndarray:
+    """(N,) for each pair, the index one past the last pair of its document run."""
+    docs = np.asarray(docs)
+    change = np.flatnonzero(np.diff(docs) != 0) + 1  # where a new run starts
+    bounds = np.concatenate([change, [len(docs)]])
+    return bounds[np.searchsorted(bounds, np.arange(len(docs)), side="right")]
+
+
 def joined(
     data: ParallelData, cfg: JoinConfig, max_len: int, seed: int, epoch: int
 ) -> ParallelData:
-    """The epoch's examples of ``data``: its pairs, some joined (``cfg``)."""
-    members, starts = groups(data.lengths - 1, cfg, max_len, seed, epoch)
+    """The epoch's examples of ``data``: its pairs, some joined (``cfg``); under
+    ``order: document`` only within a document (``data.docs``, which the training
+    split's ``.doc`` file gives)."""
+    if cfg.order == "document" and data.docs is None:
+        raise NmtError(
+            "data.join.order: document joins within documents, and the training split has "
+            "no document ids (TRAIN.doc beside it: nmt data import writes it from a TSV's "
+            "document column or an XML's docid)"
+        )
+    members, starts = groups(data.lengths - 1, cfg, max_len, seed, epoch, data.docs)
     return ParallelData(
         JoinedTokens(data.src, members, starts), JoinedTokens(data.tgt, members, starts)
     )

@@ -10,8 +10,8 @@ from typing import Any
 from nmt.data import cache
 from nmt.data.batching import ParallelData, keep_pairs
 from nmt.data.config import DataConfig
-from nmt.data.corpus import read_parallel, split_path
-from nmt.data.splits import base_split, derive
+from nmt.data.corpus import read_documents, read_parallel, split_path
+from nmt.data.splits import base_split, derive, needs_documents
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.io.files import atomic_write
@@ -147,11 +147,13 @@ def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
     """Raw (source, reference) lines of a dev or test split, or of a split made from
     one (``NAME*K``, ``NAME>N``: nmt.data.splits); an empty one is an error (there is
     nothing to score)."""
-    src_path, tgt_path = split_files(cfg, base_split(split))
+    base = base_split(split)
+    src_path, tgt_path = split_files(cfg, base)
     lines = read_parallel(src_path, tgt_path)
     if not lines[0]:
         raise NmtError(f"{src_path}: empty file; split {split!r} needs at least one line")
-    src, refs = derive(split, *lines)
+    docs = read_documents(Path(cfg.dir), base, len(lines[0])) if needs_documents(split) else None
+    src, refs = derive(split, *lines, docs)
     if not src:
         raise NmtError(f"split {split!r}: no pair (of the {len(lines[0]):,} in {src_path})")
     return src, refs

@@ -50,5 +50,5 @@ def resampled(
         if not (0 < len(s) <= max_len and 0 < len(t) <= max_len):
             sides[0][i], sides[1][i] = data.src[i].tolist(), data.tgt[i].tolist()
     out = ParallelData(Tokens.from_lists(sides[0]), Tokens.from_lists(sides[1]))
-    out.lines, out.alignments = data.lines, data.alignments  # word-level: unchanged
+    out.lines, out.docs, out.alignments = data.lines, data.docs, data.alignments  # unchanged
     return out

@@ -18,11 +18,13 @@ from nmt.compare.report import Report, write_markdown
 from nmt.compare.runs import RunResult, check_reusable
 from nmt.compare.spec import SignificanceSpec, load_spec
 from nmt.data.pipeline import load_split
+from nmt.data.splits import documents
 from nmt.decoding.metrics import corpus_score
 from nmt.errors import NmtError
 from nmt.io.rundir import owned
 from nmt.setup.recipe import load_recipe
 from tests.conftest import tiny_recipe_dict
+from tests.data.test_documents import with_documents
 
 runner = CliRunner()
 
@@ -518,17 +520,20 @@ def test_gold_alignments_of_another_length_are_refused_before_any_run(tmp_path, 
 @pytest.mark.slow
 def test_a_length_study_with_joined_and_held_out_splits_reports_every_diagnostic(tmp_path, toy_dir):
     """Train short (data.train_max_words), test on the held-out long pairs (train>N) and
-    on the test set joined three sentences at a time (test*3): every diagnostic is in
-    results.json and named in report.md, and the joined input is drawn per variant."""
+    on the test set joined three sentences at a time (test*3), and three sentences of
+    one document at a time (test~3, a document's last group shorter): every
+    diagnostic is in results.json and named in report.md, and the joined input is
+    drawn per variant."""
+    corpus = with_documents(toy_dir, tmp_path)
     spec = write_spec(
         tmp_path,
-        toy_dir,
+        corpus,
         {"global": [], "local_p": ["model.attention.kind=local_p", "model.attention.window=2"]},
         seeds=(1,),
         heatmaps=(0,),
     )
     data = yaml.safe_load(spec.read_text())
-    data["splits"] = ["test", "test*3", "train>20"]
+    data["splits"] = ["test", "test*3", "test~3", "train>20"]
     data["set"] += ["data.train_max_words=20"]
     spec.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
@@ -538,9 +543,12 @@ def test_a_length_study_with_joined_and_held_out_splits_reports_every_diagnostic
     hyps = (out / "runs/global/seed1/train>20.hyp").read_text().splitlines()
     assert len(hyps) == len(long) > 0
     assert len((out / "runs/local_p/seed1/test*3.hyp").read_text().splitlines()) == 5
+    docs = (corpus / "test.doc").read_text().splitlines()
+    groups = sum(-(-len(r) // 3) for r in documents(docs))
+    assert len((out / "runs/local_p/seed1/test~3.hyp").read_text().splitlines()) == groups
     results = json.loads((out / "results.json").read_text())
     assert {(r["variant"], r["split"]) for r in results["rows"]} == {
-        (v, s) for v in ("global", "local_p") for s in ("test", "test*3", "train>20")
+        (v, s) for v in ("global", "local_p") for s in ("test", "test*3", "test~3", "train>20")
     }
     for row in results["rows"]:
         assert row["length_ratio"] > 0 and 0 <= row["repetition"] <= 1
@@ -550,7 +558,7 @@ def test_a_length_study_with_joined_and_held_out_splits_reports_every_diagnostic
         centred = row["variant"] == "local_p"  # the predicted centre's distance from alignment
         assert (row["center_distance"] is not None) == centred
         assert not centred or 0 <= row["center_distance"] < 30
-        joined = row["split"] == "test*3"  # which of the three captions were translated
+        joined = row["split"] in ("test*3", "test~3")  # which of three captions were translated
         assert ("caption_covered" in row) == joined and ("caption_recall" in row) == joined
         if joined:
             assert len(row["caption_covered"]) == len(row["caption_recall"]) == 3
