@@ -9,7 +9,8 @@ probability is p rounded to a multiple of 2⁻¹⁶ (0.1 becomes 0.100006) and t
 kept values are scaled by the exact inverse of the keep probability, so the
 expectation is unchanged. Every mask's generator is seeded with a draw from
 torch's default generator, so ``torch.manual_seed`` makes the masks reproducible
-and a checkpoint's RNG state resumes them.
+and a checkpoint's RNG state resumes them. Inside ``torch.compile`` (``train.compile``)
+PyTorch's own dropout runs instead: the compiled graph draws and fuses its masks.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1 − p)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p == 1.0:
+    # a compiled graph draws its own masks (numpy's generator cannot be traced)
+    if x.device.type != "cpu" or p == 1.0 or torch.compiler.is_compiling():
         return F.dropout(x, p, training=True)
     keep, kept = keep_mask(x.shape, p, x.dtype)
     return x * keep.mul_(1.0 / kept)

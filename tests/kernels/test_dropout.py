@@ -3,6 +3,8 @@ scale, reproducible, and the identity where it should be."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -53,3 +55,16 @@ def test_same_seed_same_mask_and_identity_in_eval():
 def test_probability_outside_zero_one_is_refused():
     with pytest.raises(ValueError, match="dropout probability"):
         PCGDropout(1.5)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("cc") is None, reason="torch.compile needs a C compiler")
+def test_under_torch_compile_the_graph_draws_its_own_masks():
+    """train.compile with the CPU kernels crashed (TorchDynamo tracing numpy's
+    generator: 'setStorage ... out of bounds'); a compiled dropout drops and scales
+    as dropout does."""
+    compiled = torch.compile(lambda x: dropout(x, 0.5, True), dynamic=True)
+    for n in (4000, 40_000):  # dynamic shapes, as training compiles them
+        y = compiled(torch.ones(n))
+        assert set(y.unique().tolist()) <= {0.0, 2.0}
+        assert 0.4 * n < int((y == 0).sum()) < 0.6 * n
