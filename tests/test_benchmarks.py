@@ -43,6 +43,11 @@ def test_every_benchmark_imports(script, monkeypatch):
             "efficiency",
         ),
         ("profile_step.py", ["--steps", "2", "--rows", "3"], "Self CPU time total"),
+        (
+            "vs_reference.py",
+            ["--steps", "2", "--warmup-steps", "1", "--rows", "3"],
+            "nmt / reference",
+        ),
     ],
 )
 def test_the_trainer_benchmarks_run_a_few_steps(script, args, expect, toy_dir, tmp_path):
