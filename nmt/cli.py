@@ -121,11 +121,13 @@ def train(
     plugin: list[str] = typer.Option([], "--plugin", help=PLUGIN_HELP),
 ) -> None:
     """Train a model from a recipe; writes best.pt, last.pt, metrics.jsonl to run_dir."""
-    from nmt.decoding.evaluate import evaluate
     from nmt.setup.recipe import load_recipe
+
+    # a bad recipe fails before any process, and before torch and the trainer load
+    cfg = load_recipe(recipe, set_, tuple(plugin))
+    from nmt.decoding.evaluate import evaluate
     from nmt.training.run import train as run_training
 
-    cfg = load_recipe(recipe, set_, tuple(plugin))  # a bad recipe fails before any process
     if nproc > 1 and device.startswith("cuda:"):
         raise NmtError(f"--device {device}: --nproc gives each process its own GPU; use cuda")
     if nproc > 1 and "WORLD_SIZE" not in os.environ:

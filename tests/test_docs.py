@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import typer
+import yaml
 
 from nmt.attention.base import SCORES
 from nmt.attention.config import ATTENTION
@@ -227,3 +228,15 @@ def test_every_install_hint_names_this_distribution_and_one_of_its_extras():
         assert extra in extras, extra
     used = set(re.findall(r"install_hint\(['\"](\w+)['\"]\)", "\n".join(texts)))
     assert used and used <= extras
+
+
+def test_the_licence_and_the_citation_agree_with_the_package():
+    """pyproject says MIT: the repository carries the licence text and a citation
+    file GitHub and Zenodo read (CITATION.cff, schema 1.2.0)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    project = dict(re.findall(r'^(license|version) = "([^"]+)"', text, flags=re.M))
+    assert project["license"] == "MIT"
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["license"] == project["license"]
+    assert cff["version"] == project["version"] and cff["title"] and cff["authors"]

@@ -228,3 +228,23 @@ def test_translating_loads_no_torchdynamo(tiny_run, toy_dir):
     PyTorch's optimisers do)."""
     argv = ["translate", str(tiny_run), "--device", "cpu", "-i", str(toy_dir / "test.src")]
     assert loaded_after(argv, "'torch._dynamo' in sys.modules") == "LOADED False"
+
+
+def test_a_typo_in_a_recipe_is_refused_before_torch_loads(tmp_path):
+    """`nmt train` reads and checks the recipe first: a misspelt key is one line, and
+    neither torch nor the trainer was imported for it (seconds on a loaded machine)."""
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from nmt.cli import app\n"
+        "r = CliRunner().invoke(app, ['train', 'recipes/toy.yaml', '--set', 'train.lrr=1'])\n"
+        "print(r.exit_code, 'torch' in sys.modules, 'nmt.training.trainer' in sys.modules)\n"
+        "print(r.output)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
+        cwd=PACKAGE.parent, timeout=120,
+    )  # fmt: skip
+    status, output = done.stdout.split("\n", 1)
+    assert status == "2 False False", done.stdout + done.stderr
+    assert "train.lrr: unknown key (did you mean 'train.lr'?)" in output
