@@ -389,6 +389,9 @@ def export(
         help="CTranslate2's weights as float32, int8, int16, float16, bfloat16 or "
         "int8_float16 (hf: float32).",
     ),
+    license: str = typer.Option(
+        "unknown", "--license", help="hf: the card's licence id for the Hub (e.g. cc-by-4.0)."
+    ),
 ) -> None:
     """Export a model for CTranslate2 or Hugging Face transformers, self-contained
     with its vocabulary.
@@ -403,11 +406,13 @@ def export(
 
         if quantization != "float32":
             raise NmtError(f"--quantization {quantization}: the hf format writes float32")
-        _, kind = export_hf(checkpoint, output)
+        _, kind = export_hf(checkpoint, output, license)
         info(f"{output}: transformers {kind} with its tokenizer and model card")
         return
     if export_format != "ctranslate2":
         raise NmtError(f"--format {export_format}: expected ctranslate2 or hf")
+    if license != "unknown":
+        raise NmtError("--license: only --format hf writes a model card")
     from nmt.io.export import export_ctranslate2
 
     export_ctranslate2(checkpoint, output, quantization)

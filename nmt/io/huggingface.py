@@ -224,10 +224,11 @@ def generation_config(loaded: Loaded, cached: bool) -> Any:
     )
 
 
-def export_hf(checkpoint: Path, out_dir: Path) -> tuple[Path, str]:
+def export_hf(checkpoint: Path, out_dir: Path, license: str = "unknown") -> tuple[Path, str]:
     """Write ``out_dir`` (config, safetensors weights, generation config, tokenizer,
     ``README.md`` model card, ``nmt-export.json``; ``modeling_nmt.py`` for remote
-    code) and return it with the class it holds. Built beside ``out_dir`` and
+    code) and return it with the class it holds; ``license``: the Hub's licence id
+    for the card. Built beside ``out_dir`` and
     renamed into place: a failed export leaves nothing."""
     try:
         import transformers
@@ -259,6 +260,7 @@ def export_hf(checkpoint: Path, out_dir: Path) -> tuple[Path, str]:
         "why_remote_code": obstacle,
         "transformers_version": transformers.__version__,
         "nmt_version": __version__,
+        "license": license,
         "checkpoint": published_name(checkpoint),
         "decode": recipe["decode"],
         # generate's max_new_tokens counts the forced </s>, as nmt's limit does

@@ -15,25 +15,56 @@ from nmt.io.files import read_json
 from nmt.model.load import Loaded
 
 
-def run_scores(checkpoint: Path) -> tuple[list[str], str]:
-    """The score table rows of the run's own evaluations (results.json, the
-    recipe's decoding) and a sentence saying which weights they are of."""
+def run_scores(checkpoint: Path) -> tuple[dict[str, dict[str, Any]], str]:
+    """The run's own evaluations of best.pt (results.json, the recipe's decoding), by
+    split, and a sentence saying which weights they are of."""
     run = checkpoint if checkpoint.is_dir() else checkpoint.parent
     exported = "best.pt" if checkpoint.is_dir() else checkpoint.name
     path = run / "results.json"
     if exported != "best.pt" or not path.is_file():
-        return [], f"No scores: the run's results.json holds best.pt's, and this is {exported}."
+        return {}, f"No scores: the run's results.json holds best.pt's, and this is {exported}."
     try:
         results = read_json(path)
     except NmtError:  # damaged: the card goes without scores
-        return [], f"No scores: {path} could not be read."
-    rows = [
-        f"| {split} | {r.get('sentences', '')} | {r.get('beam', '')} | {r['bleu']:.2f} | "
-        f"{r.get('chrf', float('nan')):.2f} |"
+        return {}, f"No scores: {path} could not be read."
+    scores = {
+        split: r
         for split, r in results.items()
         if "@" not in split and isinstance(r, dict) and isinstance(r.get("bleu"), (int, float))
+    }
+    return scores, f"From `nmt evaluate` of best.pt ({path.name}; sacreBLEU {_signature(results)})."
+
+
+def front_matter(loaded: Loaded, scores: dict[str, dict[str, Any]], license: str) -> str:
+    """The card's metadata as the Hub reads it (huggingface_hub's ModelCardData):
+    languages, licence, tags and the scores as a model-index."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    d, kind = loaded.cfg.data, loaded.cfg.model.attention.kind
+    dataset = Path(d.dir).name
+    results = [
+        EvalResult(
+            task_type="translation",
+            dataset_type=dataset,
+            dataset_name=dataset,
+            dataset_split=split,
+            metric_type=metric,
+            metric_value=round(float(r[metric]), 2),
+        )
+        for split, r in scores.items()
+        for metric in ("bleu", "chrf")
+        if isinstance(r.get(metric), (int, float))
     ]
-    return rows, f"From `nmt evaluate` of best.pt ({path.name}; sacreBLEU {_signature(results)})."
+    card = ModelCardData(
+        language=[d.src_lang, d.tgt_lang],
+        license=license,
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=["translation", "nmt-attention", f"attention-{kind}"],
+        model_name=f"nmt {kind} {d.src_lang}-{d.tgt_lang}",
+        eval_results=results or None,
+    )
+    return card.to_yaml()
 
 
 def _signature(results: dict[str, Any]) -> str:
@@ -48,13 +79,12 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
     cfg = loaded.cfg
     d = cfg.data
     kind = cfg.model.attention.kind
-    front = {
-        "library_name": "transformers",
-        "pipeline_tag": "translation",
-        "language": [d.src_lang, d.tgt_lang],
-        "tags": ["translation", "nmt-attention", f"attention-{kind}"],
-    }
-    rows, source = run_scores(checkpoint)
+    results, source = run_scores(checkpoint)
+    rows = [
+        f"| {split} | {r.get('sentences', '')} | {r.get('beam', '')} | {r['bleu']:.2f} | "
+        f"{r.get('chrf', float('nan')):.2f} |"
+        for split, r in results.items()
+    ]
     scores = (
         ["| split | sentences | beam | BLEU | chrF |", "| --- | --- | --- | --- | --- |", *rows]
         if rows
@@ -73,7 +103,7 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
     )
     lines = [
         "---",
-        yaml.safe_dump(front, sort_keys=False).strip(),
+        front_matter(loaded, results, manifest["license"]).strip(),
         "---",
         "",
         f"# {d.src_lang}→{d.tgt_lang} translation, {kind} cross-attention",
@@ -81,7 +111,8 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
         f"Trained with [nmt](https://pypi.org/project/nmt-attention/) and exported by "
         f"`nmt export --format hf` (nmt {manifest['nmt_version']}, transformers "
         f"{manifest['transformers_version']}) from `{published_name(checkpoint)}`. "
-        f"The model is {how}.",
+        f"The model is {how}. Licence: `{manifest['license']}` (the exporter's "
+        "`--license`; a model's terms follow its training data's).",
         "",
         "## Data",
         "",

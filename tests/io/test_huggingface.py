@@ -180,9 +180,23 @@ def test_the_card_says_what_was_trained_and_how_it_scored(tiny_run, tmp_path):
     record(run, "test", score)
     record(run, "test@decode.beam=9", {**score, "bleu": 99.0})  # not the recipe's decoding
     card = (exported(run, tmp_path) / "README.md").read_text()
-    assert card.startswith("---\nlibrary_name: transformers\n")
+    assert card.startswith("---\n")
     assert "| test | 15 | 2 | 12.35 | 40.00 |" in card and "99.00" not in card
     assert "attention-global" in card and "kind: global" in card  # the tag, the recipe
+    from huggingface_hub import ModelCard  # the metadata as the Hub reads it
+
+    data = ModelCard(card).data
+    assert data.library_name == "transformers" and data.license == "unknown"
+    assert {(r.dataset_split, r.metric_type, r.metric_value) for r in data.eval_results} == {
+        ("test", "bleu", 12.35),
+        ("test", "chrf", 40.0),
+    }
+    licensed = invoke("export", run, "--format", "hf", "-o", tmp_path / "cc", "--license",
+                      "cc-by-4.0")  # fmt: skip
+    assert licensed.exit_code == 0, licensed.output
+    assert ModelCard((tmp_path / "cc/README.md").read_text()).data.license == "cc-by-4.0"
+    refused = invoke("export", run, "-o", tmp_path / "ct2", "--license", "mit")
+    assert refused.exit_code == 2 and "--license: only --format hf" in refused.output
     (tmp_path / "hf").rename(tmp_path / "first")
     card = (exported(run / "last.pt", tmp_path) / "README.md").read_text()
     assert "No scores: the run's results.json holds best.pt's, and this is last.pt." in card
