@@ -32,8 +32,8 @@ from torch.profiler import ProfilerActivity, profile
 
 from nmt.attention import ATTENTION
 from nmt.attention.base import Context
-from nmt.model.config import ModelConfig
 from nmt.setup.config import from_dict
+from nmt.setup.model import ModelConfig
 from nmt.training.objective import attention_loss
 
 VARIANTS = {  # name: recipe options

@@ -25,7 +25,7 @@ import torch
 from nmt.data.pipeline import load_split
 from nmt.decoding.metrics import bleu
 from nmt.decoding.search import translate_lines
-from nmt.io.export import export_ctranslate2
+from nmt.export.ctranslate2 import export_ctranslate2
 from nmt.model.load import load_model
 
 

@@ -31,7 +31,7 @@ from nmt.data.pipeline import load_split
 from nmt.data.vocab import EOS, PAD
 from nmt.decoding.metrics import bleu
 from nmt.decoding.search import translate_lines
-from nmt.io.huggingface import export_hf
+from nmt.export.huggingface import export_hf
 from nmt.model.load import load_model
 
 

@@ -53,8 +53,8 @@ from nmt.decoding.metrics import corpus_score
 from nmt.decoding.search import translate_lines
 from nmt.decoding.translate import one_line
 from nmt.errors import NmtError
+from nmt.export.averaging import average, kept_checkpoints
 from nmt.io import checkpoint
-from nmt.io.averaging import average, kept_checkpoints
 from nmt.io.files import write_text
 from nmt.io.rundir import flatten
 from nmt.model.load import model_from_payload

@@ -27,11 +27,11 @@ from common import user_errors
 
 from nmt.data.corpus import read_lines
 from nmt.data.pipeline import load_split
-from nmt.decoding.config import decode_tag
 from nmt.decoding.evaluate import evaluate, read_results
 from nmt.decoding.metrics import sentence_stats
 from nmt.io.files import write_text
 from nmt.setup.config import read_yaml
+from nmt.setup.decoding import decode_tag
 from nmt.setup.recipe import config_from_dict
 
 # remedy -> its settings (decode.KEY=VALUE overrides); the empty one is the recipe's

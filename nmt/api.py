@@ -16,20 +16,20 @@ attention`` draws what :meth:`Translator.attention` returns.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.decoding.config import Sampling, with_overrides
+from nmt.decoding.attention import attention_figure, sentence_attention
 from nmt.decoding.metrics import Score, corpus_score
-from nmt.decoding.search import Translation, encode_source
+from nmt.decoding.search import Translation
 from nmt.decoding.split import translate_text
 from nmt.errors import NmtError
-from nmt.inspection.maps import AttentionMap, attention_maps, grid_figure, heatmap_figure, panels
+from nmt.inspection.maps import AttentionMap
 from nmt.model.load import Loaded, load_model
-from nmt.progress import warn
+from nmt.setup.decoding import Sampling, with_overrides
 from nmt.setup.device import resolve_device
 
 
@@ -59,7 +59,7 @@ class Translator:
     ) -> list[list[Translation]]:
         """Each sentence's ``n_best`` translations (text, score, target ids), best
         first: by beam search (``beam``; the run's by default), or one drawn per
-        sentence with ``sample`` (a :class:`~nmt.decoding.config.Sampling`). Any other
+        sentence with ``sample`` (a :class:`~nmt.setup.decoding.Sampling`). Any other
         key of the recipe's ``decode`` section may be given (``coverage=0.2``,
         ``min_len_a=0.8``); ``refs``: each output exactly as long as its reference
         (``--length oracle``)."""
@@ -84,34 +84,12 @@ class Translator:
         (by default its own translation of ``src``): pieces and weights as arrays
         (:class:`~nmt.inspection.maps.AttentionMap`). A sentence longer than the model
         reads is cut, with a warning naming it (by ``names``)."""
-        v, limit = self.loaded.vocabs, self.loaded.model.cfg.max_positions - 1
-
-        def cut(side: str) -> Callable[[int], None]:
-            return lambda n: warn(
-                f"{side}: over {limit:,} pieces; the model reads the first {limit:,}"
-            )
-
-        (src_ids,) = encode_source(v.src, [src], limit, cut(names[0]))
-        if not src_ids:
-            raise NmtError(f"{names[0]}: empty sentence")
-        if tgt is None:
-            tgt_ids = self.nbest([src])[0][0].tokens
-        else:
-            (tgt_ids,) = encode_source(v.tgt, [tgt], limit, cut(names[1]))
-        (amap,) = attention_maps(self.loaded.model, v.src, v.tgt, [src_ids], [tgt_ids])
-        return amap
+        return sentence_attention(self.loaded, self.device, src, tgt, names)
 
     def figure(self, amap: AttentionMap, layer: int | str = -1, head: int | str = "mean") -> Any:
         """A heatmap of ``amap`` (target pieces down, source across, local attention's
         centres as dots): one layer and head, or a grid where either is ``"all"``."""
-        layers, heads = panels(amap, str(layer), str(head))
-        kind = self.loaded.cfg.model.attention.kind
-        if self.loaded.cfg.model.decoder.kind == "two_stream":
-            kind += " (two-stream decoder: the predicting query stream)"
-        title = f"{kind} cross-attention, layer {layer}, head {head}"
-        if len(layers) == 1 and len(heads) == 1:
-            return heatmap_figure(amap, layers[0], heads[0], title)
-        return grid_figure(amap, layers, heads, title)
+        return attention_figure(self.loaded, amap, layer, head)
 
 
 def score(

@@ -170,8 +170,8 @@ def evaluate(
     ),
 ) -> None:
     """Translate test splits with the recipe's beam settings; scores go to RUN/results.json."""
-    from nmt.decoding.config import length_mode
     from nmt.decoding.evaluate import evaluate as run_evaluate
+    from nmt.setup.decoding import length_mode
 
     run_evaluate(run, split or None, device=device, overrides=set_, length=length_mode(length))
 
@@ -227,8 +227,8 @@ def translate(
 ) -> None:
     """Translate one sentence per line; always exactly one output line per input line.
     Lines whose output is far shorter than the run predicts are named on stderr."""
-    from nmt.decoding.config import length_mode
     from nmt.decoding.translate import sampling_options, translate_file
+    from nmt.setup.decoding import length_mode
     from nmt.setup.plugins import import_plugins
 
     import_plugins(plugin, given=True)
@@ -284,7 +284,7 @@ def attention(
     """Draw a cross-attention heatmap, with local attention's centres p_t.
 
     Writes PNG, or PDF or SVG for a paper (the suffix of -o chooses)."""
-    from nmt.inspection.draw import draw_attention
+    from nmt.decoding.attention import draw_attention
 
     draw_attention(checkpoint, src, tgt, layer, head, output, device)
 
@@ -366,7 +366,7 @@ def average(
     output: Path = typer.Option(..., "-o", "--output", help="The averaged checkpoint."),
 ) -> None:
     """Average checkpoints of one model (every floating-point tensor's mean) into one."""
-    from nmt.io.averaging import average_into
+    from nmt.export.averaging import average_into
     from nmt.progress import console
 
     n = average_into(inputs, last, output)
@@ -402,7 +402,7 @@ def export(
     from nmt.progress import info
 
     if export_format == "hf":
-        from nmt.io.huggingface import export_hf
+        from nmt.export.huggingface import export_hf
 
         if quantization != "float32":
             raise NmtError(f"--quantization {quantization}: the hf format writes float32")
@@ -413,7 +413,7 @@ def export(
         raise NmtError(f"--format {export_format}: expected ctranslate2 or hf")
     if license != "unknown":
         raise NmtError("--license: only --format hf writes a model card")
-    from nmt.io.export import export_ctranslate2
+    from nmt.export.ctranslate2 import export_ctranslate2
 
     export_ctranslate2(checkpoint, output, quantization)
     info(f"{output}: CTranslate2 model ({quantization}) with source.spm and target.spm")

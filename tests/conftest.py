@@ -19,8 +19,8 @@ import yaml
 
 from nmt import install_hint
 from nmt.data.toy import write_corpus
+from nmt.progress import flag
 from nmt.setup.config import from_dict
-from nmt.setup.env import flag
 from nmt.setup.recipe import RunConfig
 
 if os.environ.get("PYTEST_XDIST_WORKER"):

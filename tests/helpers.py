@@ -12,12 +12,12 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from nmt.attention.config import AttentionConfig
 from nmt.data.vocab import BOS, PAD
 from nmt.io import checkpoint
-from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
+from nmt.setup.attention import AttentionConfig
 from nmt.setup.config import from_dict
+from nmt.setup.model import ModelConfig
 from nmt.setup.recipe import RunConfig
 from nmt.training.build import build
 from nmt.training.run import train

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from nmt.api import Translator, score
-from nmt.decoding.config import Sampling
 from nmt.decoding.search import translate_lines
 from nmt.errors import NmtError
+from nmt.setup.decoding import Sampling
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 

@@ -16,12 +16,12 @@ import typer
 import yaml
 
 from nmt.attention.base import SCORES
-from nmt.attention.config import ATTENTION
 from nmt.cli import app
 from nmt.compare.spec import CompareSpec, load_spec
-from nmt.model.config import DECODERS, ENCODER_BLOCKS
+from nmt.setup.attention import ATTENTION
+from nmt.setup.model import DECODERS, ENCODER_BLOCKS
 from nmt.setup.recipe import RunConfig, load_recipe
-from nmt.training.config import TRAINERS
+from nmt.setup.training import TRAINERS
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

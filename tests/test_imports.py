@@ -114,7 +114,7 @@ def test_a_training_config_does_not_load_the_trainer():
     """A recipe section is cheap to build: no trainer, DDP or sacreBLEU behind it."""
     probe = (
         "import json, sys\n"
-        "from nmt.training.config import TrainConfig\n"
+        "from nmt.setup.training import TrainConfig\n"
         "TrainConfig(max_steps=1)\n"
         "names = [m for m in sys.modules if m.startswith(('nmt', 'torch', 'sacrebleu'))]\n"
         "print(json.dumps(sorted(names)))\n"
@@ -127,8 +127,7 @@ def test_a_training_config_does_not_load_the_trainer():
         "nmt.setup",
         "nmt.setup.config",
         "nmt.setup.registry",
-        "nmt.training",
-        "nmt.training.config",
+        "nmt.setup.training",
     ]
 
 
@@ -138,7 +137,7 @@ def test_a_registry_loads_its_built_in_entries_at_the_first_lookup():
     probe = (
         "import sys\n"
         "from nmt.setup.config import from_dict\n"
-        "from nmt.training.config import TrainConfig\n"
+        "from nmt.setup.training import TrainConfig\n"
         "assert 'nmt.training.scheduled_sampling' not in sys.modules\n"
         "data = {'max_steps': 1, 'trainer': {'kind': 'scheduled_sampling'}}\n"
         "cfg = from_dict(TrainConfig, data)\n"

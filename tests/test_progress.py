@@ -1,11 +1,16 @@
-"""Progress bars: the rate column reads well at every scale."""
+"""Progress bars: the rate column reads well at every scale; messages stay one line;
+environment switches take the usual spellings of true and false."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 from rich.progress import Progress
 
-from nmt.progress import RateColumn, info
+from nmt.progress import RateColumn, flag, info
+from tests.conftest import subprocess_env
 
 
 @pytest.mark.parametrize(
@@ -23,3 +28,32 @@ def test_a_long_message_off_a_terminal_is_one_line(capsys):
     message = "stopped at update 198 of train.max_steps 200: " + "word " * 40
     info(message)
     assert capsys.readouterr().err == message + "\n"
+
+
+@pytest.mark.parametrize("value", ["1", "true", "True", "YES", "on", " yes "])
+def test_true_spellings_switch_on(monkeypatch, value):
+    monkeypatch.setenv("NMT_TEST_SWITCH", value)
+    assert flag("NMT_TEST_SWITCH")
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No", "off", ""])
+def test_false_spellings_and_unset_switch_off(monkeypatch, capsys, value):
+    monkeypatch.setenv("NMT_TEST_SWITCH", value)
+    assert not flag("NMT_TEST_SWITCH")
+    monkeypatch.delenv("NMT_TEST_SWITCH")
+    assert not flag("NMT_TEST_SWITCH")
+    assert capsys.readouterr().err == ""
+
+
+def test_another_value_is_off_with_a_warning_naming_it(monkeypatch, capsys):
+    monkeypatch.setenv("NMT_TEST_SWITCH", "maybe")
+    assert not flag("NMT_TEST_SWITCH")
+    assert "NMT_TEST_SWITCH='maybe' is not a switch value" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_nmt_quiet_true_silences_a_command(tiny_run, tmp_path):
+    env = {**subprocess_env(), "NMT_QUIET": "true"}
+    cmd = [sys.executable, "-m", "nmt", "average", str(tiny_run / "best.pt")]
+    out = subprocess.run([*cmd, "-o", str(tmp_path / "a.pt")], env=env, capture_output=True)
+    assert out.returncode == 0 and out.stderr == b"" and out.stdout == b""

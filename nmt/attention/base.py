@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.config import AttentionConfig
+from nmt.setup.attention import AttentionConfig
 from nmt.setup.registry import Registry
 
 SCORES: Registry[type[Score]] = Registry("attention score")

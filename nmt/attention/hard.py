@@ -44,7 +44,7 @@ from nmt.attention.base import (
     Memory,
     masked_softmax,
 )
-from nmt.attention.config import HardConfig
+from nmt.setup.attention import HardConfig
 
 
 def leave_one_out(reward: Tensor, mask: Tensor) -> Tensor:

@@ -25,7 +25,7 @@ from nmt.attention.base import (
     Memory,
     masked_softmax,
 )
-from nmt.attention.config import LocalConfig, LocalMConfig, LocalPConfig, LocalSConfig
+from nmt.setup.attention import LocalConfig, LocalMConfig, LocalPConfig, LocalSConfig
 
 
 class LocalAttention(CrossAttention):

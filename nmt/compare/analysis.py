@@ -25,7 +25,6 @@ from nmt.compare.diagnostics import (
     word_counts,
 )
 from nmt.data.alignment import Alignment, aer, read_alignments
-from nmt.data.config import DataConfig
 from nmt.data.corpus import n_lines, read_documents, read_lines
 from nmt.data.pipeline import load_split, split_files
 from nmt.data.splits import IN_DOCUMENTS, JOINED, base_split, groups, needs_documents
@@ -43,6 +42,7 @@ from nmt.inspection.maps import (
 from nmt.model.load import Loaded, load_model
 from nmt.progress import warn
 from nmt.setup.config import read_yaml
+from nmt.setup.data import DataConfig
 from nmt.setup.recipe import RunConfig, config_from_dict
 from nmt.training.run import read_summary
 from nmt.training.state import metric_records

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from nmt.decoding.config import decoding, with_overrides
 from nmt.errors import ConfigError, NmtError
 from nmt.setup.config import apply_overrides, check, check_seed, from_dict, read_yaml
+from nmt.setup.decoding import decoding, with_overrides
 from nmt.setup.plugins import with_plugins
 from nmt.setup.recipe import RunConfig, check_moved_keys
-from nmt.training.config import TrainConfig
+from nmt.setup.training import TrainConfig
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
 # Bounds on what one spec may ask for: every run is planned (its recipe built and

@@ -27,7 +27,6 @@ from nmt.compare.runs import RunResult, check_reusable, failed
 from nmt.compare.spec import CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
-from nmt.decoding.config import decode_tag, decoding
 from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
 from nmt.io.checkpoint import no_best
@@ -35,6 +34,7 @@ from nmt.io.files import write_text
 from nmt.io.rundir import is_run, owned
 from nmt.progress import console, warn
 from nmt.setup.config import read_yaml
+from nmt.setup.decoding import decode_tag, decoding
 from nmt.setup.device import resolve_device
 from nmt.setup.recipe import RunConfig
 

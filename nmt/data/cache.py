@@ -39,13 +39,13 @@ from typing import Any
 import numpy as np
 
 from nmt.data.batching import ParallelData, Tokens, keep_pairs
-from nmt.data.config import DataConfig
 from nmt.data.corpus import count_lines, documents_path, iter_lines, iter_parallel
 from nmt.data.splits import word_count
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.io.files import held
 from nmt.progress import progress_bar
+from nmt.setup.data import DataConfig
 
 FORMAT = 3  # bump when the layout of an entry changes (2: lines; 3: CRC-32 of each file)
 CHUNK = 20_000  # pairs encoded per SentencePiece batch call

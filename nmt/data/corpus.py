@@ -11,15 +11,9 @@ from pathlib import Path
 
 from nmt.errors import NmtError
 from nmt.io.files import settled
+from nmt.setup.data import plain_name
 
 BLOCK = 1 << 20  # bytes count_lines reads at a time
-
-
-def plain_name(name: str) -> bool:
-    """Whether ``name`` can name a split or a language: a file name part, neither a
-    path nor hidden. Outputs are written as ``RUN/{split}.hyp``, so ``../x`` would
-    write outside the run directory."""
-    return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
 
 
 def split_path(directory: str | Path, split: str, lang: str) -> Path:

@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, NamedTuple
 
 from nmt import install_hint
-from nmt.data.corpus import count_lines, iter_lines, plain_name
+from nmt.data.corpus import count_lines, iter_lines
 from nmt.errors import NmtError, brief
 from nmt.io.files import WRITING, atomic_files, finish_renames
 from nmt.io.rundir import owned
 from nmt.progress import console, sentence_progress
+from nmt.setup.data import plain_name
 
 Format = Literal["tsv", "jsonl", "hf", "xml"]
 FORMATS: tuple[Format, ...] = ("tsv", "jsonl", "hf", "xml")

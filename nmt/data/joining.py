@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from nmt.data.batching import ParallelData, Tokens
-from nmt.data.config import JoinConfig
 from nmt.errors import NmtError
+from nmt.setup.data import JoinConfig
 
 
 class JoinedTokens(Tokens):

@@ -9,12 +9,12 @@ from typing import Any
 
 from nmt.data import cache
 from nmt.data.batching import ParallelData, keep_pairs
-from nmt.data.config import DataConfig
 from nmt.data.corpus import read_documents, read_parallel, split_path
 from nmt.data.splits import base_split, derive, needs_documents
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.io.files import atomic_write
+from nmt.setup.data import DataConfig
 
 
 @dataclass(frozen=True)

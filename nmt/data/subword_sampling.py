@@ -13,8 +13,8 @@ from __future__ import annotations
 import sentencepiece as spm
 
 from nmt.data.batching import ParallelData, Tokens
-from nmt.data.config import SubwordSampling
 from nmt.data.vocab import Vocab
+from nmt.setup.data import SubwordSampling
 
 # SentencePiece's seed is an unsigned 32-bit int whose largest value, 2**32 - 1,
 # means "seed from the random device": derived seeds stay below it.

@@ -11,15 +11,15 @@ import torch
 
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import load_split
-from nmt.decoding.config import LengthMode, decode_tag, with_overrides
 from nmt.decoding.metrics import corpus_score
 from nmt.decoding.split import translate_text
 from nmt.decoding.translate import one_line
 from nmt.errors import NmtError
-from nmt.io.averaging import average_last
+from nmt.export.averaging import average_last
 from nmt.io.files import held, is_number, read_json, write_text
 from nmt.model.load import Loaded, load_model, model_from_payload
 from nmt.progress import console, sentence_progress, warn
+from nmt.setup.decoding import LengthMode, decode_tag, with_overrides
 from nmt.setup.device import resolve_device
 
 # What each split's entry in results.json holds: these numbers, and both signatures.

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nmt.decoding.config import DecodeConfig
 from nmt.io.files import write_text
 from nmt.progress import warn
+from nmt.setup.decoding import DecodeConfig
 
 SHOWN = 10  # line numbers named in the warning; --report has every one
 

@@ -16,10 +16,10 @@ from torch import Tensor
 
 from nmt.data.batching import bucket, pad
 from nmt.data.vocab import BOS, EOS, PAD, Vocab, clip_lines
-from nmt.decoding.config import DecodeConfig, Sampling
 from nmt.errors import NmtError
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Transformer
+from nmt.setup.decoding import DecodeConfig, Sampling
 
 
 def sample_tokens(logp: Tensor, cfg: Sampling, generator: torch.Generator) -> Tensor:

@@ -15,10 +15,10 @@ from typing import Any
 import torch
 
 from nmt.data.sentences import joiner, segmenter, split_lines
-from nmt.decoding.config import DecodeConfig
 from nmt.decoding.search import Translation, translate_lines
 from nmt.errors import NmtError
 from nmt.model.load import Loaded
+from nmt.setup.decoding import DecodeConfig
 
 
 def translate_text(

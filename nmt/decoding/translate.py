@@ -12,7 +12,6 @@ import torch
 
 from nmt.data.alignment import Alignment, format_pharaoh
 from nmt.data.corpus import input_chunks, n_lines, read_lines
-from nmt.decoding.config import LengthMode, with_overrides
 from nmt.decoding.length_check import check_lengths
 from nmt.decoding.search import Sampling, Translation, encode_source
 from nmt.decoding.split import translate_text
@@ -22,6 +21,7 @@ from nmt.model.ensemble import Ensemble
 from nmt.model.load import Loaded, load_model
 from nmt.model.seq2seq import Transformer
 from nmt.progress import console, sentence_progress, warn
+from nmt.setup.decoding import LengthMode, with_overrides
 from nmt.setup.device import resolve_device
 
 # Lines translated at a time: memory stays bounded on a corpus of millions (back-

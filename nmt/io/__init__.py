@@ -1,2 +1,1 @@
-"""Files and checkpoints: atomic writes, the run directory and its lock,
-checkpoints, their averaging, and export to other runtimes."""
+"""Files and checkpoints: atomic writes, the run directory and its lock, checkpoints."""

@@ -13,8 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import AttentionOutput, Context, Memory
-from nmt.model.config import ModelConfig
 from nmt.model.layers import Caches, DecoderLayer, Embedding
+from nmt.setup.model import ModelConfig
 
 
 @dataclass

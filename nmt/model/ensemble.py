@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from nmt.model.config import ModelConfig
 from nmt.model.decoder import DecoderState
 from nmt.model.seq2seq import Transformer
+from nmt.setup.model import ModelConfig
 
 
 @dataclass

@@ -10,11 +10,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.attention.base import AttentionOutput, Context, Memory, key_bias
-from nmt.attention.config import ATTENTION
 from nmt.attention.fusion import BiDAFFusion
 from nmt.attention.sdpa import scaled_dot_product
-from nmt.model.config import ModelConfig, PositionsConfig
 from nmt.model.positions import AbsolutePositions, self_positions
+from nmt.setup.attention import ATTENTION
+from nmt.setup.model import ModelConfig, PositionsConfig
 
 
 class Embedding(nn.Module):

@@ -1,4 +1,4 @@
-"""Where a token is: the position schemes of ``model.positions`` (nmt.model.config).
+"""Where a token is: the position schemes of ``model.positions`` (nmt.setup.model).
 
 Absolute schemes add a vector per position to the token embeddings
 (:class:`AbsolutePositions`); the others act inside self-attention
@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import alibi_slopes
-from nmt.model.config import PositionsConfig
+from nmt.setup.model import PositionsConfig
 
 
 def sinusoids(length: int, dim: int) -> Tensor:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nmt.model.config import ModelConfig
 from nmt.model.layers import FeedForward, SelfAttention
+from nmt.setup.model import ModelConfig
 
 
 class SeparableConv(nn.Module):

@@ -12,9 +12,9 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import AttentionOutput, key_bias
-from nmt.model.config import DECODERS, ENCODER_BLOCKS, ModelConfig
 from nmt.model.decoder import DecoderState
 from nmt.model.layers import Embedding
+from nmt.setup.model import DECODERS, ENCODER_BLOCKS, ModelConfig
 
 
 class Transformer(nn.Module):

@@ -31,9 +31,9 @@ import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import AttentionOutput, Context, Memory
-from nmt.model.config import ModelConfig
 from nmt.model.decoder import DecoderStack, DecoderState
 from nmt.model.layers import Caches, DecoderLayer, Embedding, extend_cache, own
+from nmt.setup.model import ModelConfig
 
 
 def random_order(real: Tensor) -> tuple[Tensor, Tensor]:

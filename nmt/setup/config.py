@@ -1,7 +1,7 @@
 """The strict loader of recipes: YAML -> dict -> ``--set`` overrides -> frozen dataclasses.
 
-Each package keeps its own sections (``nmt.data.config``, ``nmt.model.config``,
-``nmt.training.config``, the attention variants' configs with the variants);
+Each package keeps its own sections (``nmt.setup.data``, ``nmt.setup.model``,
+``nmt.setup.training``, the attention variants' configs with the variants);
 ``nmt.setup.recipe`` puts them together. Every section is a frozen dataclass.
 ``from_dict`` is strict: an unknown key, a wrong type or an impossible value
 raises :class:`ConfigError` naming the dotted key (with a close-match suggestion

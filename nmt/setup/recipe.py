@@ -16,14 +16,14 @@ from typing import Any
 
 import yaml
 
-from nmt.data.config import DataConfig
-from nmt.decoding.config import DecodeConfig
 from nmt.errors import ConfigError, NmtError
-from nmt.model.config import ModelConfig
 from nmt.setup.config import apply_overrides, check, from_dict, read_yaml
+from nmt.setup.data import DataConfig
+from nmt.setup.decoding import DecodeConfig
 from nmt.setup.migrations import upgrade_recipe
+from nmt.setup.model import ModelConfig
 from nmt.setup.plugins import with_plugins
-from nmt.training.config import TrainConfig
+from nmt.setup.training import TrainConfig
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from nmt.data.splits import shorter
 from nmt.data.vocab import PAD
 from nmt.errors import ConfigError, NmtError
 from nmt.io.rundir import recipe_changes
-from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
+from nmt.setup.model import ModelConfig
 from nmt.setup.recipe import config_from_dict
 from nmt.training.distributed import Distributed
 

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from nmt.training.config import LengthCurriculum
+from nmt.setup.training import LengthCurriculum
 
 
 def competence(curriculum: LengthCurriculum, update: int) -> float:

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from nmt.attention.base import AttentionOutput
-from nmt.training.config import GuidedAlignment
+from nmt.setup.training import GuidedAlignment
 
 
 def alignment_loss(

@@ -1,7 +1,7 @@
 """The objective: the loss of one batch, apart from the loop that runs the updates.
 
 A training regime (``train.trainer`` in a recipe) is an objective registered in
-``TRAINERS`` (nmt.training.config): teacher forcing here, two-pass scheduled
+``TRAINERS`` (nmt.setup.training): teacher forcing here, two-pass scheduled
 sampling in nmt.training.scheduled_sampling. The trainer builds the recipe's
 objective once and calls it on every batch; under data-parallel training DDP
 wraps the objective itself, so every pass a regime makes runs under one DDP

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from nmt.model.seq2seq import Transformer
-from nmt.training.config import TrainConfig
+from nmt.setup.training import TrainConfig
 
 
 def adam(params: list[nn.Parameter], t: TrainConfig, lr: float) -> torch.optim.Adam:

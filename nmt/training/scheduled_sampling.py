@@ -26,7 +26,7 @@ from torch import Tensor
 from nmt.data.batching import Batch
 from nmt.data.vocab import PAD
 from nmt.model.seq2seq import Transformer
-from nmt.training.config import ScheduledSamplingConfig
+from nmt.setup.training import ScheduledSamplingConfig
 from nmt.training.objective import Loss, TeacherForcing
 
 if TYPE_CHECKING:

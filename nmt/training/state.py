@@ -11,7 +11,7 @@ from pathlib import Path
 
 from nmt.io.files import is_number
 from nmt.progress import clock
-from nmt.training.config import TrainConfig
+from nmt.setup.training import TrainConfig
 
 
 @dataclass

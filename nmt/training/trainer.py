@@ -27,14 +27,14 @@ from torch.nn.parallel import DistributedDataParallel
 from nmt import kernels
 from nmt.data.batching import Batch
 from nmt.errors import NmtError
+from nmt.export.averaging import kept_name, prune
 from nmt.io import checkpoint, files
-from nmt.io.averaging import kept_name, prune
 from nmt.model.seq2seq import Transformer
 from nmt.progress import advancer, clock, console, eta, log_line, progress_bar
 from nmt.setup.config import from_dict
 from nmt.setup.device import where_it_ran
+from nmt.setup.training import TRAINERS
 from nmt.training.build import TrainingData
-from nmt.training.config import TRAINERS
 from nmt.training.curriculum import competence
 from nmt.training.distributed import Distributed
 from nmt.training.ema import WeightAverage

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.compare.html import write_html
-from nmt.setup.env import flag
+from nmt.progress import flag
 from tests.compare.test_compare import write_spec
 
 runner = CliRunner()

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.compare.slurm import read_outcome
 from nmt.errors import NmtError
-from nmt.setup.env import flag
+from nmt.progress import flag
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra, subprocess_env
 

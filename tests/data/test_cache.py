@@ -15,12 +15,12 @@ import pytest
 
 from nmt.data import cache
 from nmt.data.batching import ParallelData
-from nmt.data.config import DataConfig
 from nmt.data.corpus import read_parallel
 from nmt.data.pipeline import encode_pairs, load_training, split_files
 from nmt.data.toy import write_corpus
 from nmt.errors import NmtError
 from nmt.setup.config import from_dict
+from nmt.setup.data import DataConfig
 
 
 @pytest.fixture

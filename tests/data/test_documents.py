@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.data.config import DataConfig, JoinConfig
 from nmt.data.corpus import read_lines
 from nmt.data.importing import Sides, import_corpus, tsv_columns
 from nmt.data.joining import groups as join_groups
 from nmt.data.pipeline import load_split
 from nmt.data.splits import derive, documents, groups
 from nmt.errors import NmtError
+from nmt.setup.data import DataConfig, JoinConfig
 from nmt.training.build import build
 from nmt.training.run import train
 from tests.test_cli import invoke

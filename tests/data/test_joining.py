@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from nmt.data.batching import ParallelData
-from nmt.data.config import DataConfig, JoinConfig
 from nmt.data.joining import groups, joined
 from nmt.setup.config import ConfigError, from_dict
+from nmt.setup.data import DataConfig, JoinConfig
 from nmt.setup.recipe import RunConfig
 from nmt.training.run import prepare
 from tests.conftest import tiny_recipe_dict

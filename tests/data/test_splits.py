@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from nmt.data.config import DataConfig
 from nmt.data.pipeline import load_split, recipe_vocabs, split_files
 from nmt.data.splits import base_split, derive
 from nmt.errors import NmtError
 from nmt.setup.config import from_dict
+from nmt.setup.data import DataConfig
 from nmt.training.run import prepare
 
 SRC = ["a b", "c", "d e f", "g", "h i j k", "l m"]

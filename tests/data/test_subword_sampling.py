@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from nmt.data.batching import ParallelData
-from nmt.data.config import SubwordSampling
 from nmt.data.corpus import read_lines
 from nmt.data.subword_sampling import resampled
 from nmt.data.vocab import Vocab
+from nmt.setup.data import SubwordSampling
 
 
 def setup(toy_dir, size=200):

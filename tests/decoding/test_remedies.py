@@ -13,10 +13,10 @@ import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.decoding.config import DecodeConfig, with_overrides
 from nmt.decoding.search import encode_source, translate_lines
 from nmt.errors import NmtError
 from nmt.model.load import load_model
+from nmt.setup.decoding import DecodeConfig, with_overrides
 
 runner = CliRunner()
 

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from nmt.attention import ATTENTION
 from nmt.data.corpus import read_lines
 from nmt.data.sentences import joiner, segmenter, split_lines
-from nmt.decoding.config import DecodeConfig
 from nmt.decoding.length_check import is_short
 from nmt.decoding.search import translate_lines
 from nmt.decoding.split import joined, translate_text
 from nmt.errors import NmtError
 from nmt.model.load import load_model
-from tests.io.test_huggingface import variant
+from nmt.setup.decoding import DecodeConfig
+from tests.export.test_huggingface import variant
 from tests.test_cli import invoke
 
 word = st.sampled_from(["a", "dog", "runs", "the", "green", "park", "two", "men", "sit"])

@@ -110,7 +110,7 @@ def test_a_failure_mid_file_leaves_the_old_output(tiny_run, toy_dir, tmp_path, m
     src = tmp_path / "in.txt"
     src.write_bytes(b"lo nute\n" * 5 + b"la \xff\n")
     calls = []
-    translate = nmt.decoding.translate.translate_lines
+    translate = nmt.decoding.translate.translate_text
 
     def counted(*args, **kwargs):
         calls.append(1)
@@ -118,7 +118,7 @@ def test_a_failure_mid_file_leaves_the_old_output(tiny_run, toy_dir, tmp_path, m
             raise nmt.decoding.translate.NmtError("stopped in the second chunk")
         return translate(*args, **kwargs)
 
-    monkeypatch.setattr(nmt.decoding.translate, "translate_lines", counted)
+    monkeypatch.setattr(nmt.decoding.translate, "translate_text", counted)
     result = invoke("translate", tiny_run, "-i", src, "-o", out)
     assert result.exit_code == 2 and "in.txt:6: not UTF-8" in result.output and not calls
     src.write_bytes(b"lo nute\n" * 5)

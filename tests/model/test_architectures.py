@@ -10,9 +10,9 @@ from nmt.attention.base import Context, DotScore, TrilinearScore, merge_heads, s
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import ConfigError
 from nmt.model import two_stream
-from nmt.model.config import DECODERS, ENCODER_BLOCKS, DecoderConfig, EncoderConfig, ModelConfig
 from nmt.model.qanet import QANetBlock
 from nmt.setup.config import from_dict
+from nmt.setup.model import DECODERS, ENCODER_BLOCKS, DecoderConfig, EncoderConfig, ModelConfig
 from tests.attention.test_attention import build, inputs
 from tests.helpers import VOCAB, random_batch, tiny_model
 

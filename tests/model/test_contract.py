@@ -103,7 +103,7 @@ def test_the_registry_refuses_a_variant_that_does_not_implement_the_contract():
     from torch import nn
 
     from nmt.attention.base import CrossAttention
-    from nmt.attention.config import ATTENTION, AttentionConfig
+    from nmt.setup.attention import ATTENTION, AttentionConfig
 
     @dataclass(frozen=True)
     class Odd(AttentionConfig):

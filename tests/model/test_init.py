@@ -11,7 +11,7 @@ from torch import nn
 from nmt.attention import ATTENTION
 from nmt.attention.base import SCORES
 from nmt.data.vocab import PAD
-from nmt.model.config import DECODERS, ENCODER_BLOCKS
+from nmt.setup.model import DECODERS, ENCODER_BLOCKS
 from tests.helpers import tiny_model
 
 D, H = 32, 4

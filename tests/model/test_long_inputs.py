@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from nmt.attention import ATTENTION
-from nmt.decoding.config import DecodeConfig
 from nmt.decoding.search import encode_source, translate_lines
 from nmt.inspection.maps import attention_maps
+from nmt.setup.decoding import DecodeConfig
 from nmt.training.run import prepare
 
 OPTIONS = {"local_m": {"window": 2}, "local_p": {"window": 2}, "local_s": {"window": 2}}

@@ -12,9 +12,9 @@ import torch
 
 from nmt.attention import ATTENTION
 from nmt.attention.base import alibi_slopes
-from nmt.model.config import ModelConfig
 from nmt.model.positions import Rotary, sinusoids
 from nmt.setup.config import ConfigError, from_dict
+from nmt.setup.model import ModelConfig
 from nmt.training.run import train
 from tests.helpers import assert_incremental_equals_full, random_batch, tiny_model
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from nmt.attention.base import AttentionOutput, Context, CrossAttention, Memory
-from nmt.attention.config import ATTENTION, AttentionConfig
+from nmt.setup.attention import ATTENTION, AttentionConfig
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from nmt.setup.config import ConfigError, from_dict
+from nmt.setup.training import TrainConfig
 from nmt.training.build import build
-from nmt.training.config import TrainConfig
 from nmt.training.state import accumulation, batches_for, updates_for
 from tests.helpers import StopsAfterUpdate, straight_and_resumed
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from nmt.io import checkpoint
 from nmt.setup.config import ConfigError, from_dict
+from nmt.setup.training import LengthCurriculum, TrainConfig
 from nmt.training.build import build
-from nmt.training.config import LengthCurriculum, TrainConfig
 from nmt.training.curriculum import LengthLimit, competence, floor, next_group
 from nmt.training.run import train
 from nmt.training.state import metric_records

@@ -14,12 +14,12 @@ from torch import nn
 
 from nmt.attention import ATTENTION
 from nmt.errors import NmtError
+from nmt.export.averaging import average
 from nmt.io import checkpoint
-from nmt.io.averaging import average
 from nmt.model.load import load_model
 from nmt.setup.config import ConfigError, from_dict
+from nmt.setup.training import TrainConfig
 from nmt.training.build import build
-from nmt.training.config import TrainConfig
 from nmt.training.ema import WeightAverage
 from nmt.training.run import train
 from nmt.training.validation import dev_scores

@@ -14,7 +14,7 @@ from nmt.data.corpus import read_lines
 from nmt.data.gold_alignments import GoldAlignments
 from nmt.data.vocab import BOS, Vocab
 from nmt.errors import ConfigError, NmtError
-from nmt.training.config import GuidedAlignment
+from nmt.setup.training import GuidedAlignment
 from nmt.training.guided_alignment import alignment_loss
 from nmt.training.run import train
 from tests.helpers import random_batch, tiny_model

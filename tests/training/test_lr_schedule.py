@@ -9,7 +9,7 @@ import math
 import pytest
 
 from nmt.setup.config import ConfigError
-from nmt.training.config import TrainConfig
+from nmt.setup.training import TrainConfig
 from nmt.training.lr_schedule import SCHEDULES, inverse_sqrt
 from nmt.training.run import prepare
 

@@ -8,7 +8,7 @@ import torch
 
 from nmt.setup.config import ConfigError, from_dict
 from nmt.setup.recipe import RunConfig
-from nmt.training.config import TrainConfig
+from nmt.setup.training import TrainConfig
 from nmt.training.optimizers import matrices
 from nmt.training.run import prepare
 from tests.conftest import tiny_recipe_dict

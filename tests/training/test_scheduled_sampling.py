@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from nmt.attention import ATTENTION
 from nmt.data.vocab import PAD
 from nmt.errors import NmtError
-from nmt.training.config import ScheduledSamplingConfig
+from nmt.setup.training import ScheduledSamplingConfig
 from nmt.training.run import prepare, train
 from nmt.training.scheduled_sampling import gold_probability, prediction_embeddings
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nmt.training.config import TrainConfig
+from nmt.setup.training import TrainConfig
 from nmt.training.state import RunState, budget_spent, expected_steps, spent_budget, stop_message
 
 

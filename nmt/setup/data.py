@@ -5,8 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nmt.data.corpus import plain_name
 from nmt.setup.config import check
+
+
+def plain_name(name: str) -> bool:
+    """Whether ``name`` can name a split or a language: a file name part, neither a
+    path nor hidden. Outputs are written as ``RUN/{split}.hyp``, so ``../x`` would
+    write outside the run directory."""
+    return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ class DecodeConfig:
     batch_tokens: int = 8192
     n_best: int = 1
     # evaluate (and compare) with the mean of the last N kept checkpoints instead of
-    # best.pt (nmt.io.averaging; needs train.keep_checkpoints >= N); 0: best.pt
+    # best.pt (nmt.export.averaging; needs train.keep_checkpoints >= N); 0: best.pt
     average_last: int = 0
     # none: each line translated as it is; sentences: each line cut into its sentences
     # (nmt.data.sentences), each translated apart, their outputs joined into one line

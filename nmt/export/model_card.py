@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from nmt.errors import NmtError
-from nmt.io.export import published_name, published_recipe
+from nmt.export.ctranslate2 import published_name, published_recipe
 from nmt.io.files import read_json
 from nmt.model.load import Loaded
 

@@ -10,8 +10,8 @@ from nmt.cli import app
 from nmt.data.vocab import Vocab
 from nmt.decoding.evaluate import evaluate
 from nmt.errors import NmtError
+from nmt.export.averaging import average, kept_checkpoints
 from nmt.io import checkpoint
-from nmt.io.averaging import average, kept_checkpoints
 from nmt.setup.config import from_dict
 from nmt.setup.recipe import RunConfig
 from nmt.training.run import train

@@ -11,8 +11,8 @@ import torch
 from nmt.data.corpus import read_lines
 from nmt.decoding.search import translate_lines
 from nmt.errors import NmtError
+from nmt.export.ctranslate2 import export_ctranslate2, inexpressible
 from nmt.io import checkpoint
-from nmt.io.export import export_ctranslate2, inexpressible
 from nmt.model.load import Loaded, load_model
 from tests.conftest import require_extra
 from tests.test_cli import invoke

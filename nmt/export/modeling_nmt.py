@@ -27,10 +27,10 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 from nmt.data.vocab import PAD
 from nmt.errors import NmtError
-from nmt.model.config import ModelConfig
 from nmt.model.seq2seq import Transformer
 from nmt.setup.config import from_dict
 from nmt.setup.migrations import upgrade_recipe
+from nmt.setup.model import ModelConfig
 
 
 class NmtConfig(PretrainedConfig):

@@ -22,13 +22,13 @@ import torch
 from torch import nn
 
 from nmt import install_hint
-from nmt.attention.config import ATTENTION
 from nmt.data.vocab import BOS, PAD
 from nmt.errors import NmtError
 from nmt.io.files import remove_dead_temps, write_text
-from nmt.model.config import DECODERS, ENCODER_BLOCKS
 from nmt.model.load import Loaded, load_model
 from nmt.model.seq2seq import Transformer
+from nmt.setup.attention import ATTENTION
+from nmt.setup.model import DECODERS, ENCODER_BLOCKS
 
 QUANTIZATIONS = ("float32", "int8", "int16", "float16", "bfloat16", "int8_float16")
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which every norm here keeps

@@ -8,7 +8,7 @@ from typing import Literal
 
 import numpy as np
 
-from nmt.attention.config import ATTENTION, AttentionConfig
+from nmt.setup.attention import ATTENTION, AttentionConfig
 from nmt.setup.config import RATIO_BOUNDS, by_kind, check
 from nmt.setup.registry import Registry
 

@@ -10,16 +10,16 @@ import shutil
 import pytest
 import torch
 
-from nmt.attention.config import ATTENTION
 from nmt.data.corpus import read_lines
 from nmt.data.pipeline import checkpoint_vocabs
 from nmt.data.vocab import EOS, PAD, UNK
 from nmt.decoding.evaluate import record
 from nmt.decoding.search import Translation, translate_lines
+from nmt.export.huggingface import pegasus_model, residual_order
 from nmt.io import checkpoint
-from nmt.io.huggingface import pegasus_model, residual_order
 from nmt.model.load import load_model
 from nmt.model.seq2seq import Transformer
+from nmt.setup.attention import ATTENTION
 from nmt.setup.recipe import config_from_dict
 from tests.conftest import require_extra
 from tests.test_cli import invoke

@@ -13,7 +13,7 @@ moves, so the exported model computes the same function.
 
 Every other model (local_m, local_p, local_s, hard, sparsemax, the other scores,
 positions and decoders) is exported with a modelling file,
-:mod:`nmt.io.modeling_nmt`, loaded with ``trust_remote_code=True``: it runs nmt's
+:mod:`nmt.export.modeling_nmt`, loaded with ``trust_remote_code=True``: it runs nmt's
 own modules.
 
 The tokenizer is the run's SentencePiece model converted to a ``tokenizers``
@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from nmt import __version__, install_hint
 from nmt.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from nmt.errors import NmtError
-from nmt.io.export import (
+from nmt.export.ctranslate2 import (
     inexpressible,
     length_limit,
     plugin_code,
@@ -42,8 +42,8 @@ from nmt.io.export import (
     refuse_occupied,
     write_directory,
 )
+from nmt.export.model_card import model_card
 from nmt.io.files import write_text
-from nmt.io.model_card import model_card
 from nmt.model.load import Loaded, load_model
 from nmt.model.seq2seq import Transformer
 
@@ -159,9 +159,9 @@ def pegasus_model(loaded: Loaded) -> Any:
 
 
 def remote_model(loaded: Loaded, recipe: dict[str, Any]) -> Any:
-    """nmt's model in :mod:`nmt.io.modeling_nmt`'s wrapper, registered so that
+    """nmt's model in :mod:`nmt.export.modeling_nmt`'s wrapper, registered so that
     ``save_pretrained`` ships the modelling file and names it in ``auto_map``."""
-    from nmt.io.modeling_nmt import NmtConfig, NmtForConditionalGeneration
+    from nmt.export.modeling_nmt import NmtConfig, NmtForConditionalGeneration
 
     config = NmtConfig(
         nmt_recipe=recipe,
