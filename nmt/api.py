@@ -24,7 +24,7 @@ import torch
 
 from nmt.decoding.attention import attention_figure, sentence_attention
 from nmt.decoding.metrics import Score, corpus_score
-from nmt.decoding.search import Translation
+from nmt.decoding.search import Options, Translation
 from nmt.decoding.split import translate_text
 from nmt.errors import NmtError
 from nmt.inspection.maps import AttentionMap
@@ -69,9 +69,8 @@ class Translator:
         beam = 1 if sample is not None else beam or max(cfg.beam, n_best)
         cfg = with_overrides(cfg, [f"decode.beam={beam}", f"decode.n_best={n_best}"])
         model = self.loaded.model
-        return translate_text(
-            self.loaded, model, lines, cfg, self.device, sampling=sample, refs=refs
-        )
+        options = Options(sampling=sample, refs=refs)
+        return translate_text(self.loaded, model, lines, cfg, self.device, options)
 
     def translate(self, sentences: Iterable[str], **options: Any) -> list[str]:
         """Each sentence's best translation; ``options`` as :meth:`nbest` takes them."""

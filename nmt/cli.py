@@ -227,38 +227,30 @@ def translate(
 ) -> None:
     """Translate one sentence per line; always exactly one output line per input line.
     Lines whose output is far shorter than the run predicts are named on stderr."""
-    from nmt.decoding.translate import sampling_options, translate_file
+    from nmt.decoding.translate import Files, Request, sampling_options, translate_file
     from nmt.setup.decoding import length_mode
     from nmt.setup.plugins import import_plugins
 
     import_plugins(plugin, given=True)
-
-    translate_file(
-        checkpoints,
-        input,
-        output,
-        beam=beam,
-        n_best=n_best,
-        alpha=alpha,
-        batch_tokens=batch_tokens,
-        device=device,
-        attention_dir=attention_dir,
-        alignments=alignments,
-        sampling=sampling_options(sample, temperature, top_k, top_p, seed),
-        overrides=[*set_, *split_overrides(split, split_lang)],
-        length=length_mode(length),
-        ref=ref,
-        report=report,
+    files = Files(input, output, ref, report, alignments, attention_dir)
+    request = Request(
+        beam,
+        n_best,
+        alpha,
+        batch_tokens,
+        (*set_, *split_overrides(split, split_lang)),
+        sampling_options(sample, temperature, top_k, top_p, seed),
+        length_mode(length),
     )
+    translate_file(checkpoints, files, request, device)
 
 
 def split_overrides(split: str | None, split_lang: str | None) -> list[str]:
     """``--split`` and ``--split-lang`` as the decode keys they set."""
     if split_lang is not None and split != "sentences":
         raise NmtError("--split-lang: only --split sentences uses it")
-    return [f"decode.split={split}"] * (split is not None) + [f"decode.split_lang={split_lang}"] * (
-        split_lang is not None
-    )
+    changes = [] if split is None else [f"decode.split={split}"]
+    return changes + ([] if split_lang is None else [f"decode.split_lang={split_lang}"])
 
 
 @app.command(

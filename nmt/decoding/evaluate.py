@@ -12,6 +12,7 @@ import torch
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding.metrics import corpus_score
+from nmt.decoding.search import Options
 from nmt.decoding.split import translate_text
 from nmt.decoding.translate import one_line
 from nmt.errors import NmtError
@@ -107,15 +108,9 @@ def evaluate(
         name = f"{split}@{tag}" if tag else split
         start = time.perf_counter()
         with sentence_progress(name, len(src), console.is_terminal) as advance:
-            nbest = translate_text(
-                loaded,
-                loaded.model,
-                src,
-                decode,
-                dev,
-                advance,
-                refs=refs if length == "oracle" else None,
-            )
+            oracle = refs if length == "oracle" else None
+            options = Options(on_batch=advance, refs=oracle)
+            nbest = translate_text(loaded, loaded.model, src, decode, dev, options)
         seconds = time.perf_counter() - start
         hyps = [one_line(h[0].text) for h in nbest]
         write_text(run_dir / f"{name}.hyp", "".join(h + "\n" for h in hyps))

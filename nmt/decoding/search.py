@@ -1,8 +1,8 @@
 """Greedy search, ancestral sampling and batched beam search on the incremental
-(cached) decoder, with the length controls of ``decode``: a least and a most
-length per sentence (``min_len_a/b``, ``max_len_a/b``, or the reference's own
-length: :class:`Lengths`), and two terms beam search adds to a hypothesis's
-length-normalised log-probability: GNMT's coverage penalty and a word reward."""
+(cached) decoder, within the most pieces ``decode.max_len_a/b`` allow each
+sentence, under the recipe's remedies (nmt.decoding.remedies: a least length, the
+oracle length, the length penalty, the word reward, the coverage penalty and any
+registered one)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from torch import Tensor
 
 from nmt.data.batching import bucket, pad
 from nmt.data.vocab import BOS, EOS, PAD, Vocab, clip_lines
+from nmt.decoding.remedies import Lengths, Remedy, remedies_of
 from nmt.errors import NmtError
 from nmt.model.ensemble import Ensemble
 from nmt.model.seq2seq import Transformer
@@ -52,39 +53,27 @@ class Translation(NamedTuple):
     tokens: list[int]
 
 
-def length_penalty(length: Tensor, alpha: float) -> Tensor:
-    """((5 + |Y|) / 6) ** alpha — Wu et al. 2016, eq. 14."""
-    return ((5.0 + length) / 6.0) ** alpha
-
-
 def max_lengths(src: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
     """Per-sentence output limit a·S + b (S without padding), capped by ``limit``."""
     s = (src != PAD).sum(1).float()  # (B,)
     return (cfg.max_len_a * s + cfg.max_len_b).long().clamp(1, limit)
 
 
-@dataclass(frozen=True)
-class Lengths:
-    """Per sentence (B,): ``limit``, the step at which EOS is forced (an output holds
-    at most limit − 1 pieces), and ``least``, the pieces an output holds before EOS
-    may end it."""
-
-    limit: Tensor
-    least: Tensor
-
-    def select(self, index: Tensor) -> Lengths:
-        return Lengths(self.limit[index], self.least[index])
+def bounds_of(src: Tensor, cfg: DecodeConfig, limit: int, remedies: list[Remedy]) -> Lengths:
+    """Each sentence's output bounds: the recipe's most (``max_len_a/b``, capped by
+    ``limit``) and no least, as the remedies then change them."""
+    limits = max_lengths(src, cfg, limit)
+    lengths = Lengths(limits, torch.zeros_like(limits))
+    for remedy in remedies:
+        lengths = remedy.bounds(lengths, src)
+    return lengths
 
 
-def lengths_of(src: Tensor, cfg: DecodeConfig, limit: int, exact: Tensor | None) -> Lengths:
-    """The recipe's bounds for src (B,S) (``min_len_a/b``, ``max_len_a/b``), or, with
-    ``exact`` (B,) pieces per sentence (``--length oracle``), exactly that many."""
-    if exact is not None:
-        exact = exact.clamp(max=limit - 1)
-        return Lengths(exact + 1, exact)
-    s = (src != PAD).sum(1).float()  # (B,)
-    least = (cfg.min_len_a * s + cfg.min_len_b).long()
-    return Lengths(max_lengths(src, cfg, limit), least)
+def normalised(remedies: list[Remedy], scores: Tensor, length: Tensor) -> Tensor:
+    """Log-probabilities as the remedies rank them (the length penalty)."""
+    for remedy in remedies:
+        scores = remedy.normalise(scores, length)
+    return scores
 
 
 def _step(
@@ -129,15 +118,15 @@ def greedy(
     model: Transformer | Ensemble,
     src: Tensor,
     lengths: Lengths,
-    alpha: float = 0.0,
+    remedies: list[Remedy] = (),  # type: ignore[assignment]
     draw: Callable[[Tensor], Tensor] | None = None,
 ) -> list[Hypothesis]:
     """Pick the most probable token at each step, or the one ``draw`` picks from the
     log-probabilities (n,V) -> (n,) (sampling). src (B,S); ``lengths`` per sentence.
 
     A sentence leaves the batch when it emits EOS. Scores are the model's
-    log-probability of the output, normalised by the length penalty like beam
-    search's.
+    log-probability of the output, normalised as the remedies say (the length
+    penalty), like beam search's.
     """
     memory, src_mask = model.encode(src)
     state = model.decoder_state(memory, src_mask, incremental=True)
@@ -159,7 +148,7 @@ def greedy(
         done = nxt == EOS  # (n,)
         if not bool(done.any()):
             continue
-        final = total[done] / length_penalty(torch.tensor(t + 1.0), alpha)
+        final = normalised(remedies, total[done], torch.full_like(total[done], t + 1.0))
         for b, row, s in zip(alive[done].tolist(), tokens[done, 1:].tolist(), final.tolist()):
             results[b] = Hypothesis(_strip(row), s)
         if bool(done.all()):
@@ -171,48 +160,23 @@ def greedy(
     raise AssertionError("unreachable: every sentence emits EOS by its length limit")
 
 
-# Coverage below this counts as this much in the penalty: a variant that can give a
-# source piece exactly zero weight (a local window, sparsemax) would otherwise make
-# log 0 = -inf of every hypothesis of a long input
-COVERAGE_FLOOR = 1e-3
-
-
-def coverage_penalty(beta: float, coverage: Tensor, counted: Tensor) -> Tensor:
-    """GNMT's cp = β·Σ_s log min(c_s, 1) over the counted source pieces (Wu et al.
-    2016, eq. 14; c_s the attention piece s received over the output so far, the
-    mean over layers and heads), c_s floored at :data:`COVERAGE_FLOOR`.
-    coverage, counted (N,S) -> (N,)."""
-    capped = coverage.clamp(max=1.0).clamp(min=COVERAGE_FLOOR)
-    return beta * (capped.log() * counted).sum(-1)
-
-
-@dataclass(frozen=True)
-class Bonus:
-    """What beam search adds to a hypothesis's length-normalised log-probability:
-    GNMT's coverage penalty (``coverage``, β) and a reward per output piece
-    (``word_reward``, γ; Murray & Chiang 2018)."""
-
-    coverage: float = 0.0
-    word_reward: float = 0.0
-
-
 @torch.no_grad()
 def beam_search(
     model: Transformer | Ensemble,
     src: Tensor,
     lengths: Lengths,
     beam: int,
-    alpha: float,
     n_best: int = 1,
-    bonus: Bonus = Bonus(),
+    remedies: list[Remedy] = (),  # type: ignore[assignment]
 ) -> list[list[Hypothesis]]:
-    """Batched beam search; beams are ranked by length-normalised log-probability plus
-    the ``bonus`` terms, at every step and at the end.
+    """Batched beam search; beams are ranked by log-probability normalised as the
+    remedies say plus their terms, at every step and at the end.
 
     A finished hypothesis stays in its beam (continuing with PAD at no cost, its
-    coverage and length frozen), so every sentence holds ``beam`` candidates until all
-    of them are finished; then the sentence leaves the batch and later steps no longer
-    compute it. Returns the ``n_best`` best hypotheses per sentence, best first.
+    remedies' state and its length frozen), so every sentence holds ``beam``
+    candidates until all of them are finished; then the sentence leaves the batch
+    and later steps no longer compute it. Returns the ``n_best`` best hypotheses per
+    sentence, best first.
     """
     memory, src_mask = model.encode(src)
     B, K, device = src.size(0), beam, src.device
@@ -224,29 +188,31 @@ def beam_search(
     scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
     length = torch.zeros(B * K, device=device)
-    extra = torch.zeros(B * K, device=device)  # each row's bonus
-    counted = ((src != PAD) & (src != EOS))[rows].float()  # (B*K,S) coverage's source pieces
-    covered = torch.zeros(counted.shape, device=device)  # (B*K,S)
+    extra = torch.zeros(B * K, device=device)  # each row's remedy terms
+    held = [tuple(x[rows] for x in r.begin(src)) for r in remedies]  # each remedy's state
+    attend = any(r.needs_attention for r in remedies)
     alive = torch.arange(B, device=device)  # (n,) sentences still searched
     results: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(lengths.limit.max())):
         n = alive.numel()
         at_limit = t + 1 >= lengths.limit  # (n*K,)
-        logp, attention = _step(model, tokens[:, -1:], state, need_weights=bonus.coverage > 0)
+        logp, attention = _step(model, tokens[:, -1:], state, need_weights=attend)
         logp = _restrict(logp, finished, at_limit, t < lengths.least)
         V = logp.size(-1)
         cand = scores.view(-1, 1) + logp  # (n*K,V) raw log-probabilities
         cand_len = torch.where(finished, length, torch.full_like(length, t + 1))
-        cand_extra = bonus.word_reward * cand_len  # (n*K,) the same for a row's V tokens
-        if attention is not None:
-            covered = covered + attention * ~finished.unsqueeze(1)  # finished rows: frozen
-            cand_extra = cand_extra + coverage_penalty(bonus.coverage, covered, counted)
-        ranked = cand / length_penalty(cand_len, alpha).unsqueeze(1) + cand_extra.unsqueeze(1)
+        cand_extra = torch.zeros_like(cand_len)  # (n*K,) the same for a row's V tokens
+        for i, remedy in enumerate(remedies):
+            term, held[i] = remedy.term(held[i], cand_len, attention, finished)
+            if term is not None:
+                cand_extra = cand_extra + term
+        ranked = normalised(remedies, cand, cand_len) + cand_extra.unsqueeze(1)
         top = ranked.view(n, K * V).topk(K, dim=1).indices  # (n,K)
         pick = (torch.arange(n, device=device).unsqueeze(1) * K + top // V).view(-1)  # (n*K,)
         token = (top % V).view(-1)
         scores = cand.view(n, K * V).gather(1, top)
-        length, extra, covered = cand_len[pick], cand_extra[pick], covered[pick]
+        length, extra = cand_len[pick], cand_extra[pick]
+        held = [tuple(x[pick] for x in h) for h in held]
         tokens = torch.cat([tokens[pick], token.unsqueeze(1)], dim=1)
         # A row at its limit ends whatever it picked: where a beam is wider than the
         # outputs left to rank (a small vocabulary, a limit near 1), or the model gave
@@ -257,14 +223,15 @@ def beam_search(
             state = state.select(pick, same_source=True)  # pick stays within each sentence
             continue
         out = done.repeat_interleave(K)  # (n*K,) rows of finished sentences
-        final = scores[done].view(-1) / length_penalty(length[out], alpha) + extra[out]
+        final = normalised(remedies, scores[done].view(-1), length[out]) + extra[out]
         _collect(results, alive[done], tokens[out], final.view(-1, K), n_best)
         if bool(done.all()):
             return results
         kept = ~out
         alive, scores = alive[~done], scores[~done]
         tokens, finished, length, extra = (x[kept] for x in (tokens, finished, length, extra))
-        covered, counted, lengths = covered[kept], counted[kept], lengths.select(kept)
+        held = [tuple(x[kept] for x in h) for h in held]
+        lengths = lengths.select(kept)
         state = state.select(pick[kept])  # fewer sentences: memories shrink too
     raise AssertionError("unreachable: every row ends at its length limit")
 
@@ -290,35 +257,40 @@ def _collect(
         results[b] = [Hypothesis(_strip(rows[j * K + k]), float(final[j, k])) for k in possible]
 
 
+@dataclass(frozen=True)
+class Options:
+    """What a translation call may be given beyond the model and its search settings."""
+
+    on_batch: Callable[[int], None] | None = None  # hears n after each batch of n sentences
+    on_truncated: Callable[[int], None] | None = None  # hears how many lines were cut
+    sampling: Sampling | None = None  # draw one output per sentence instead of searching
+    # where the draws come from, so that calls for successive parts of one input
+    # continue one stream; None: a new one seeded with sampling.seed
+    generator: torch.Generator | None = None
+    refs: list[str] | None = None  # --length oracle: each output as long as its reference
+
+
 def translate_ids(
     model: Transformer | Ensemble,
     src_ids: list[list[int]],
     cfg: DecodeConfig,
     device: torch.device,
-    on_batch: Callable[[int], None] | None = None,
-    sampling: Sampling | None = None,
-    generator: torch.Generator | None = None,
+    options: Options = Options(),
     exact: list[int] | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate encoded sentences (each without EOS) in input order, by search or,
-    with ``sampling``, by drawing one output per sentence (``cfg.beam`` must be 1);
-    with ``exact``, each output holds exactly that many pieces (``--length
+    with ``options.sampling``, by drawing one output per sentence (``cfg.beam`` must
+    be 1); with ``exact``, each output holds exactly that many pieces (``--length
     oracle``: the reference's own length).
 
     Sentences are bucketed by length into ``cfg.batch_tokens`` batches; an empty
-    sentence gets an empty hypothesis without being decoded. ``on_batch(n)`` is
-    called after each batch of n sentences (progress bars). Draws come from
-    ``generator``, so that calls for successive parts of one input continue one
-    stream of draws; without it, from a new one seeded with ``sampling.seed``.
+    sentence gets an empty hypothesis without being decoded; ``options.on_batch(n)``
+    hears each batch of n sentences (progress bars).
     """
-    draw = None
-    if sampling is not None:
-        if cfg.beam != 1:
-            raise NmtError(f"sampling draws one output per sentence; beam is {cfg.beam}, not 1")
-        if generator is None:
-            generator = torch.Generator(device).manual_seed(sampling.seed)
-        draw = functools.partial(sample_tokens, cfg=sampling, generator=generator)
+    draw = drawing(cfg, options, device)
     limit = model.cfg.max_positions - 1
+    if exact is not None:  # the oracle's lengths, within the model's
+        exact = [min(e, limit - 1) for e in exact]
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in src_ids]
     todo = [i for i, s in enumerate(src_ids) if s]
     lengths = [(len(src_ids[i]) + 1, len(src_ids[i]) + 1) for i in todo]
@@ -327,17 +299,31 @@ def translate_ids(
         idx = [todo[j] for j in batch]
         src = pad([src_ids[i] for i in idx], suffix=[EOS]).to(device)
         wanted = None if exact is None else torch.tensor([exact[i] for i in idx], device=device)
-        lengths = lengths_of(src, cfg, limit, wanted)
+        remedies = remedies_of(cfg, wanted)
+        lengths = bounds_of(src, cfg, limit, remedies)
         if cfg.beam == 1:
-            hyps = [[h] for h in greedy(model, src, lengths, cfg.alpha, draw)]
+            hyps = [[h] for h in greedy(model, src, lengths, remedies, draw)]
         else:
-            bonus = Bonus(cfg.coverage, cfg.word_reward)
-            hyps = beam_search(model, src, lengths, cfg.beam, cfg.alpha, cfg.n_best, bonus)
+            hyps = beam_search(model, src, lengths, cfg.beam, cfg.n_best, remedies)
         for i, h in zip(idx, hyps):
             results[i] = h
-        if on_batch is not None:
-            on_batch(len(idx))
+        if options.on_batch is not None:
+            options.on_batch(len(idx))
     return results
+
+
+def drawing(
+    cfg: DecodeConfig, options: Options, device: torch.device
+) -> Callable[[Tensor], Tensor] | None:
+    """The token draw of ``options.sampling`` (None: search)."""
+    if options.sampling is None:
+        return None
+    if cfg.beam != 1:
+        raise NmtError(f"sampling draws one output per sentence; beam is {cfg.beam}, not 1")
+    generator = options.generator
+    if generator is None:
+        generator = torch.Generator(device).manual_seed(options.sampling.seed)
+    return functools.partial(sample_tokens, cfg=options.sampling, generator=generator)
 
 
 def translate_lines(
@@ -347,23 +333,21 @@ def translate_lines(
     lines: list[str],
     cfg: DecodeConfig,
     device: torch.device,
-    on_batch: Callable[[int], None] | None = None,
-    on_truncated: Callable[[int], None] | None = None,
-    sampling: Sampling | None = None,
-    generator: torch.Generator | None = None,
-    refs: list[str] | None = None,
+    options: Options = Options(),
 ) -> list[list[Translation]]:
     """Detokenised n-best lists, one per input line, in input order.
 
     Lines longer than the model's maximum are truncated, never dropped;
-    ``on_truncated(n)`` hears how many were. With ``refs`` (``--length oracle``),
-    each output holds exactly as many pieces as its reference does.
+    ``options.on_truncated(n)`` hears how many were. With ``options.refs``
+    (``--length oracle``), each output holds exactly as many pieces as its
+    reference does.
     """
     limit = model.cfg.max_positions - 1
-    ids = encode_source(src_vocab, lines, limit, on_truncated)
+    ids = encode_source(src_vocab, lines, limit, options.on_truncated)
+    refs = options.refs
     exact = None if refs is None else [len(r) for r in encode_source(tgt_vocab, refs, limit)]
     model.eval()
-    nbest = translate_ids(model, ids, cfg, device, on_batch, sampling, generator, exact)
+    nbest = translate_ids(model, ids, cfg, device, options, exact)
     flat = tgt_vocab.decode([h.tokens for hyps in nbest for h in hyps])
     out, k = [], 0
     for hyps in nbest:

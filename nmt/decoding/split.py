@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from nmt.data.sentences import joiner, segmenter, split_lines
-from nmt.decoding.search import Translation, translate_lines
+from nmt.decoding.search import Options, Translation, translate_lines
 from nmt.errors import NmtError
 from nmt.model.load import Loaded
 from nmt.setup.decoding import DecodeConfig
@@ -27,32 +27,25 @@ def translate_text(
     lines: list[str],
     cfg: DecodeConfig,
     device: torch.device,
-    on_batch: Callable[[int], None] | None = None,
-    **options: Any,
+    options: Options = Options(),
 ) -> list[list[Translation]]:
     """``lines`` translated by ``model`` (``loaded``'s, or an ensemble of it with
     others: its vocabularies and languages) under ``cfg``, cut into sentences where
-    ``cfg.split`` says so; ``options``: :func:`translate_lines`'s."""
+    ``cfg.split`` says so."""
     v = loaded.vocabs
     if cfg.split == "none":
-        return translate_lines(model, v.src, v.tgt, lines, cfg, device, on_batch, **options)
-    if options.get("refs") is not None:
+        return translate_lines(model, v.src, v.tgt, lines, cfg, device, options)
+    if options.refs is not None:
         raise NmtError(
             "--length oracle: a reference's length is that of the whole line, not of each "
             "sentence; translate with decode.split none"
         )
     data = loaded.cfg.data
     sentences, owners = split_lines(lines, segmenter(cfg.split_lang or data.src_lang))
-    each = translate_lines(
-        model,
-        v.src,
-        v.tgt,
-        sentences,
-        dataclasses.replace(cfg, split="none"),
-        device,
-        in_lines(on_batch, len(lines), len(sentences)),
-        **options,
-    )
+    progress = in_lines(options.on_batch, len(lines), len(sentences))
+    plain = dataclasses.replace(cfg, split="none")
+    on_sentences = dataclasses.replace(options, on_batch=progress)
+    each = translate_lines(model, v.src, v.tgt, sentences, plain, device, on_sentences)
     return joined(each, owners, len(lines), joiner(data.tgt_lang))
 
 

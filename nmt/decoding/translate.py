@@ -6,6 +6,7 @@ import dataclasses
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -13,7 +14,7 @@ import torch
 from nmt.data.alignment import Alignment, format_pharaoh
 from nmt.data.corpus import input_chunks, n_lines, read_lines
 from nmt.decoding.length_check import check_lengths
-from nmt.decoding.search import Sampling, Translation, encode_source
+from nmt.decoding.search import Options, Sampling, Translation, encode_source
 from nmt.decoding.split import translate_text
 from nmt.errors import ConfigError, NmtError
 from nmt.io.files import atomic_file
@@ -21,7 +22,7 @@ from nmt.model.ensemble import Ensemble
 from nmt.model.load import Loaded, load_model
 from nmt.model.seq2seq import Transformer
 from nmt.progress import console, sentence_progress, warn
-from nmt.setup.decoding import LengthMode, with_overrides
+from nmt.setup.decoding import DecodeConfig, LengthMode, with_overrides
 from nmt.setup.device import resolve_device
 
 # Lines translated at a time: memory stays bounded on a corpus of millions (back-
@@ -89,130 +90,164 @@ def same_file(a: Path | None, b: Path | None) -> bool:
     return len(named) == 2 and named[0].resolve() == named[1].resolve()
 
 
+@dataclass(frozen=True)
+class Files:
+    """The files of one ``nmt translate``: ``None`` or ``-`` is stdin or stdout."""
+
+    input: Path | None = None
+    output: Path | None = None
+    ref: Path | None = None  # --length oracle: the references whose lengths it keeps
+    report: Path | None = None  # each line's source, output and predicted lengths
+    alignments: Path | None = None  # word alignments from the attention (Pharaoh)
+    attention_dir: Path | None = None  # each line's attention, DIR/LINE.npz
+
+    def check(self, request: Request, members: int) -> None:
+        """Refuse what cannot work before any model loads or any line is read."""
+        if (request.length == "oracle") != (self.ref is not None):
+            raise NmtError(
+                "--length oracle needs --ref, the references whose lengths it keeps"
+                if self.ref is None
+                else "--ref: only --length oracle uses it"
+            )
+        if same_file(self.output, self.input):
+            raise NmtError(
+                f"-o {self.output}: the same file as -i; the translation would replace the source"
+            )
+        for other, option in ((self.output, "-o"), (self.input, "-i")):
+            for path, name in ((self.alignments, "--alignments"), (self.report, "--report")):
+                if same_file(path, other):
+                    raise NmtError(f"{name} {path}: the same file as {option}")
+        where = self.attention_dir
+        if where is not None and where.exists() and not where.is_dir():
+            raise NmtError(f"--attention-dir {where}: a file, not a directory")
+        if (option := self.attention_option()) and members > 1:
+            raise NmtError(f"{option}: an ensemble has no single attention; give one model")
+
+    def attention_option(self) -> str | None:
+        """The option that asks for each line's attention, if any."""
+        if self.attention_dir is not None:
+            return "--attention-dir"
+        return "--alignments" if self.alignments is not None else None
+
+
+@dataclass(frozen=True)
+class Request:
+    """How ``nmt translate`` was asked to decode, beyond the run's decode section:
+    the options that set a decode key (named in their errors), other keys as
+    ``decode.KEY=VALUE`` (``changes``), sampling and the length mode."""
+
+    beam: int | None = None
+    n_best: int | None = None  # n-best lists out, as 'i ||| hyp ||| score'
+    alpha: float | None = None
+    batch_tokens: int | None = None
+    changes: tuple[str, ...] = ()
+    sampling: Sampling | None = None
+    length: LengthMode = "model"
+
+    def decode(self, loaded: Loaded) -> DecodeConfig:
+        """The run's decode section with this request applied."""
+        if self.sampling is not None and (self.n_best is not None or (self.beam or 1) > 1):
+            option = "--n-best" if self.n_best is not None else "--beam"
+            raise NmtError(f"{option}: --sample draws one output per line; it takes no {option}")
+        cfg = with_overrides(loaded.cfg.decode, list(self.changes))
+        n_best = 1 if self.n_best is None else self.n_best
+        beam = max(cfg.beam, n_best) if self.beam is None else self.beam
+        beam = 1 if self.sampling is not None else beam
+        options = {"beam": beam, "n_best": n_best, "alpha": self.alpha}
+        options["batch_tokens"] = self.batch_tokens
+        try:  # DecodeConfig's checks, named by the option that sets the key
+            cfg = dataclasses.replace(cfg, **{k: v for k, v in options.items() if v is not None})
+        except ConfigError as e:
+            raise NmtError(f"--{e.key.replace('_', '-')}: {e.message}") from None
+        if beam > len(loaded.vocabs.tgt):
+            raise NmtError(
+                f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target "
+                "vocabulary"
+            )
+        return cfg
+
+
 def translate_file(
-    checkpoints: list[Path],
-    input: Path | None,
-    output: Path | None,
-    *,
-    beam: int | None = None,
-    n_best: int | None = None,
-    alpha: float | None = None,
-    batch_tokens: int | None = None,
-    device: str = "auto",
-    attention_dir: Path | None = None,
-    alignments: Path | None = None,
-    sampling: Sampling | None = None,
-    overrides: list[str] | None = None,
-    length: LengthMode = "model",
-    ref: Path | None = None,
-    report: Path | None = None,
+    checkpoints: list[Path], files: Files, request: Request, device: str = "auto"
 ) -> None:
-    """Translate ``input`` (a file, or stdin) into ``output``, one line per line, with
-    the run's decode settings changed by the options (``overrides``:
-    ``decode.KEY=VALUE``, ``decode.split`` among them); ``length`` oracle makes each
-    output exactly as long as its line of ``ref``, in pieces. Then the lines whose
-    output is far shorter than the run predicts are named on stderr (and every
-    line's lengths written to ``report``, JSON lines)."""
-    if (length == "oracle") != (ref is not None):
-        raise NmtError(
-            "--length oracle needs --ref, the references whose lengths it keeps"
-            if ref is None
-            else "--ref: only --length oracle uses it"
-        )
-    refs = read_lines(ref) if ref is not None else None
-    if sampling is not None and (n_best is not None or (beam or 1) > 1):
-        option = "--n-best" if n_best is not None else "--beam"
-        raise NmtError(f"{option}: --sample draws one output per line; it takes no {option}")
-    if same_file(output, input):
-        raise NmtError(
-            f"-o {output}: the same file as -i; the translation would replace the source"
-        )
-    for other, option in ((output, "-o"), (input, "-i")):
-        if same_file(alignments, other):
-            raise NmtError(f"--alignments {alignments}: the same file as {option}")
-        if same_file(report, other):
-            raise NmtError(f"--report {report}: the same file as {option}")
-    if attention_dir is not None and attention_dir.exists() and not attention_dir.is_dir():
-        raise NmtError(f"--attention-dir {attention_dir}: a file, not a directory")
-    if len(checkpoints) > 1 and (attention_dir is not None or alignments is not None):
-        option = "--attention-dir" if attention_dir is not None else "--alignments"
-        raise NmtError(f"{option}: an ensemble has no single attention; give one model")
+    """Translate ``files.input`` (a file, or stdin) into ``files.output``, one line per
+    line, as ``request`` asks (``decode.split`` among its changes; the oracle length
+    from ``files.ref``); then name on stderr the lines whose output is far shorter
+    than the run predicts (every line's lengths to ``files.report``)."""
+    files.check(request, len(checkpoints))
+    refs = read_lines(files.ref) if files.ref is not None else None
     dev = resolve_device(device)
     members = [load_model(path, dev) for path in checkpoints]
     loaded, model = members[0], ensemble(members, checkpoints)
-    cfg = with_overrides(loaded.cfg.decode, overrides or [])
-    if sampling is not None:
-        beam = 1
-    elif beam is None:
-        beam = max(cfg.beam, n_best or 1)
-    changes = {"beam": beam, "n_best": n_best if n_best is not None else 1}
-    if alpha is not None:
-        changes["alpha"] = alpha
-    if batch_tokens is not None:
-        changes["batch_tokens"] = batch_tokens
-    try:
-        cfg = dataclasses.replace(cfg, **changes)
-    except ConfigError as e:  # DecodeConfig's checks, named by the option that sets the key
-        raise NmtError(f"--{e.key.replace('_', '-')}: {e.message}") from None
-    if cfg.split == "sentences" and (attention_dir is not None or alignments is not None):
-        option = "--attention-dir" if attention_dir is not None else "--alignments"
+    cfg = request.decode(loaded)
+    if cfg.split == "sentences" and (option := files.attention_option()):
         raise NmtError(f"{option}: a line cut into sentences has no attention of its own")
-    if beam > len(loaded.vocabs.tgt):
-        raise NmtError(
-            f"--beam {beam}: more than the {len(loaded.vocabs.tgt)} pieces of the target vocabulary"
-        )
-    typed = (input is None or str(input) == "-") and sys.stdin.isatty() and refs is None
-    total, chunks = (0, iter(())) if typed else input_chunks(input, CHUNK_LINES)
+    typed = (files.input is None or str(files.input) == "-") and sys.stdin.isatty()
+    typed = typed and refs is None
+    total, chunks = (0, iter(())) if typed else input_chunks(files.input, CHUNK_LINES)
     if refs is not None and len(refs) != total:  # before any work or output
         few = "fewer than" if len(refs) < total else "more than"
-        raise NmtError(f"--ref {ref}: {n_lines(len(refs))}, {few} the input's {total:,}")
+        raise NmtError(f"--ref {files.ref}: {n_lines(len(refs))}, {few} the input's {total:,}")
     # Stdin typed at a terminal gets no bar; a file or a pipe into a file does.
-    show = console.is_terminal and (input is not None or not sys.stdout.isatty())
-    generator = None if sampling is None else torch.Generator(dev).manual_seed(sampling.seed)
-    truncated = 0
-    lengths: list[tuple[int, int]] = []  # (source pieces, output pieces) of every line
-
-    def count_truncated(n: int) -> None:
-        nonlocal truncated
-        truncated += n
-
-    with (
-        ExitStack() as outputs,
-        sentence_progress("translate", total, show and not typed) as advance,
-    ):
-        write = outputs.enter_context(open_output(output))
-        write_links = None if alignments is None else outputs.enter_context(open_output(alignments))
-
-        def translate_part(lines: list[str], first: int) -> None:
-            nbest = translate_text(
-                loaded,
-                model,
-                lines,
-                cfg,
-                dev,
-                advance,
-                on_truncated=count_truncated,
-                sampling=sampling,
-                generator=generator,
-                refs=None if refs is None else refs[first : first + len(lines)],
-            )
-            sources = encode_source(loaded.vocabs.src, lines, loaded.model.cfg.max_positions - 1)
-            lengths.extend((len(s), len(h[0].tokens)) for s, h in zip(sources, nbest))
-            if attention_dir is not None or write_links is not None:
-                best = [h[0].tokens for h in nbest]
-                links = attention_outputs(loaded, lines, best, attention_dir, first)
-                if write_links is not None:
-                    write_links("".join(format_pharaoh(a) + "\n" for a in links))
-            write(format_output(nbest, n_best, first))
-
+    shown = console.is_terminal and (files.input is not None or not sys.stdout.isatty())
+    with ExitStack() as outputs:
+        advance = outputs.enter_context(sentence_progress("translate", total, shown and not typed))
+        run = Translating(loaded, model, cfg, dev, request, files, refs).open(outputs, advance)
         first = 0
         for lines in typed_lines() if typed else chunks:
-            translate_part(lines, first)
+            run.part(lines, first)
             first += len(lines)
-    if truncated:
+    if run.truncated:
         limit = loaded.model.cfg.max_positions - 1
-        warn(f"{truncated} input line(s) longer than {limit} pieces were truncated")
-    check_lengths(lengths, cfg, report)
+        warn(f"{run.truncated} input line(s) longer than {limit} pieces were truncated")
+    check_lengths(run.lengths, cfg, files.report)
+
+
+@dataclass
+class Translating:
+    """One ``nmt translate`` under way: the model and what it was asked, its outputs
+    (opened by :meth:`open`), each part of the input translated and written in
+    turn, and what it saw counted."""
+
+    loaded: Loaded
+    model: Transformer | Ensemble
+    cfg: DecodeConfig
+    device: torch.device
+    request: Request
+    files: Files
+    refs: list[str] | None
+    truncated: int = 0
+    lengths: list[tuple[int, int]] = field(default_factory=list)  # (source, output) pieces
+
+    def open(self, outputs: ExitStack, advance: Callable[[int], None]) -> Translating:
+        """Open the output (and alignments) files in ``outputs``; progress to ``advance``."""
+        self.write = outputs.enter_context(open_output(self.files.output))
+        links = self.files.alignments
+        self.write_links = None if links is None else outputs.enter_context(open_output(links))
+        sampling = self.request.sampling
+        generator = None
+        if sampling is not None:
+            generator = torch.Generator(self.device).manual_seed(sampling.seed)
+        self.options = Options(advance, self.count_truncated, sampling, generator)
+        return self
+
+    def count_truncated(self, n: int) -> None:
+        self.truncated += n
+
+    def part(self, lines: list[str], first: int) -> None:
+        """Translate and write ``lines``, the input's from line ``first`` (0-based)."""
+        refs = None if self.refs is None else self.refs[first : first + len(lines)]
+        options = dataclasses.replace(self.options, refs=refs)
+        nbest = translate_text(self.loaded, self.model, lines, self.cfg, self.device, options)
+        limit = self.loaded.model.cfg.max_positions - 1
+        sources = encode_source(self.loaded.vocabs.src, lines, limit)
+        self.lengths.extend((len(s), len(h[0].tokens)) for s, h in zip(sources, nbest))
+        if self.files.attention_option() is not None:
+            best = [h[0].tokens for h in nbest]
+            links = attention_outputs(self.loaded, lines, best, self.files.attention_dir, first)
+            if self.write_links is not None:
+                self.write_links("".join(format_pharaoh(a) + "\n" for a in links))
+        self.write(format_output(nbest, self.request.n_best, first))
 
 
 def typed_lines() -> Iterator[list[str]]:

@@ -76,10 +76,17 @@ def from_dict(cls: type, data: Any, path: str = "") -> Any:
             raise ConfigError(_join(path, name), "required key is missing")
     kwargs = {}
     for k, v in data.items():
-        if "registry" in known[k].metadata:
-            kwargs[k] = _from_registry(*known[k].metadata["registry"], v, _join(path, k))
-        else:
+        if "registry" not in known[k].metadata:
             kwargs[k] = _convert(hints[k], v, _join(path, k))
+        elif typing.get_origin(hints[k]) is tuple:  # a list of entries, each by its kind
+            if not isinstance(v, (list, tuple)):
+                raise ConfigError(_join(path, k), f"expected a list, got {_type_name(v)}")
+            entries = enumerate(v)
+            at = _join(path, k)
+            registry = known[k].metadata["registry"]
+            kwargs[k] = tuple(_from_registry(*registry, e, f"{at}[{i}]") for i, e in entries)
+        else:
+            kwargs[k] = _from_registry(*known[k].metadata["registry"], v, _join(path, k))
     try:
         built = cls(**kwargs)
     except ConfigError as e:

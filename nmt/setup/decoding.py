@@ -4,17 +4,32 @@ options: torch-free, so that reading a recipe loads no model code."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
 from nmt.errors import ConfigError, NmtError
-from nmt.setup.config import check, check_seed, from_dict, parse_override
+from nmt.setup.config import by_kind, check, check_seed, from_dict, parse_override
+from nmt.setup.registry import Registry
 
 # ``--length``: the recipe's bounds, or exactly the reference's length (Newman et al.
 # 2020's oracle: what a model reads when the stop decision is taken from it)
 LengthMode = Literal["model", "oracle"]
+
+
+@dataclass(frozen=True)
+class RemedyConfig:
+    """An entry of ``decode.remedies``: a registered decoding remedy by its kind, with
+    the options of its own config (a subclass of this one). The built-in remedies
+    are the section's own keys (alpha, coverage, word_reward, min_len_a/b)."""
+
+    kind: str
+
+
+# Decoding remedies beyond the built-in keys (nmt.decoding.remedies): a plug-in
+# registers a Remedy subclass, built from its RemedyConfig subclass, under a kind
+REMEDIES = Registry("decoding remedy", base="nmt.decoding.remedies:Remedy")
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,10 @@ class DecodeConfig:
     # the training pairs' mean target/source length in pieces, measured when the run
     # is built (what translate predicts an output's length from)
     length_ratio: float | None = None
+    # more remedies, registered ones by kind, applied after the built-in ones in order
+    remedies: tuple[RemedyConfig, ...] = field(
+        default=(), metadata=by_kind(REMEDIES, "", key="kind")
+    )
 
     def inert_keys(self) -> dict[str, str]:
         if self.split == "sentences":

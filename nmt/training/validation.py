@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from nmt.data.vocab import PAD
 from nmt.decoding.metrics import bleu
-from nmt.decoding.search import translate_lines
+from nmt.decoding.search import Options, translate_lines
 from nmt.model.seq2seq import Transformer
 
 if TYPE_CHECKING:
@@ -49,10 +49,11 @@ def dev_scores(
         tokens += batch.tgt_tokens
     out = {"valid_loss": nll / tokens, "valid_ppl": math.exp(min(nll / tokens, 50.0))}
     if cfg.train.valid_bleu:
-        greedy = dataclasses.replace(cfg.decode, beam=1, n_best=1)
+        # greedy, without the terms that rank beams (a recipe may decode its tests with them)
+        changes = {"beam": 1, "n_best": 1, "coverage": 0.0, "word_reward": 0.0}
+        greedy = dataclasses.replace(cfg.decode, **changes)
         with torch.autocast(**amp):
-            hyps = translate_lines(
-                model, data.vocabs.src, data.vocabs.tgt, data.dev_src, greedy, device, on_batch
-            )
+            v, options = data.vocabs, Options(on_batch=on_batch)
+            hyps = translate_lines(model, v.src, v.tgt, data.dev_src, greedy, device, options)
         out["valid_bleu"] = bleu([h[0].text for h in hyps], data.dev_refs)
     return out

@@ -7,16 +7,20 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.decoding.search import encode_source, translate_lines
+from nmt.decoding.search import Options, encode_source, translate_lines
 from nmt.errors import NmtError
 from nmt.model.load import load_model
 from nmt.setup.decoding import DecodeConfig, with_overrides
+from nmt.setup.plugins import import_plugins
+
+PLUGIN = Path(__file__).parents[1] / "plugins" / "length_prior_remedy.py"
 
 runner = CliRunner()
 
@@ -33,7 +37,9 @@ def test_the_oracle_length_is_exactly_each_references_length(tiny_run, toy_dir, 
     refs[3] = refs[3] + " " + refs[4]  # longer than the model would go by itself
     v = loaded.vocabs
     cfg = DecodeConfig(beam=beam)
-    out = translate_lines(loaded.model, v.src, v.tgt, src, cfg, torch.device("cpu"), refs=refs)
+    out = translate_lines(
+        loaded.model, v.src, v.tgt, src, cfg, torch.device("cpu"), Options(refs=refs)
+    )
     want = [len(ids) for ids in encode_source(v.tgt, refs, loaded.model.cfg.max_positions - 1)]
     assert [len(hyps[0].tokens) for hyps in out] == want
 
@@ -103,3 +109,27 @@ def test_bad_remedy_options_are_one_line_and_write_nothing(
 def test_decode_overrides_name_an_unknown_key():
     with pytest.raises(NmtError, match=r"decode\.coverge: unknown key .*decode\.coverage"):
         with_overrides(DecodeConfig(), ["decode.coverge=0.2"])
+
+
+def test_a_remedy_from_a_plug_in_is_one_class_and_one_registration_line(tiny_run, toy_dir):
+    """tests/plugins/length_prior_remedy.py registers a remedy outside the package;
+    listed in decode.remedies, beam search ranks every hypothesis with its term
+    (−weight·|length − source pieces|, the output's EOS counted), and the recipe
+    names it and checks its options as any section's."""
+    import_plugins([str(PLUGIN)])
+    loaded = load_model(tiny_run, torch.device("cpu"))
+    src = (toy_dir / "test.src").read_text().splitlines()[:6]
+    plain = with_overrides(loaded.cfg.decode, ["decode.beam=3"])
+    prior = with_overrides(plain, ["decode.remedies=[{kind: length_prior, weight: 5.0}]"])
+    assert type(prior.remedies[0]).__name__ == "LengthPriorConfig"
+    v, cpu = loaded.vocabs, torch.device("cpu")
+    a = translate_lines(loaded.model, v.src, v.tgt, src, plain, cpu)
+    b = translate_lines(loaded.model, v.src, v.tgt, src, prior, cpu)
+    for (x,), (y,), pieces in zip(a, b, encode_source(v.src, src, 1000)):
+        assert x.tokens == y.tokens  # this untrained model never ends early either way
+        gap = abs(len(y.tokens) + 1 - len(pieces))
+        assert y.score == pytest.approx(x.score - 5.0 * gap, abs=1e-3)
+    with pytest.raises(NmtError, match=r"decode\.remedies\[0\]\.weigth: unknown key \(did you"):
+        with_overrides(plain, ["decode.remedies=[{kind: length_prior, weigth: 1}]"])
+    with pytest.raises(NmtError, match=r"unknown decoding remedy 'nope'; valid: .*length_prior"):
+        with_overrides(plain, ["decode.remedies=[{kind: nope}]"])

@@ -9,15 +9,14 @@ import torch
 
 from nmt.attention import ATTENTION
 from nmt.data.vocab import BOS, EOS, PAD
+from nmt.decoding.remedies import Coverage, LengthPenalty, Lengths, WordReward, length_penalty
 from nmt.decoding.search import (
-    Bonus,
     DecodeConfig,
     Hypothesis,
-    Lengths,
+    Options,
     Sampling,
     beam_search,
     greedy,
-    length_penalty,
     max_lengths,
     sample_tokens,
     translate_ids,
@@ -51,8 +50,8 @@ def test_beam_one_equals_greedy():
     model = tiny_model().eval()
     src = random_batch([6, 9, 3, 11])
     limits = torch.tensor([12, 15, 7, 20])
-    g = greedy(model, src, bound(limits), alpha=0.6)
-    b = beam_search(model, src, bound(limits), beam=1, alpha=0.6)
+    g = greedy(model, src, bound(limits), [LengthPenalty(0.6)])
+    b = beam_search(model, src, bound(limits), beam=1, remedies=[LengthPenalty(0.6)])
     assert [h.tokens for h in g] == [hs[0].tokens for hs in b]
     for h, hs in zip(g, b):
         assert h.score == pytest.approx(hs[0].score, abs=1e-4)
@@ -64,7 +63,7 @@ def test_nbest_sorted_and_scores_match_the_model():
     model = tiny_model().eval()
     src = random_batch([7, 4])
     alpha = 0.6
-    nbest = beam_search(model, src, bound(torch.tensor([9, 9])), beam=4, alpha=alpha, n_best=4)
+    nbest = beam_search(model, src, bound(torch.tensor([9, 9])), 4, 4, [LengthPenalty(alpha)])
     for b, hyps in enumerate(nbest):
         scores = [h.score for h in hyps]
         assert scores == sorted(scores, reverse=True) and len(hyps) == 4
@@ -104,7 +103,9 @@ def test_a_beam_that_prunes_nothing_finds_the_exhaustive_n_best(alpha, limit):
     exhaustive = (token_logp * used).sum(1) / ((5 + lengths) / 6) ** alpha  # Wu et al., eq. 14
 
     beam = max(len(outputs), n_best)
-    found = beam_search(model, src, bound(torch.tensor([limit])), beam, alpha, n_best)[0]
+    found = beam_search(
+        model, src, bound(torch.tensor([limit])), beam, n_best, [LengthPenalty(alpha)]
+    )[0]
     best = exhaustive.topk(min(n_best, len(outputs))).values
     torch.testing.assert_close(torch.tensor([h.score for h in found]), best, atol=1e-4, rtol=0)
     for h in found:
@@ -173,7 +174,8 @@ def test_a_pruning_beam_finds_what_the_plain_beam_search_finds(beam, alpha):
     for n, limit in ((5, 6), (3, 4), (8, 7)):
         src = random_batch([n])
         want = reference_beam_search(model, src, limit, beam, alpha, beam)
-        found = beam_search(model, src, bound(torch.tensor([limit])), beam, alpha, beam)[0]
+        penalty = [LengthPenalty(alpha)]
+        found = beam_search(model, src, bound(torch.tensor([limit])), beam, beam, penalty)[0]
         assert [h.tokens for h in found] == [tokens for tokens, _ in want]
         assert [h.score for h in found] == pytest.approx([s for _, s in want], abs=1e-4)
 
@@ -197,7 +199,8 @@ def test_coverage_word_reward_and_least_length_match_a_plain_beam(kind, coverage
         src = random_batch([n])
         want = reference_beam_search(model, src, limit, 3, 1.0, 3, coverage, reward, least)
         lengths = Lengths(torch.tensor([limit]), torch.tensor([least]))
-        found = beam_search(model, src, lengths, 3, 1.0, 3, Bonus(coverage, reward))[0]
+        remedies = [LengthPenalty(1.0), WordReward(reward), Coverage(coverage)]
+        found = beam_search(model, src, lengths, 3, 3, remedies)[0]
         assert [h.tokens for h in found] == [tokens for tokens, _ in want]
         assert [h.score for h in found] == pytest.approx([s for _, s in want], abs=1e-4)
         assert least == 0 or all(len(h.tokens) >= min(least, limit - 1) for h in found)
@@ -219,7 +222,7 @@ def test_no_output_holds_pad_or_bos_however_probable(beam, sampling):
     model.output.weight[BOS] = 4 * direction
     src = [torch.randint(4, VOCAB, (n,)).tolist() for n in (3, 8, 5)]
     cfg = DecodeConfig(beam=beam, n_best=beam)
-    for hyps in translate_ids(model, src, cfg, torch.device("cpu"), sampling=sampling):
+    for hyps in translate_ids(model, src, cfg, torch.device("cpu"), Options(sampling=sampling)):
         assert len(hyps) == beam
         assert all(PAD not in h.tokens and BOS not in h.tokens for h in hyps)
 
@@ -258,8 +261,8 @@ def test_search_of_a_batch_equals_each_sentence_alone(kind, name, beam):
 
     def search(src: torch.Tensor, limits: torch.Tensor) -> list[list[Hypothesis]]:
         if beam == 1:
-            return [[h] for h in greedy(model, src, bound(limits), alpha=0.6)]
-        return beam_search(model, src, bound(limits), beam, alpha=0.6, n_best=beam)
+            return [[h] for h in greedy(model, src, bound(limits), [LengthPenalty(0.6)])]
+        return beam_search(model, src, bound(limits), beam, beam, [LengthPenalty(0.6)])
 
     together = search(src, limits)
     for b in range(src.size(0)):
@@ -308,7 +311,7 @@ def test_sampling_with_top_k_1_is_greedy_search():
     src = [[t for t in s if t != PAD] for s in src]  # without padding
     cfg = DecodeConfig(beam=1, alpha=0.6)
     searched = translate_ids(model, src, cfg, torch.device("cpu"))
-    drawn = translate_ids(model, src, cfg, torch.device("cpu"), sampling=Sampling(top_k=1))
+    drawn = translate_ids(model, src, cfg, torch.device("cpu"), Options(sampling=Sampling(top_k=1)))
     assert [h[0].tokens for h in drawn] == [h[0].tokens for h in searched]
     assert [h[0].score for h in drawn] == pytest.approx([h[0].score for h in searched])
 
@@ -320,10 +323,14 @@ def test_the_same_seed_draws_the_same_translations():
     cfg = DecodeConfig(beam=1)
 
     def draw(seed):
-        out = translate_ids(model, src, cfg, torch.device("cpu"), sampling=Sampling(2.0, seed=seed))
+        out = translate_ids(
+            model, src, cfg, torch.device("cpu"), Options(sampling=Sampling(2.0, seed=seed))
+        )
         return [h[0].tokens for h in out]
 
     assert draw(1) == draw(1)
     assert draw(1) != draw(2)
     with pytest.raises(NmtError, match="beam is 3"):
-        translate_ids(model, src, DecodeConfig(beam=3), torch.device("cpu"), sampling=Sampling())
+        translate_ids(
+            model, src, DecodeConfig(beam=3), torch.device("cpu"), Options(sampling=Sampling())
+        )
