@@ -145,12 +145,11 @@ def _attend(
     kb = rows(memory.key).index_select(0, band).view(B, H, n, L, Dh)
     vb = rows(memory.value).index_select(0, band).view(B, H, n, L, Dh)
     scores = attn.score(qb.view(B, H, n, C, Dh), kb)  # (B,H,n,C,L)
-    if ctx.anchors is not None:  # cross_alibi: each slot's query's place on the diagonal
-        anchors = ctx.anchors.unsqueeze(1).expand(B, Hc, T)
-        at = _to_slots(anchors, blocks.slot, n * C, 0.0).view(B, Hc, n, C, 1)
-        gap = (pos.unsqueeze(-2) - at).abs().to(scores.dtype)  # (B,Hc,n,C,L)
+    if ctx.cross_bias is not None:  # cross_alibi, each slot's query against its band
+        slot_queries = torch.arange(T, device=q.device).expand(B, Hc, T)
+        of_slot = _to_slots(slot_queries, blocks.slot, n * C, 0).view(B, Hc, n, C)
         slopes = alibi_slopes(H).to(q.device, scores.dtype).view(1, H, 1, 1, 1)
-        scores = scores - slopes * gap  # as diagonal_bias, with Hc = 1 or H
+        scores = scores + ctx.cross_bias.at(slopes, of_slot, pos)  # (B,H,n,C,L), Hc = 1 or H
     weights = attn.window_weights(scores, pos.unsqueeze(-2), pb, lob, memory.lengths)  # (B,H,n,C,L)
     heads = attn.dropout(weights) @ vb  # (B,H,n,C,Dh)
     if blocks.slot is None:

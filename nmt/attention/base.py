@@ -41,6 +41,9 @@ class Memory(NamedTuple):
         return Memory(*(x[index] for x in self))
 
 
+State = dict[str, Tensor]  # a variant's incremental-decoding state, kept by its layer
+
+
 @dataclass(frozen=True)
 class Context:
     """The target side of a cross-attention call, which flows down with the queries
@@ -50,12 +53,9 @@ class Context:
     positions: Tensor  # (T,) the target position of each query
     update: int = 0  # the optimiser update in training (0-based): schedules read it
     need_weights: bool = False  # return the weights (B,H,T,S) too
-    # model.positions.cross_alibi: (B,T) where each query stands on the diagonal of
-    # its sentence (t/r, at most the last source position); None: no such bias
-    anchors: Tensor | None = None
-    # incremental decoding: this layer's own state between steps, a dict the variant
-    # fills (local_s: its last centre); None when the whole target is read at once
-    state: dict[str, Tensor] | None = None
+    # what the position scheme adds to cross-attention scores (model.positions.
+    # cross_alibi: a distance from the diagonal); None: nothing
+    cross_bias: DiagonalBias | None = None
 
 
 class LossTerm(ABC):
@@ -102,16 +102,40 @@ def alibi_slopes(heads: int) -> Tensor:
     return torch.pow(2.0, -8.0 * torch.arange(1, heads + 1, dtype=torch.float32) / heads)
 
 
-def diagonal_bias(heads: int, anchors: Tensor, keys: Tensor) -> Tensor:
+@dataclass(frozen=True)
+class DiagonalBias:
     """Cross-attention ALiBi (``model.positions.cross_alibi``): −m_h·|s − a_t| for
-    each head h, query t and source position s, a linear penalty on the distance
-    from the diagonal (Press et al. 2022's bias, measured from a_t instead of from
-    the query's own position). anchors (B,*,Q) each query's place on the diagonal;
-    keys (…,K) source positions, broadcastable -> (B,H,*,Q,K)."""
-    extra = (1,) * (anchors.dim() - 1)
-    slopes = alibi_slopes(heads).to(anchors.device, anchors.dtype).view(1, -1, *extra, 1)
-    gap = (keys.to(anchors.dtype) - anchors.unsqueeze(-1)).abs()  # (B,*,Q,K)
-    return -slopes * gap.unsqueeze(1)
+    head h, query t and source position s, a linear penalty on the distance from
+    the diagonal (Press et al. 2022's bias and slopes, measured from a_t, the query's
+    place on its sentence's diagonal, instead of from its own position). The one
+    place of its formula (:meth:`penalty`), for every attention kind's scores,
+    windowed and banded ones included."""
+
+    anchors: Tensor  # (B,T) each query's a_t
+
+    @classmethod
+    def of(cls, positions: Tensor, lengths: Tensor, ratio: float) -> DiagonalBias:
+        """a_t = t / r for queries at target positions (T,) (a target sentence is r
+        times as long as its source, so target position t faces source position
+        t/r), at most the last real source position of each sentence (B,)."""
+        last = (lengths - 1).clamp(min=0).to(torch.float32)  # (B,)
+        return cls(torch.minimum(positions / ratio, last.unsqueeze(1)))  # (B,T)
+
+    @staticmethod
+    def penalty(slopes: Tensor, anchors: Tensor, keys: Tensor) -> Tensor:
+        """−m·|s − a|, broadcast as the caller arranges slopes, anchors and keys."""
+        return -slopes * (keys.to(anchors.dtype) - anchors).abs().to(slopes.dtype)
+
+    def scores(self, heads: int, keys: Tensor) -> Tensor:
+        """The bias of every query against source positions keys (S,) -> (B,H,T,S)."""
+        slopes = alibi_slopes(heads).to(self.anchors.device).view(1, -1, 1, 1)
+        return self.penalty(slopes, self.anchors.unsqueeze(1).unsqueeze(-1), keys)
+
+    def at(self, slopes: Tensor, queries: Tensor, keys: Tensor) -> Tensor:
+        """The bias of the queries ``queries`` (B,*,Q, indices of the T queries)
+        against ``keys`` (B,*,K), slopes arranged by the caller -> (B,H,*,Q,K)."""
+        anchors = self.anchors.gather(1, queries.flatten(1)).view(queries.shape)
+        return self.penalty(slopes, anchors.unsqueeze(-1), keys.unsqueeze(-2))
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
@@ -244,6 +268,7 @@ class CrossAttention(nn.Module):
     """
 
     normalised = True  # weights sum to one over the attended span
+    takes_state = False  # forward takes ``state`` (set from its signature)
 
     def __init__(self, cfg: AttentionConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__()
@@ -267,6 +292,9 @@ class CrossAttention(nn.Module):
                 f"{cls.__qualname__}.forward({', '.join(params[1:])}) does not follow the "
                 "cross-attention contract forward(query, memory, ctx) (docs/extending.md)"
             )
+        # a variant with a state between incremental decoding steps takes it as its
+        # own argument, a dict the decoder layer keeps for it (local_s: its centre)
+        cls.takes_state = "state" in params
 
     def queries(self, query: Tensor) -> Tensor:
         """query (B,T,D) -> per-head queries (B,H,T,Dh)."""
@@ -277,10 +305,10 @@ class CrossAttention(nn.Module):
         (B,H,T,S), before masking, with the distance from the diagonal under
         ``cross_alibi``."""
         scores = self.score(q, memory.key)
-        if ctx.anchors is None:
+        if ctx.cross_bias is None:
             return scores
         keys = torch.arange(memory.key.size(2), device=q.device)
-        return scores + diagonal_bias(self.heads, ctx.anchors, keys).to(scores.dtype)
+        return scores + ctx.cross_bias.scores(self.heads, keys).to(scores.dtype)
 
     def project_memory(self, memory: Tensor, src_mask: Tensor) -> Memory:
         """memory (B,S,D), src_mask (B,1,S) -> per-head keys/values, once per sentence."""

@@ -10,7 +10,6 @@ from nmt.attention.base import (
     Context,
     CrossAttention,
     Memory,
-    diagonal_bias,
     key_bias,
     masked_softmax,
 )
@@ -32,9 +31,9 @@ class GlobalAttention(CrossAttention):
             # Fused kernel. A finite bias (not a boolean mask) keeps a fully masked
             # row NaN-free; multiplying by ``any`` then zeroes it, as masked_softmax does.
             bias = key_bias(mask, q.dtype)  # (B,1,1,S)
-            if ctx.anchors is not None:  # cross_alibi
+            if ctx.cross_bias is not None:  # cross_alibi
                 keys = torch.arange(mask.size(-1), device=q.device)
-                bias = bias + diagonal_bias(self.heads, ctx.anchors, keys).to(q.dtype)
+                bias = bias + ctx.cross_bias.scores(self.heads, keys).to(q.dtype)
             p = self.dropout.p if self.training else 0.0
             heads = scaled_dot_product(q, memory.key, memory.value, bias, dropout=p)  # (B,H,T,Dh)
             return AttentionOutput(self.output(heads * mask.any(dim=-1, keepdim=True)))

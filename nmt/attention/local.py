@@ -23,6 +23,7 @@ from nmt.attention.base import (
     CrossAttention,
     Kernels,
     Memory,
+    State,
     masked_softmax,
 )
 from nmt.setup.attention import LocalConfig, LocalMConfig, LocalPConfig, LocalSConfig
@@ -38,8 +39,11 @@ class LocalAttention(CrossAttention):
         self.window = cfg.window
         self.width = 2 * cfg.window + 1  # W
 
-    def centers(self, query: Tensor, memory: Memory, ctx: Context) -> Tensor:
-        """Real-valued p_t, (B,H,T) or (B,1,T) when shared by all heads."""
+    def centers(
+        self, query: Tensor, memory: Memory, ctx: Context, state: State | None = None
+    ) -> Tensor:
+        """Real-valued p_t, (B,H,T) or (B,1,T) when shared by all heads; ``state``:
+        the layer's incremental-decoding state (None: the whole target at once)."""
         raise NotImplementedError
 
     def window_softmax(self, scores: Tensor, mask: Tensor, pos: Tensor, p: Tensor) -> Tensor:
@@ -47,9 +51,11 @@ class LocalAttention(CrossAttention):
         local_m: the softmax over the window (eq. 7)."""
         return masked_softmax(scores, mask)
 
-    def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
+    def forward(
+        self, query: Tensor, memory: Memory, ctx: Context, state: State | None = None
+    ) -> AttentionOutput:
         q = self.queries(query)  # (B,H,T,Dh)
-        p = self.centers(query, memory, ctx)  # (B,Hc,T)
+        p = self.centers(query, memory, ctx, state)  # (B,Hc,T)
         lo = torch.round(p.detach()).long() - self.window  # (B,Hc,T) first window position
         banded = None
         if self.cfg.path != "dense":
@@ -97,7 +103,9 @@ class LocalMonotonicAttention(LocalAttention):
         if cfg.center == "length_ratio" and cfg.ratio is None:
             raise ValueError("local_m length_ratio needs a ratio (the trainer measures it)")
 
-    def centers(self, query: Tensor, memory: Memory, ctx: Context) -> Tensor:
+    def centers(
+        self, query: Tensor, memory: Memory, ctx: Context, state: State | None = None
+    ) -> Tensor:
         p = ctx.positions.to(query.dtype)  # (T,)
         if self.cfg.center == "length_ratio":
             p = p / self.cfg.ratio
@@ -122,7 +130,9 @@ class LocalPredictiveAttention(LocalAttention):
         self.normalised = cfg.gaussian == "bias"
         self.gaussian = gaussian_window  # the equations; see use_kernels
 
-    def centers(self, query: Tensor, memory: Memory, ctx: Context) -> Tensor:
+    def centers(
+        self, query: Tensor, memory: Memory, ctx: Context, state: State | None = None
+    ) -> Tensor:
         hidden = torch.tanh(self.center_proj(query))  # (B,T,D)
         # (B,T,Hc), then a transposed view, so that the gradient reaching tanh is
         # contiguous (docs/benchmarks.md, "local-p's centre predictor")
@@ -155,14 +165,16 @@ class LocalStepAttention(LocalPredictiveAttention):
     def __init__(self, cfg: LocalSConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)
 
-    def centers(self, query: Tensor, memory: Memory, ctx: Context) -> Tensor:
+    def centers(
+        self, query: Tensor, memory: Memory, ctx: Context, state: State | None = None
+    ) -> Tensor:
         hidden = torch.tanh(self.center_proj(query))  # (B,T,D)
         logits = F.linear(hidden, self.center_v).transpose(1, 2)  # (B,Hc,T)
         p = (self.cfg.max_step * torch.sigmoid(logits)).cumsum(-1)  # (B,Hc,T)
-        if ctx.state is not None:
-            if "center" in ctx.state:  # steps decoded before: move on from the last centre
-                p = p + ctx.state["center"]
-            ctx.state["center"] = p[..., -1:]  # (B,Hc,1)
+        if state is not None:
+            if "center" in state:  # steps decoded before: move on from the last centre
+                p = p + state["center"]
+            state["center"] = p[..., -1:]  # (B,Hc,1)
         last = (memory.lengths - 1).clamp(min=0).to(p.dtype).view(-1, 1, 1)  # (B,1,1)
         return torch.minimum(p, last)
 

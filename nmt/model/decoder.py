@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import AttentionOutput, Context, Memory
+from nmt.attention.base import AttentionOutput, Context, DiagonalBias, Memory
 from nmt.model.layers import Caches, DecoderLayer, Embedding
 from nmt.setup.model import ModelConfig
 
@@ -70,18 +70,13 @@ class DecoderStack(nn.ModuleList):
 
     def context(self, state: DecoderState, T: int, update: int, need_weights: bool) -> Context:
         """What flows down with T queries after ``state.offset`` decoded positions;
-        under ``cross_alibi``, each query's anchor on its sentence's diagonal, t/r
-        (a target sentence is r times as long as its source, on average over the
-        training data, so target position t faces source position t/r), at most
-        the last source position."""
+        under ``cross_alibi``, the bias of each query's distance from its sentence's
+        diagonal (:class:`~nmt.attention.base.DiagonalBias`)."""
         memory = state.memories[0]
         positions = torch.arange(state.offset, state.offset + T, device=memory.key.device)  # (T,)
-        anchors = None
         p = self.cfg.positions
-        if p.cross_alibi:
-            last = (memory.lengths - 1).clamp(min=0).to(torch.float32)  # (B,)
-            anchors = torch.minimum(positions / p.ratio, last.unsqueeze(1))  # (B,T)
-        return Context(positions, update, need_weights, anchors)
+        bias = DiagonalBias.of(positions, memory.lengths, p.ratio) if p.cross_alibi else None
+        return Context(positions, update, need_weights, bias)
 
     def forward(
         self,

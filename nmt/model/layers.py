@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -12,7 +11,7 @@ from torch import Tensor, nn
 from nmt.attention.base import AttentionOutput, Context, Memory, key_bias
 from nmt.attention.fusion import BiDAFFusion
 from nmt.attention.sdpa import scaled_dot_product
-from nmt.model.positions import AbsolutePositions, self_positions
+from nmt.model.positions import scheme
 from nmt.setup.attention import ATTENTION
 from nmt.setup.model import ModelConfig, PositionsConfig
 
@@ -40,7 +39,7 @@ class Embedding(nn.Module):
         with torch.no_grad():
             self.tokens.weight[pad].zero_()
         self.scale = math.sqrt(d_model)
-        self.positions = AbsolutePositions(positions, max_positions, d_model)
+        self.positions = scheme(positions).embeddings(positions, max_positions, d_model)
         self.shift = positions.shift
         self.dropout = nn.Dropout(dropout)
 
@@ -72,7 +71,7 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = dropout
-        self.positions = self_positions(positions, heads, d_model // heads)
+        self.positions = scheme(positions).self_attention(positions, heads, d_model // heads)
 
     def project(self, x: Tensor, pos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x (B,L,D) at positions pos (L,) -> per-head queries, keys, values, each
@@ -242,9 +241,10 @@ class DecoderLayer(nn.Module):
         feed-forward sub-layer; ``see`` (B,T,t) the target positions the fusion's
         queries may summarise (None: causal)."""
         h = self.cross_norm(x)
-        attended = self.cross_attn(
-            h, memory, dataclasses.replace(ctx, state=own(cache, "cross_attn"))
-        )
+        if self.cross_attn.takes_state:  # its state between steps, kept in this layer's cache
+            attended = self.cross_attn(h, memory, ctx, state=own(cache, "cross_attn"))
+        else:
+            attended = self.cross_attn(h, memory, ctx)
         if self.fusion is not None:
             history = own(cache, "fusion")
             attended = self.fusion(h, attended, self.cross_attn, memory, ctx, see, history)

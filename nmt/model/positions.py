@@ -1,12 +1,16 @@
-"""Where a token is: the position schemes of ``model.positions`` (nmt.setup.model).
+"""Where a token is: the position schemes of ``model.positions`` (nmt.setup.model),
+one registered class each (``POSITIONS``, as attention kinds are), which says what
+the scheme adds through two hooks the model calls:
 
-Absolute schemes add a vector per position to the token embeddings
-(:class:`AbsolutePositions`); the others act inside self-attention
-(:class:`SelfPositions`): every self-attention layer rotates its queries and keys
-or adds a bias to its scores, from the queries' and keys' positions, and adds
-nothing to the embeddings. Cross-attention compares target and source positions,
-which no scheme relates; ``cross_alibi`` gives it a distance from the diagonal
-(:func:`nmt.attention.base.diagonal_bias`).
+- :meth:`PositionScheme.embeddings`: a table added to the token embeddings (the
+  absolute schemes: ``sinusoidal``, ``learned``), built once per embedding;
+- :meth:`PositionScheme.self_attention`: what each self-attention layer does with
+  its queries' and keys' positions (:class:`SelfPositions`: ``rope`` rotates them,
+  ``alibi`` and ``relative`` add a bias to the scores), built once per layer.
+
+Cross-attention compares target and source positions, which no scheme relates;
+``cross_alibi`` gives it a distance from the diagonal, whatever the kind
+(:class:`nmt.attention.base.DiagonalBias`).
 
 Positions count from 0 in every sequence, the first target input (``<s>``) at 0;
 an incremental decoder's queries are the last positions of its cache.
@@ -15,13 +19,12 @@ an incremental decoder's queries are the last positions of its cache.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
 from nmt.attention.base import alibi_slopes
-from nmt.setup.model import PositionsConfig
+from nmt.setup.model import POSITIONS, PositionsConfig
 
 
 def sinusoids(length: int, dim: int) -> Tensor:
@@ -37,34 +40,40 @@ def sinusoids(length: int, dim: int) -> Tensor:
 
 
 class AbsolutePositions(nn.Module):
-    """The vector added to the embedding at each position: ``sinusoidal`` (a fixed
-    table) or ``learned`` (a trained one, Gehring et al. 2017); nothing for the
-    schemes that act in attention. The table has ``max_positions`` + ``shift`` rows,
-    so that SHAPE's offsets stay inside it."""
-
-    def __init__(self, cfg: PositionsConfig, max_positions: int, d_model: int) -> None:
-        super().__init__()
-        rows = max_positions + cfg.shift
-        self.kind = cfg.kind
-        if cfg.kind == "sinusoidal":
-            # a buffer, not saved: checkpoints hold no sinusoids
-            self.register_buffer("table", sinusoids(rows, d_model), persistent=False)
-        elif cfg.kind == "learned":
-            self.learned = nn.Embedding(rows, d_model)
-            nn.init.normal_(self.learned.weight, std=d_model**-0.5)
+    """What an embedding adds at each position: the base adds nothing (the schemes
+    that act in attention)."""
 
     def forward(self, L: int, offset: int | Tensor) -> Tensor | None:
         """The vectors of positions offset..offset+L−1: (L,D), or (B,L,D) for
         per-sequence offsets (B,1); None for a scheme that adds none."""
-        if self.kind == "sinusoidal":
-            if isinstance(offset, torch.Tensor):
-                return self.table[offset + torch.arange(L, device=offset.device)]
-            return self.table[offset : offset + L]
-        if self.kind == "learned":
-            device = self.learned.weight.device
-            index = torch.arange(L, device=device) + offset  # (L,) or (B,L)
-            return self.learned(index)
         return None
+
+
+class SinusoidTable(AbsolutePositions):
+    """Vaswani et al. 2017's fixed table, ``rows`` positions (a buffer, not saved:
+    checkpoints hold no sinusoids)."""
+
+    def __init__(self, rows: int, d_model: int) -> None:
+        super().__init__()
+        self.register_buffer("table", sinusoids(rows, d_model), persistent=False)
+
+    def forward(self, L: int, offset: int | Tensor) -> Tensor:
+        if isinstance(offset, torch.Tensor):
+            return self.table[offset + torch.arange(L, device=offset.device)]
+        return self.table[offset : offset + L]
+
+
+class LearnedTable(AbsolutePositions):
+    """A trained vector per position (Gehring et al. 2017), ``rows`` positions."""
+
+    def __init__(self, rows: int, d_model: int) -> None:
+        super().__init__()
+        self.learned = nn.Embedding(rows, d_model)
+        nn.init.normal_(self.learned.weight, std=d_model**-0.5)
+
+    def forward(self, L: int, offset: int | Tensor) -> Tensor:
+        index = torch.arange(L, device=self.learned.weight.device) + offset  # (L,) or (B,L)
+        return self.learned(index)
 
 
 class SelfPositions(nn.Module):
@@ -136,16 +145,50 @@ class RelativeKeys(SelfPositions):
         return per_distance.gather(-1, index.expand(B, H, L, keys))  # (B,H,L,t)
 
 
-# kind -> (cfg, heads, head_dim) -> the scheme of one layer; the absolute kinds add
-# nothing in attention
-_IN_ATTENTION: dict[str, Callable[[PositionsConfig, int, int], SelfPositions]] = {
-    "rope": lambda cfg, heads, head_dim: Rotary(head_dim),
-    "alibi": lambda cfg, heads, head_dim: ALiBi(heads),
-    "relative": lambda cfg, heads, head_dim: RelativeKeys(head_dim, cfg.max_distance),
-}
+class PositionScheme:
+    """A position scheme (``model.positions.kind``): what it adds to the embeddings
+    and to each self-attention layer; each hook's default adds nothing. An absolute
+    table has ``max_positions`` + ``shift`` rows, so that SHAPE's offsets stay in it."""
+
+    @staticmethod
+    def embeddings(cfg: PositionsConfig, max_positions: int, d_model: int) -> AbsolutePositions:
+        return AbsolutePositions()
+
+    @staticmethod
+    def self_attention(cfg: PositionsConfig, heads: int, head_dim: int) -> SelfPositions:
+        return SelfPositions()
 
 
-def self_positions(cfg: PositionsConfig, heads: int, head_dim: int) -> SelfPositions:
-    """The scheme of one self-attention layer (each layer owns its parameters)."""
-    make = _IN_ATTENTION.get(cfg.kind)
-    return SelfPositions() if make is None else make(cfg, heads, head_dim)
+class Sinusoidal(PositionScheme):
+    @staticmethod
+    def embeddings(cfg: PositionsConfig, max_positions: int, d_model: int) -> AbsolutePositions:
+        return SinusoidTable(max_positions + cfg.shift, d_model)
+
+
+class Learned(PositionScheme):
+    @staticmethod
+    def embeddings(cfg: PositionsConfig, max_positions: int, d_model: int) -> AbsolutePositions:
+        return LearnedTable(max_positions + cfg.shift, d_model)
+
+
+class RoPE(PositionScheme):
+    @staticmethod
+    def self_attention(cfg: PositionsConfig, heads: int, head_dim: int) -> SelfPositions:
+        return Rotary(head_dim)
+
+
+class ALiBiScheme(PositionScheme):
+    @staticmethod
+    def self_attention(cfg: PositionsConfig, heads: int, head_dim: int) -> SelfPositions:
+        return ALiBi(heads)
+
+
+class Relative(PositionScheme):
+    @staticmethod
+    def self_attention(cfg: PositionsConfig, heads: int, head_dim: int) -> SelfPositions:
+        return RelativeKeys(head_dim, cfg.max_distance)
+
+
+def scheme(cfg: PositionsConfig) -> type[PositionScheme]:
+    """The registered scheme of ``model.positions.kind``."""
+    return POSITIONS.get(cfg.kind)

@@ -65,7 +65,6 @@ class TwoStreamConfig(DecoderConfig):
         return self.order == "left_to_right"
 
 
-PositionKind = Literal["sinusoidal", "learned", "rope", "alibi", "relative"]
 ABSOLUTE = ("sinusoidal", "learned")  # added to the embeddings, as opposed to in attention
 MAX_SHIFT = 2**16  # a bound on SHAPE's offsets: the position table grows by it
 
@@ -83,7 +82,7 @@ class PositionsConfig:
     ``cross_alibi`` adds −m_h·|s − t/r| to every variant's scores, a distance from
     the diagonal (r the mean target/source length ratio)."""
 
-    kind: PositionKind = "sinusoidal"
+    kind: str = "sinusoidal"  # a POSITIONS entry (a plug-in registers its own)
     # SHAPE (Kiyono et al. 2021): in training every sequence's positions start at a
     # random offset in 0..shift (source and target drawn apart); none in decoding
     shift: int = 0
@@ -96,12 +95,18 @@ class PositionsConfig:
         check(0 <= self.shift <= MAX_SHIFT, "shift", f"must be in 0..{MAX_SHIFT:,}")
         check(1 <= self.max_distance <= 2**14, "max_distance", "must be in 1..16,384")
         check(self.ratio is None or 0.01 <= self.ratio <= 100, "ratio", RATIO_BOUNDS)
+        check(POSITIONS.known(self.kind), "kind", POSITIONS.unknown(self.kind))
         check(
-            self.shift == 0 or self.kind in ABSOLUTE,
+            self.shift == 0 or self.absolute(),
             "shift",
             f"shifts absolute positions; {self.kind} positions are relative, so a shift "
             "changes nothing (use sinusoidal or learned, or shift 0)",
         )
+
+    def absolute(self) -> bool:
+        """Whether the scheme adds its positions to the embeddings (a plug-in's config
+        says so for its own kind)."""
+        return self.kind in ABSOLUTE
 
     def inert_keys(self) -> dict[str, str]:
         inert = {}
@@ -119,6 +124,16 @@ class PositionsConfig:
         measured = f"{ratio:.3f} (mean target/source length on the training data)"
         return replace(self, ratio=ratio), f"model.positions.ratio = {measured}"
 
+
+# The position schemes (nmt.model.positions): each a PositionScheme subclass saying
+# what it adds to the embeddings and to self-attention, imported when a model is
+# built; a plug-in registers its own (with a PositionsConfig subclass for options).
+POSITIONS = Registry("position scheme", base="nmt.model.positions:PositionScheme")
+POSITIONS.register("sinusoidal", PositionsConfig, "nmt.model.positions:Sinusoidal")
+POSITIONS.register("learned", PositionsConfig, "nmt.model.positions:Learned")
+POSITIONS.register("rope", PositionsConfig, "nmt.model.positions:RoPE")
+POSITIONS.register("alibi", PositionsConfig, "nmt.model.positions:ALiBiScheme")
+POSITIONS.register("relative", PositionsConfig, "nmt.model.positions:Relative")
 
 # The encoder blocks and decoder stacks: config, and the module built from it
 # (imported when a model is built).
@@ -160,7 +175,9 @@ class ModelConfig:
     embed_init: Literal["normal", "xavier"] = "normal"
     tie_embeddings: bool = True  # decoder input embeddings = output projection
     max_positions: int = 1024
-    positions: PositionsConfig = field(default_factory=PositionsConfig)
+    positions: PositionsConfig = field(
+        default_factory=PositionsConfig, metadata=by_kind(POSITIONS, "sinusoidal")
+    )
     attention: AttentionConfig = field(
         default_factory=ATTENTION.config("global"), metadata=by_kind(ATTENTION, "global")
     )

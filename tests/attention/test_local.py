@@ -114,7 +114,7 @@ def test_local_s_centres_are_the_sum_of_bounded_steps_and_stop_at_the_source_end
     mem = attn.project_memory(memory, src_mask)
     state: dict = {}
     parts = [  # one query at a time, the last centre kept between steps
-        attn(query[:, t : t + 1], mem, Context(pos[t : t + 1], need_weights=True, state=state))
+        attn(query[:, t : t + 1], mem, Context(pos[t : t + 1], need_weights=True), state=state)
         for t in range(30)
     ]
     torch.testing.assert_close(torch.cat([o.centers for o in parts], -1), p)

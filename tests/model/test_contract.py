@@ -134,19 +134,20 @@ def test_a_recipe_naming_attention_fusion_is_refused_with_the_new_key(tmp_path):
         load_recipe(recipe)
 
 
-@pytest.mark.parametrize(("kind", "own"), [("global", set()), ("local_s", {"center"})])
+@pytest.mark.parametrize(("kind", "own"), [("global", None), ("local_s", {"center"})])
 def test_incremental_state_is_kept_per_sub_module(kind, own):
     """Each decoder layer's cache holds its self-attention's keys and values, its
-    cross-attention's own state (local_s: its last centre, which reaches it in its
-    Context) and its fusion's history apart, each under the sub-module's name."""
+    cross-attention's own state (local_s: its last centre, which reaches it as its
+    forward's ``state`` argument; a variant whose forward takes none has none) and
+    its fusion's history apart, each under the sub-module's name."""
     model = tiny_model(kind, model=FUSED).eval()
     memory, src_mask = model.encode(random_batch([5, 3]))
     state = model.decoder_state(memory, src_mask, incremental=True)
     model.decode(random_batch([1, 1]), state)
     for cache in state.caches:
-        assert set(cache) == {"self_attn", "cross_attn", "fusion"}
+        assert set(cache) == {"self_attn", "fusion"} | ({"cross_attn"} if own else set())
         assert set(cache["self_attn"]) == {"key", "value"} and set(cache["fusion"]) == {"m", "h"}
-        assert set(cache["cross_attn"]) == own
+        assert own is None or set(cache["cross_attn"]) == own
 
 
 def test_a_run_stored_in_the_earlier_layout_resumes(tiny_config):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +16,8 @@ from nmt.attention.base import alibi_slopes
 from nmt.model.positions import Rotary, sinusoids
 from nmt.setup.config import ConfigError, from_dict
 from nmt.setup.model import ModelConfig
+from nmt.setup.plugins import import_plugins
+from nmt.training.build import build
 from nmt.training.run import train
 from tests.helpers import assert_incremental_equals_full, random_batch, tiny_model
 
@@ -190,4 +193,19 @@ def test_sinusoids_follow_the_formula_for_any_width(dim):
 
 def test_a_model_of_odd_width_with_sinusoidal_positions_trains(tiny_config):
     cfg = tiny_config(model={"d_model": 33, "heads": 3}, train={"max_steps": 2})
+    assert train(cfg, device="cpu")["steps"] == 2
+
+
+def test_a_position_scheme_from_a_plug_in_is_one_class_and_one_registration_line(tiny_config):
+    """tests/plugins/no_positions.py registers a scheme outside the package: a recipe
+    names it, the model is built with what its hooks add (here nothing: the model
+    cannot tell the order of a sentence's words), and it trains."""
+    import_plugins([str(Path(__file__).parents[1] / "plugins" / "no_positions.py")])
+    cfg = tiny_config(model={"positions": {"kind": "none"}}, train={"max_steps": 2})
+    model, _, _ = build(cfg, print)
+    assert not any("positions" in name for name, _ in model.named_parameters())
+    model.eval()
+    src = torch.tensor([[5, 6, 7, 2], [7, 6, 5, 2]])  # one sentence, words reversed
+    memory, _ = model.encode(src)
+    torch.testing.assert_close(memory[0].sum(0), memory[1].sum(0))
     assert train(cfg, device="cpu")["steps"] == 2
