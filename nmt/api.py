@@ -1,7 +1,9 @@
-"""nmt from Python, for notebooks and scripts: load a run, translate sentences, look
-at a sentence's cross-attention, score a translation (docs/api.md).
+"""nmt from Python, for notebooks and scripts: train a recipe, evaluate a run, run a
+study, load a run, translate sentences, look at a sentence's cross-attention, score
+a translation (docs/api.md).
 
-    from nmt.api import Translator, score
+    from nmt.api import Translator, compare, evaluate, score, train
+    summary = train("recipes/toy.yaml", ["train.max_steps=200"])  # as nmt train
     t = Translator.load("runs/toy")
     t.translate(["lo nute miguge"])                    # ['...']
     amap = t.attention("lo nute miguge")               # arrays: amap.weights (L,H,T,S)
@@ -16,13 +18,14 @@ attention`` draws what :meth:`Translator.attention` returns.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from nmt.decoding.attention import attention_figure, sentence_attention
+from nmt.decoding.evaluate import read_results
 from nmt.decoding.metrics import Score, corpus_score
 from nmt.decoding.search import Options, Translation
 from nmt.decoding.split import translate_text
@@ -101,3 +104,84 @@ def score(
         if len(stream) != len(hyps):
             raise NmtError(f"{len(hyps):,} hypotheses but {len(stream):,} references")
     return {m: corpus_score(m, hyps, streams) for m in dict.fromkeys(metrics)}
+
+
+def train(
+    recipe: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    device: str = "auto",
+    resume: bool = False,
+    plugins: Sequence[str] = (),
+) -> dict[str, Any]:
+    """``nmt train``: train a recipe (``overrides`` as ``--set KEY=VALUE``), then
+    evaluate its ``data.test`` splits; returns the run's summary (summary.json: steps,
+    time, rate, what stopped it, ...), the test scores under ``"results"``
+    (results.json). The recipe is checked before anything is imported or trained."""
+    from nmt.decoding.evaluate import evaluate as evaluate_splits
+    from nmt.setup.recipe import load_recipe
+    from nmt.training.run import train as run_training
+
+    cfg = load_recipe(recipe, list(overrides), tuple(plugins))
+    summary = run_training(cfg, device=device, resume=resume)
+    if summary is None:  # a data-parallel rank other than 0
+        return {}
+    if cfg.data.test:
+        evaluate_splits(cfg.run_dir, list(cfg.data.test), device=device)
+    return {**summary, "results": read_results(Path(cfg.run_dir))}
+
+
+def evaluate(
+    run: str | Path,
+    splits: Sequence[str] = (),
+    *,
+    overrides: Sequence[str] = (),
+    length: str = "model",
+    device: str = "auto",
+) -> dict[str, dict[str, Any]]:
+    """``nmt evaluate``: translate and score ``splits`` (default the recipe's
+    ``data.test``; ``NAME*K``, ``NAME~K`` and ``NAME>N`` too) with the run's decoding
+    or another (``overrides``: ``decode.KEY=VALUE``, kept as ``SPLIT@TAG``); returns the
+    run's results.json, every evaluation so far by name."""
+    from nmt.decoding.evaluate import evaluate as evaluate_splits
+    from nmt.setup.decoding import length_mode
+
+    evaluate_splits(run, list(splits) or None, device=device, overrides=list(overrides),
+                    length=length_mode(length))  # fmt: skip
+    return read_results(Path(run))
+
+
+def compare(
+    spec: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    device: str = "auto",
+    jobs: int = 1,
+    plugins: Sequence[str] = (),
+) -> dict[str, Any]:
+    """``nmt compare SPEC``: train or reuse every variant × seed of a study and report;
+    returns its results.json (rows with means, spreads, p-values and verdicts,
+    contrasts, ensembles, every run's figures). report.md, report.html and the
+    plots are written in its out_dir as the command writes them."""
+    from nmt.compare import run_study
+    from nmt.io.files import read_json
+
+    out = run_study(spec, device=device, overrides=list(overrides), jobs=jobs,
+                    plugins=tuple(plugins))  # fmt: skip
+    return read_json(Path(out) / "results.json")
+
+
+def export(
+    checkpoint: str | Path,
+    out: str | Path,
+    format: str = "hf",
+    *,
+    quantization: str = "float32",
+    license: str = "unknown",
+) -> Path:
+    """``nmt export``: the model of a run (its best.pt) or checkpoint as a directory
+    for Hugging Face transformers (``hf``, with its tokenizer and model card) or
+    CTranslate2 (``ctranslate2``); returns the directory."""
+    from nmt.export import export_model
+
+    return export_model(Path(checkpoint), Path(out), format, quantization, license)

@@ -391,23 +391,14 @@ def export(
     CTranslate2 runs global dot attention with the standard decoder only. The hf
     format takes every model: the standard one as transformers' Pegasus class, the
     others with a modelling file loaded with trust_remote_code=True."""
+    from nmt.export import export_model
     from nmt.progress import info
 
+    export_model(checkpoint, output, export_format, quantization=quantization, license=license)
     if export_format == "hf":
-        from nmt.export.huggingface import export_hf
-
-        if quantization != "float32":
-            raise NmtError(f"--quantization {quantization}: the hf format writes float32")
-        _, kind = export_hf(checkpoint, output, license)
+        kind = json.loads((output / "nmt-export.json").read_text())["class"]
         info(f"{output}: transformers {kind} with its tokenizer and model card")
         return
-    if export_format != "ctranslate2":
-        raise NmtError(f"--format {export_format}: expected ctranslate2 or hf")
-    if license != "unknown":
-        raise NmtError("--license: only --format hf writes a model card")
-    from nmt.export.ctranslate2 import export_ctranslate2
-
-    export_ctranslate2(checkpoint, output, quantization)
     info(f"{output}: CTranslate2 model ({quantization}) with source.spm and target.spm")
 
 

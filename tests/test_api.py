@@ -3,16 +3,19 @@ gives what the matching command gives."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from nmt.api import Translator, score
 from nmt.decoding.search import translate_lines
 from nmt.errors import NmtError
 from nmt.setup.decoding import Sampling
+from tests.conftest import tiny_recipe_dict
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
@@ -59,3 +62,34 @@ def test_bad_options_are_the_commands_errors(tiny_run):
         t.attention("")
     with pytest.raises(NmtError, match="2 hypotheses but 1 references"):
         score(["a", "b"], ["a"])
+
+
+@pytest.mark.slow
+def test_training_evaluation_and_a_study_from_python(toy_dir, tmp_path):
+    """nmt.api.train, evaluate and compare do what the commands do and return what
+    they write: the summary (with the test scores), results.json, the study's
+    results.json."""
+    from nmt.api import compare, evaluate, train
+    from tests.compare.test_compare import write_spec
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, tmp_path / "run")))
+    summary = train(recipe, ["train.max_steps=4", "train.valid_every=2"], device="cpu")
+    assert summary["steps"] == 4 and summary["stop"] == "train.max_steps"
+    assert summary["results"]["test"]["sentences"] == 15
+    assert json.loads((tmp_path / "run/summary.json").read_text())["steps"] == 4
+    results = evaluate(tmp_path / "run", ["test*3"], overrides=["decode.beam=2"], device="cpu")
+    assert {"test", "test*3@decode.beam=2"} <= results.keys()
+    with pytest.raises(NmtError, match=r"train\.lrr: unknown key"):
+        train(recipe, ["train.lrr=1"])
+    spec = write_spec(
+        tmp_path / "study",
+        toy_dir,
+        {"global": [], "local_m": ["model.attention.kind=local_m"]},
+        seeds=(1,),
+    )
+    study = compare(spec, device="cpu")
+    assert {(r["variant"], r["split"]) for r in study["rows"]} == {
+        ("global", "test"),
+        ("local_m", "test"),
+    }
