@@ -9,12 +9,14 @@ reference and both translations, and each variant's cross-attention of the drawn
 lines as a heatmap (target pieces down, source pieces across, the mean over layers
 and heads, on one scale for every variant) whose cells say their piece pair and
 weight under the pointer, with local attention's centres as dots and, on a joined
-split, a line where each caption starts. The figures travel as JSON inside the
+split, a line where each caption starts; and the study's plots (BLEU by source
+length, the dev curves), embedded as images. The figures travel as JSON inside the
 page; a script of the page draws them.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 from pathlib import Path
@@ -88,9 +90,14 @@ def write_html(
     rows: list[Row],
     maps: dict[str, dict[int, dict[str, Any]]],
     notes: list[str],
+    figures: dict[str, list[str]] | None = None,
 ) -> None:
     """report.html (see the module docstring). ``maps``: per split and drawn line, per
-    variant the :func:`heatmap` figures."""
+    variant the :func:`heatmap` figures; ``figures``: the plots beside the page (split
+    -> file names, ``_all`` the study's own), embedded as images."""
+    plots = {
+        key: [embedded(path.parent / f) for f in names] for key, names in (figures or {}).items()
+    }
     data = {
         "title": title,
         "notes": notes,
@@ -100,9 +107,11 @@ def write_html(
                 "name": split,
                 "rows": [row_data(r) for r in rows if r.split == split],
                 "maps": {str(line): by for line, by in maps.get(split, {}).items()},
+                "plots": plots.get(split, []),
             }
             for split in splits
         ],
+        "plots": plots.get("_all", []),
     }
     payload = json.dumps(data, ensure_ascii=False, allow_nan=False, default=_plain)
     # No "<" (nor ">", "&") inside the script element: "</script>" would end it and
@@ -112,6 +121,14 @@ def write_html(
         payload = payload.replace(char, f"\\u{ord(char):04x}")
     page = PAGE.replace("{{title}}", html.escape(title)).replace("{{data}}", payload)
     write_text(path, page)
+
+
+def embedded(path: Path) -> dict[str, str]:
+    """A plot as the page carries it: its name and a data URI of its PNG bytes."""
+    return {
+        "name": path.name,
+        "src": "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode(),
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -139,6 +156,7 @@ th.sortable { cursor: pointer; background: #f3f3f3; } th.sorted { background: #d
 td.significant { font-weight: bold; }
 .note { background: #fff6d6; padding: .4em .6em; }
 .maps { display: flex; flex-wrap: wrap; gap: 1em; }
+img.plot { max-width: 100%; }
 .map { border: 1px solid #ddd; padding: .4em; }
 #tip { position: fixed; pointer-events: none; background: #222; color: #fff;
        padding: .2em .4em; font-size: 12px; border-radius: 3px; display: none; }
@@ -326,6 +344,13 @@ function maps(split) {
   return parts;
 }
 
+function plot(p) {
+  const figure = el("figure", {});
+  figure.appendChild(el("img", {src: p.src, alt: p.name, class: "plot"}));
+  figure.appendChild(el("figcaption", {}, p.name));
+  return figure;
+}
+
 document.getElementById("title").textContent = data.title;
 const notes = document.getElementById("notes");
 data.notes.forEach(n => notes.appendChild(el("p", {class: "note"}, "Note: " + n + ".")));
@@ -347,7 +372,10 @@ data.splits.forEach(split => {
     splits.appendChild(differs);
   }
   maps(split).forEach(p => splits.appendChild(p));
+  split.plots.forEach(p => splits.appendChild(plot(p)));
 });
+if (data.plots.length) splits.appendChild(el("h2", {}, "Training"));
+data.plots.forEach(p => splits.appendChild(plot(p)));
 // a link may name a column to sort every table by: report.html#sort=bleu
 const wanted = new URLSearchParams(location.hash.slice(1)).get("sort");
 if (wanted) {

@@ -263,7 +263,12 @@ def report(
     write_markdown(out / "report.md", report)
     for note in notes:
         warn(note)
-    write_html(out / "report.html", title, splits, rows, html_maps(runs, splits), notes)
+    maps = html_maps(runs, splits)
+    # the page draws attention itself (hoverable canvases); it embeds the other plots
+    plots = {
+        k: [f for f in names if not f.startswith("attention_")] for k, names in figures.items()
+    }
+    write_html(out / "report.html", title, splits, rows, maps, notes, plots)
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {
         "baseline": baseline,

@@ -4,6 +4,7 @@ screenshot is not blank."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -76,11 +77,17 @@ def test_the_study_page_renders_runs_and_sorts_in_a_browser(chromium, tmp_path, 
     (line,) = joined["maps"].values()
     assert set(line) == {"global", "local_m"} and len(line["global"]["captions"]) == 2
     assert line["local_m"]["centers"] is not None and line["global"]["centers"] is None
+    # the study's plots travel inside the page, byte for byte
+    assert [p["name"] for p in joined["plots"]] == ["bleu_by_length_test*3.png"]
+    (curves,) = embedded["plots"]
+    png = base64.b64decode(curves["src"].removeprefix("data:image/png;base64,"))
+    assert png == (tmp_path / "study" / "dev_curves.png").read_bytes()
 
     dom = browse(chromium, page, tmp_path, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert 'data-ready="1"' in dom.stdout  # the script ran to its end
     assert dom.stdout.count("<canvas") == 4  # line 0 of test and of test*3, per variant
+    assert dom.stdout.count('class="plot"') == 3  # BLEU by length per split, dev curves
     errors = [x for x in dom.stderr.splitlines() if "CONSOLE" in x or "Uncaught" in x]
     assert not errors, errors
 
