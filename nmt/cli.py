@@ -215,7 +215,10 @@ def translate(
     ),
     ref: Optional[Path] = typer.Option(None, "--ref", help="--length oracle: the references."),
     split: Optional[str] = typer.Option(
-        None, "--split", help="sentences: cut each line into sentences, translate each, join."
+        None,
+        "--split",
+        help="sentences: cut each line into sentences, translate each, join; marks: read "
+        "each line whole, its sentences marked (a sentence-group model's).",
     ),
     split_lang: Optional[str] = typer.Option(
         None, "--split-lang", help="--split sentences: the rules' language (default: the run's)."
@@ -247,8 +250,8 @@ def translate(
 
 def split_overrides(split: str | None, split_lang: str | None) -> list[str]:
     """``--split`` and ``--split-lang`` as the decode keys they set."""
-    if split_lang is not None and split != "sentences":
-        raise NmtError("--split-lang: only --split sentences uses it")
+    if split_lang is not None and split not in ("sentences", "marks"):
+        raise NmtError("--split-lang: only --split sentences and --split marks use it")
     changes = [] if split is None else [f"decode.split={split}"]
     return changes + ([] if split_lang is None else [f"decode.split_lang={split_lang}"])
 

@@ -79,10 +79,14 @@ def assert_incremental_equals_full(model: Transformer, cuts: Sequence[int]) -> N
     search decodes, or several after cached ones) gives the full pass's outputs."""
     src = random_batch([9, 5, 12])
     tgt = torch.cat([torch.full((3, 1), BOS), random_batch([10, 10, 10])], 1)
+    if model.separators is not None:  # a sentence-group model: sentences on both sides
+        src_sep, tgt_sep = model.separators
+        src[:, 2] = src[0, 6] = src_sep
+        tgt[:, 3] = tgt[1:, 7] = tgt_sep
     with torch.no_grad():
         memory, src_mask = model.encode(src)
-        full = model.decode(tgt, model.decoder_state(memory, src_mask))
-        state = model.decoder_state(memory, src_mask, incremental=True)
+        full = model.decode(tgt, model.decoder_state(memory, src_mask, src=src))
+        state = model.decoder_state(memory, src_mask, incremental=True, src=src)
         steps = [model.decode(tgt[:, a:b], state) for a, b in itertools.pairwise(cuts)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
 

@@ -21,7 +21,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
 
 def test_the_example_of_docs_api_md_runs_as_written(tiny_run, tmp_path, monkeypatch):
-    code = re.search(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S).group(1)
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    code = next(b for b in blocks if "Translator.load" in b)  # the translation example
     monkeypatch.chdir(tmp_path)
     exec(compile(code.replace('"runs/toy"', repr(str(tiny_run))), str(DOC), "exec"), {})
     assert (tmp_path / "attention.png").read_bytes()[:4] == b"\x89PNG"

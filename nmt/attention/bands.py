@@ -46,7 +46,13 @@ class Windowed(Protocol):
     dropout: nn.Module
 
     def window_weights(
-        self, scores: Tensor, pos: Tensor, p: Tensor, lo: Tensor, lengths: Tensor
+        self,
+        scores: Tensor,
+        pos: Tensor,
+        p: Tensor,
+        lo: Tensor,
+        lengths: Tensor,
+        allowed: Tensor | None = None,
     ) -> Tensor: ...
 
 
@@ -145,12 +151,21 @@ def _attend(
     kb = rows(memory.key).index_select(0, band).view(B, H, n, L, Dh)
     vb = rows(memory.value).index_select(0, band).view(B, H, n, L, Dh)
     scores = attn.score(qb.view(B, H, n, C, Dh), kb)  # (B,H,n,C,L)
-    if ctx.cross_bias is not None:  # cross_alibi, each slot's query against its band
+    # a mask per query: a sentence-group layer's, each query's own sentence (with one
+    # query, any mask is one)
+    grouped = memory.mask.size(1) == T
+    if ctx.cross_bias is not None or grouped:  # each slot's query
         slot_queries = torch.arange(T, device=q.device).expand(B, Hc, T)
         of_slot = _to_slots(slot_queries, blocks.slot, n * C, 0).view(B, Hc, n, C)
+    if ctx.cross_bias is not None:  # cross_alibi, each slot's query against its band
         slopes = alibi_slopes(H).to(q.device, scores.dtype).view(1, H, 1, 1, 1)
         scores = scores + ctx.cross_bias.at(slopes, of_slot, pos)  # (B,H,n,C,L), Hc = 1 or H
-    weights = attn.window_weights(scores, pos.unsqueeze(-2), pb, lob, memory.lengths)  # (B,H,n,C,L)
+    allowed = None
+    if grouped:
+        cell = (of_slot.unsqueeze(-1) * S + pos.clamp(0, S - 1).unsqueeze(-2)).flatten(1)
+        allowed = memory.mask.flatten(1).gather(1, cell).view(B, Hc, n, C, L)  # (B,Hc,n,C,L)
+    # (B,H,n,C,L)
+    weights = attn.window_weights(scores, pos.unsqueeze(-2), pb, lob, memory.lengths, allowed)
     heads = attn.dropout(weights) @ vb  # (B,H,n,C,Dh)
     if blocks.slot is None:
         heads = heads.view(B, H, n * C, Dh)[:, :, :T]

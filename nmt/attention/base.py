@@ -33,7 +33,9 @@ class Memory(NamedTuple):
 
     key: Tensor  # (B,H,S,Dh)
     value: Tensor  # (B,H,S,Dh)
-    mask: Tensor  # (B,1,S) True = a real source token
+    # (B,1,S) True = a real source token; in a sentence-group layer (B,T,S), the
+    # tokens each query may read (SentenceGroups.restrict)
+    mask: Tensor
     lengths: Tensor  # (B,) real source lengths
 
     def select(self, index: Tensor) -> Memory:
@@ -56,6 +58,9 @@ class Context:
     # what the position scheme adds to cross-attention scores (model.positions.
     # cross_alibi: a distance from the diagonal); None: nothing
     cross_bias: DiagonalBias | None = None
+    # which sentence each source position and query is in (model.decoder.group_layers);
+    # None: the input is one sentence
+    groups: SentenceGroups | None = None
 
 
 class LossTerm(ABC):
@@ -136,6 +141,35 @@ class DiagonalBias:
         against ``keys`` (B,*,K), slopes arranged by the caller -> (B,H,*,Q,K)."""
         anchors = self.anchors.gather(1, queries.flatten(1)).view(queries.shape)
         return self.penalty(slopes, anchors.unsqueeze(-1), keys.unsqueeze(-2))
+
+
+@dataclass(frozen=True)
+class SentenceGroups:
+    """Sentence groups (G-Transformer, Bao et al. 2021, sec. 4): which sentence of a
+    multi-sentence input each source position and each query is in, counted by the
+    separators before it (nmt.data.vocab.Vocab). A separator ends its sentence: on
+    the source it belongs to the sentence before it, and the query that predicts it
+    reads that sentence; the query whose input it is starts the next one. A query
+    past the source's last sentence reads the last."""
+
+    source: Tensor  # (B,S) each source position's sentence, from 0
+    target: Tensor  # (B,T) each query's sentence
+
+    @staticmethod
+    def of_source(src: Tensor, separator: int) -> Tensor:
+        """Source ids (B,S) -> each position's sentence (B,S)."""
+        ends = src == separator  # (B,S)
+        return ends.cumsum(1) - ends.long()
+
+    @classmethod
+    def of(cls, source: Tensor, separators: Tensor) -> SentenceGroups:
+        """``separators`` (B,T): how many each query's inputs hold (its own included)."""
+        return cls(source, torch.minimum(separators, source.amax(1, keepdim=True)))
+
+    def restrict(self, memory: Memory) -> Memory:
+        """``memory`` whose mask (B,T,S) keeps each query to its own sentence."""
+        same = self.target.unsqueeze(2) == self.source.unsqueeze(1)  # (B,T,S)
+        return memory._replace(mask=memory.mask & same)
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:

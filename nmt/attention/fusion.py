@@ -73,7 +73,7 @@ class BiDAFFusion(nn.Module):
         # 1) m_t = max over real source positions of the full score, per head
         q = attn.queries(h)  # (B,H,T,Dh)
         scores = attn.scores(q, memory, ctx)  # (B,H,T,S)
-        mask = memory.mask.unsqueeze(1)  # (B,1,1,S)
+        mask = memory.mask.unsqueeze(1)  # (B,1,1,S), a group layer's (B,1,T,S)
         m = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).amax(-1)  # (B,H,T)
         if self.query_term is not None:  # w_qᵀq, constant over s: added after the max
             m = m + (q @ self.query_term.unsqueeze(-1)).squeeze(-1)  # (B,H,T)

@@ -26,7 +26,7 @@ class GlobalAttention(CrossAttention):
 
     def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
         q = self.queries(query)  # (B,H,T,Dh)
-        mask = memory.mask.unsqueeze(1)  # (B,1,1,S)
+        mask = memory.mask.unsqueeze(1)  # (B,1,1,S), a group layer's (B,1,T,S)
         if self.cfg.score == "dot" and not ctx.need_weights:
             # Fused kernel. A finite bias (not a boolean mask) keeps a fully masked
             # row NaN-free; multiplying by ``any`` then zeroes it, as masked_softmax does.

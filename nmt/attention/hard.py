@@ -73,7 +73,7 @@ class HardAttention(CrossAttention):
 
     def forward(self, query: Tensor, memory: Memory, ctx: Context) -> AttentionOutput:
         q = self.queries(query)  # (B,H,T,Dh)
-        mask = memory.mask.unsqueeze(1)  # (B,1,1,S)
+        mask = memory.mask.unsqueeze(1)  # (B,1,1,S), a group layer's (B,1,T,S)
         scores = self.scores(q, memory, ctx).masked_fill(~mask, torch.finfo(q.dtype).min)
         alpha = masked_softmax(scores, mask)  # (B,H,T,S)
         has_key = mask.any(-1, keepdim=True)  # (B,1,1,1)

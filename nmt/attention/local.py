@@ -68,15 +68,25 @@ class LocalAttention(CrossAttention):
         return AttentionOutput(out, weights, centers=p)
 
     def window_weights(
-        self, scores: Tensor, pos: Tensor, p: Tensor, lo: Tensor, lengths: Tensor
+        self,
+        scores: Tensor,
+        pos: Tensor,
+        p: Tensor,
+        lo: Tensor,
+        lengths: Tensor,
+        allowed: Tensor | None = None,
     ) -> Tensor:
         """The window mask (and local_p's Gaussian) for any layout of source positions:
         scores (B,H,…,Q,K); pos (…,K) or broadcastable source positions;
-        p, lo (B,Hc,…,Q); lengths (B,) -> attention weights (B,H,…,Q,K)."""
+        p, lo (B,Hc,…,Q); lengths (B,); ``allowed`` (B,1,…,Q,K), where a sentence-group
+        layer keeps each query to its own sentence -> attention weights (B,H,…,Q,K)
+        (a query whose window holds none of its sentence reads nothing)."""
         extra = (1,) * (scores.dim() - 1)
         real = (pos >= 0) & (pos < lengths.view(-1, *extra))
         lo = lo.unsqueeze(-1)  # (B,Hc,…,Q,1)
         mask = (pos >= lo) & (pos < lo + self.width) & real  # (B,Hc,…,Q,K)
+        if allowed is not None:
+            mask = mask & allowed
         return self.window_softmax(scores, mask, pos, p)
 
     def dense(
@@ -86,7 +96,9 @@ class LocalAttention(CrossAttention):
         (B,H,T,S)."""
         S = memory.key.size(2)
         pos = torch.arange(S, device=q.device)  # (S,)
-        weights = self.window_weights(self.scores(q, memory, ctx), pos, p, lo, memory.lengths)
+        allowed = memory.mask.unsqueeze(1)  # (B,1,1,S), a group layer's (B,1,T,S)
+        scores = self.scores(q, memory, ctx)
+        weights = self.window_weights(scores, pos, p, lo, memory.lengths, allowed)
         return self.dropout(weights) @ memory.value, weights
 
 

@@ -7,7 +7,8 @@ An epoch's examples are groups of pair indices drawn from (train.seed, epoch):
 :func:`groups`. :class:`JoinedTokens` reads a group's sentences from the
 prepared corpus (memory-mapped) end to end when a batch is collated, so the
 corpus is never copied; the batcher plans on the groups' lengths like any
-other pairs'.
+other pairs'. A sentence-group model's examples have a separator between their
+sentences (nmt.data.vocab.Vocab), on both sides.
 """
 
 from __future__ import annotations
@@ -21,20 +22,31 @@ from nmt.setup.data import JoinConfig
 
 class JoinedTokens(Tokens):
     """One side of an epoch's examples: example e is the sentences
-    ``base[members[starts[e]:starts[e + 1]]]`` end to end."""
+    ``base[members[starts[e]:starts[e + 1]]]`` end to end, with ``separator``
+    between each two (None: nothing between them)."""
 
-    def __init__(self, base: Tokens, members: np.ndarray, starts: np.ndarray) -> None:
+    def __init__(
+        self, base: Tokens, members: np.ndarray, starts: np.ndarray, separator: int | None = None
+    ) -> None:
         self.base, self.members, self.starts = base, members, starts
+        self.separator = separator
 
     def __len__(self) -> int:
         return len(self.starts) - 1
 
     def __getitem__(self, e: int) -> np.ndarray:
         group = self.members[self.starts[e] : self.starts[e + 1]]
-        return np.concatenate([self.base[i] for i in group])
+        if self.separator is None:
+            return np.concatenate([self.base[i] for i in group])
+        between = np.array([self.separator], dtype=self.base[int(group[0])].dtype)
+        parts = [between if n % 2 else self.base[i] for i in group for n in (1, 0)][1:]
+        return np.concatenate(parts)
 
     def lengths(self) -> np.ndarray:
-        return np.add.reduceat(self.base.lengths()[self.members], self.starts[:-1])
+        lengths = np.add.reduceat(self.base.lengths()[self.members], self.starts[:-1])
+        if self.separator is None:
+            return lengths
+        return lengths + np.diff(self.starts) - 1  # one separator between each two
 
 
 def groups(
@@ -81,18 +93,29 @@ def document_ends(docs: np.ndarray) -> np.ndarray:
 
 
 def joined(
-    data: ParallelData, cfg: JoinConfig, max_len: int, seed: int, epoch: int
+    data: ParallelData,
+    cfg: JoinConfig,
+    max_len: int,
+    seed: int,
+    epoch: int,
+    separators: tuple[int | None, int | None] = (None, None),
 ) -> ParallelData:
     """The epoch's examples of ``data``: its pairs, some joined (``cfg``); under
     ``order: document`` only within a document (``data.docs``, which the training
-    split's ``.doc`` file gives)."""
+    split's ``.doc`` file gives). ``separators``: the (source, target) id put
+    between joined sentences (a sentence-group model's), counted in ``max_len``."""
     if cfg.order == "document" and data.docs is None:
         raise NmtError(
             "data.join.order: document joins within documents, and the training split has "
             "no document ids (TRAIN.doc beside it: nmt data import writes it from a TSV's "
             "document column or an XML's docid)"
         )
-    members, starts = groups(data.lengths - 1, cfg, max_len, seed, epoch, data.docs)
+    # with separators, each pair counts one more piece: its separator (the first
+    # pair's is the one too many, so a group may fall one piece short of max_len)
+    per_pair = 0 if separators == (None, None) else 1
+    lengths = data.lengths - 1 + per_pair  # data.lengths count </s> (or <s>)
+    members, starts = groups(lengths, cfg, max_len, seed, epoch, data.docs)
+    src, tgt = separators
     return ParallelData(
-        JoinedTokens(data.src, members, starts), JoinedTokens(data.tgt, members, starts)
+        JoinedTokens(data.src, members, starts, src), JoinedTokens(data.tgt, members, starts, tgt)
     )

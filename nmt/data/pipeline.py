@@ -26,6 +26,14 @@ class Vocabs:
     def joint(self) -> bool:
         return self.src is self.tgt
 
+    def separated(self, on: bool = True) -> Vocabs:
+        """These vocabularies, each with a separator where ``on`` (a sentence-group
+        model's: nmt.data.vocab.Vocab)."""
+        if not on:
+            return self
+        src = self.src.separated()
+        return Vocabs(src, src if self.joint else self.tgt.separated())
+
 
 def checkpoint_vocabs(ckpt: dict[str, Any], path: str | Path) -> Vocabs:
     """The vocabularies a checkpoint's model was trained with."""

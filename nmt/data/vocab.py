@@ -11,6 +11,7 @@ import sentencepiece as spm
 from nmt.errors import NmtError
 
 UNK, PAD, BOS, EOS = 0, 1, 2, 3  # fixed ids in every vocabulary this toolkit trains
+SEPARATOR_PIECE = "<sep>"  # how a separator (see Vocab) is shown among pieces
 CHARS_PER_PIECE = 1024  # characters kept per wanted piece before encoding (see cut)
 
 
@@ -25,10 +26,17 @@ def clip_lines(lines: list[str], limit: int) -> list[str]:
 
 
 class Vocab:
-    """A SentencePiece model held as bytes, so a checkpoint carries it whole."""
+    """A SentencePiece model held as bytes, so a checkpoint carries it whole.
 
-    def __init__(self, model: bytes, name: str = "vocabulary") -> None:
-        self.model = model
+    ``separator``: the vocabulary has one id more than the model, the last, which
+    divides the sentences of a multi-sentence input (a sentence-group model's,
+    ``model.decoder.group_layers``). SentencePiece never produces it; joined
+    examples and marked inputs put it between sentences, and text decoded from ids
+    leaves it out (each piece carries its own word boundary, so the sentences join
+    as the language writes them: with a space in English, none in Chinese)."""
+
+    def __init__(self, model: bytes, name: str = "vocabulary", separator: bool = False) -> None:
+        self.model, self.name = model, name
         self.sp = spm.SentencePieceProcessor()
         try:
             if not isinstance(model, bytes):
@@ -44,6 +52,11 @@ class Vocab:
                 f"{name}: SentencePiece model must use pad_id={PAD}, "
                 f"bos_id={BOS}, eos_id={EOS} (unk_id={UNK})"
             )
+        self.separator = self.sp.get_piece_size() if separator else None
+
+    def separated(self) -> Vocab:
+        """This vocabulary with a separator (see the class docstring)."""
+        return self if self.separator is not None else Vocab(self.model, self.name, True)
 
     @classmethod
     def load(cls, path: str | Path) -> Vocab:
@@ -80,7 +93,7 @@ class Vocab:
         return cls(out.getvalue())
 
     def __len__(self) -> int:
-        return self.sp.get_piece_size()
+        return self.sp.get_piece_size() + (self.separator is not None)
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         return self.sp.encode(lines)
@@ -88,8 +101,24 @@ class Vocab:
     def pieces(self, line: str) -> list[str]:
         return self.sp.encode(line, out_type=str)
 
+    def encode_sentences(self, lines: list[list[str]]) -> list[list[int]]:
+        """Each line's sentences encoded one after another, the separator between them."""
+        if self.separator is None:
+            raise ValueError("a vocabulary without a separator encodes lines, not sentences")
+        encoded = self.encode([s for sentences in lines for s in sentences])
+        out, k = [], 0
+        for sentences in lines:
+            ids: list[int] = []
+            for i, piece_ids in enumerate(encoded[k : k + len(sentences)]):
+                ids += [self.separator] * (i > 0) + piece_ids
+            out.append(ids)
+            k += len(sentences)
+        return out
+
     def decode(self, ids: list[list[int]]) -> list[str]:
+        if self.separator is not None:
+            ids = [[i for i in line if i != self.separator] for line in ids]
         return self.sp.decode(ids)
 
     def id_to_piece(self, i: int) -> str:
-        return self.sp.id_to_piece(i)
+        return SEPARATOR_PIECE if i == self.separator else self.sp.id_to_piece(i)

@@ -41,7 +41,7 @@ def sentence_attention(
     if not src_ids:
         raise NmtError(f"{names[0]}: empty sentence")
     if tgt is None:
-        cfg = with_overrides(loaded.cfg.decode, ["decode.n_best=1"])
+        cfg = with_overrides(loaded.cfg.decode, ["decode.n_best=1", "decode.split=none"])
         tgt_ids = translate_text(loaded, loaded.model, [src], cfg, device)[0][0].tokens
     else:
         (tgt_ids,) = encode_source(v.tgt, [tgt], limit, cut(names[1]))

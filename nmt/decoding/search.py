@@ -129,7 +129,7 @@ def greedy(
     penalty), like beam search's.
     """
     memory, src_mask = model.encode(src)
-    state = model.decoder_state(memory, src_mask, incremental=True)
+    state = model.decoder_state(memory, src_mask, incremental=True, src=src)
     B, device = src.size(0), src.device
     tokens = torch.full((B, 1), BOS, dtype=torch.long, device=device)
     total = torch.zeros(B, device=device)
@@ -181,7 +181,7 @@ def beam_search(
     memory, src_mask = model.encode(src)
     B, K, device = src.size(0), beam, src.device
     rows = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,)
-    state = model.decoder_state(memory, src_mask, incremental=True).select(rows)
+    state = model.decoder_state(memory, src_mask, True, src).select(rows)
     lengths = lengths.select(rows)
     tokens = torch.full((B * K, 1), BOS, dtype=torch.long, device=device)
     scores = torch.zeros(B, K, device=device)
@@ -347,7 +347,11 @@ def translate_lines(
     refs = options.refs
     exact = None if refs is None else [len(r) for r in encode_source(tgt_vocab, refs, limit)]
     model.eval()
-    nbest = translate_ids(model, ids, cfg, device, options, exact)
+    return detokenised(tgt_vocab, translate_ids(model, ids, cfg, device, options, exact))
+
+
+def detokenised(tgt_vocab: Vocab, nbest: list[list[Hypothesis]]) -> list[list[Translation]]:
+    """Hypotheses with their text."""
     flat = tgt_vocab.decode([h.tokens for hyps in nbest for h in hyps])
     out, k = [], 0
     for hyps in nbest:
@@ -365,7 +369,24 @@ def encode_source(
     """Source ids, each cut to ``limit`` pieces (one position is kept for EOS);
     ``on_truncated(n)`` hears how many lines were cut, if any. A huge line is cut
     to a bounded number of characters first (:func:`nmt.data.vocab.clip_lines`)."""
-    ids = vocab.encode(clip_lines(lines, limit))
+    return cut(vocab.encode(clip_lines(lines, limit)), limit, on_truncated)
+
+
+def encode_marked(
+    vocab: Vocab,
+    lines: list[list[str]],
+    limit: int,
+    on_truncated: Callable[[int], None] | None = None,
+) -> list[list[int]]:
+    """As :func:`encode_source`, for lines given as their sentences: a separator
+    between each two (``vocab``'s: a sentence-group model's)."""
+    return cut(vocab.encode_sentences([clip_lines(s, limit) for s in lines]), limit, on_truncated)
+
+
+def cut(
+    ids: list[list[int]], limit: int, on_truncated: Callable[[int], None] | None
+) -> list[list[int]]:
+    """Each line's ids cut to ``limit``; ``on_truncated(n)`` hears how many were cut."""
     long = sum(len(s) > limit for s in ids)
     if long and on_truncated is not None:
         on_truncated(long)

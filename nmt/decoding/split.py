@@ -4,6 +4,11 @@ one line per input line (nmt.data.sentences). A model trained on single sentence
 stops after about one sentence of a longer line (docs/results.md, "Long inputs");
 translated one at a time, every sentence of the line is there.
 
+``decode.split: marks``: each line read whole, with a separator between its
+sentences: what a sentence-group model (``model.decoder.group_layers``) was
+trained on, so that each target sentence attends to its own source sentence in
+the lower layers and to the whole line above them.
+
 With ``decode.split: none`` this is :func:`nmt.decoding.search.translate_lines`."""
 
 from __future__ import annotations
@@ -15,7 +20,14 @@ from typing import Any
 import torch
 
 from nmt.data.sentences import joiner, segmenter, split_lines
-from nmt.decoding.search import Options, Translation, translate_lines
+from nmt.decoding.search import (
+    Options,
+    Translation,
+    detokenised,
+    encode_marked,
+    translate_ids,
+    translate_lines,
+)
 from nmt.errors import NmtError
 from nmt.model.load import Loaded
 from nmt.setup.decoding import DecodeConfig
@@ -42,11 +54,44 @@ def translate_text(
         )
     data = loaded.cfg.data
     sentences, owners = split_lines(lines, segmenter(cfg.split_lang or data.src_lang))
-    progress = in_lines(options.on_batch, len(lines), len(sentences))
     plain = dataclasses.replace(cfg, split="none")
+    if cfg.split == "marks":
+        return marked(loaded, model, by_line(sentences, owners, len(lines)), plain, device, options)
+    progress = in_lines(options.on_batch, len(lines), len(sentences))
     on_sentences = dataclasses.replace(options, on_batch=progress)
     each = translate_lines(model, v.src, v.tgt, sentences, plain, device, on_sentences)
     return joined(each, owners, len(lines), joiner(data.tgt_lang))
+
+
+def marked(
+    loaded: Loaded,
+    model: Any,
+    lines: list[list[str]],
+    cfg: DecodeConfig,
+    device: torch.device,
+    options: Options,
+) -> list[list[Translation]]:
+    """Lines given as their sentences, each translated whole with a separator
+    between its sentences."""
+    v = loaded.vocabs
+    if v.src.separator is None:
+        raise NmtError(
+            "decode.split marks: this model has no sentence separator (it was trained "
+            "without model.decoder.group_layers); use --split sentences"
+        )
+    limit = model.cfg.max_positions - 1
+    ids = encode_marked(v.src, lines, limit, options.on_truncated)
+    model.eval()
+    return detokenised(v.tgt, translate_ids(model, ids, cfg, device, options))
+
+
+def by_line(sentences: list[str], owners: list[int], n: int) -> list[list[str]]:
+    """The non-empty sentences of each of the ``n`` lines."""
+    lines: list[list[str]] = [[] for _ in range(n)]
+    for sentence, line in zip(sentences, owners):
+        if sentence:
+            lines[line].append(sentence)
+    return lines
 
 
 def joined(

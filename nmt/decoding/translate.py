@@ -78,6 +78,12 @@ def ensemble(members: list[Loaded], paths: list[Path]) -> Transformer | Ensemble
                     f"{path}: its {side} vocabulary differs from {paths[0]}'s; "
                     "ensemble members must share their vocabularies"
                 )
+        if member.vocabs.src.separator != members[0].vocabs.src.separator:
+            raise NmtError(
+                f"{path}: one of it and {paths[0]} is a sentence-group model "
+                "(model.decoder.group_layers) and the other not; their outputs do not "
+                "combine"
+            )
     if len(members) == 1:
         return members[0].model
     return Ensemble([m.model for m in members])
@@ -180,8 +186,8 @@ def translate_file(
     members = [load_model(path, dev) for path in checkpoints]
     loaded, model = members[0], ensemble(members, checkpoints)
     cfg = request.decode(loaded)
-    if cfg.split == "sentences" and (option := files.attention_option()):
-        raise NmtError(f"{option}: a line cut into sentences has no attention of its own")
+    if cfg.split != "none" and (option := files.attention_option()):
+        raise NmtError(f"{option}: a line split into sentences has no attention drawn yet")
     typed = (files.input is None or str(files.input) == "-") and sys.stdin.isatty()
     typed = typed and refs is None
     total, chunks = (0, iter(())) if typed else input_chunks(files.input, CHUNK_LINES)

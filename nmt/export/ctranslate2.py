@@ -45,6 +45,7 @@ def inexpressible(loaded: Loaded, engine: str = "CTranslate2") -> str | None:
         "model.positions.cross_alibi": (m.positions.cross_alibi, False),
         "model.decoder.fusion": (m.decoder.fusion, "none"),
         "model.decoder.kind": (m.decoder.kind, "standard"),
+        "model.decoder.group_layers": (m.decoder.group_layers, 0),
         "model.encoder.block": (m.encoder.block, "transformer"),
     }
     for key, (value, needed) in settings.items():

@@ -241,6 +241,12 @@ def export_hf(checkpoint: Path, out_dir: Path, license: str = "unknown") -> tupl
             f"{checkpoint}: not exported: data.vocab.joint is false, and a Hugging Face "
             "tokenizer holds one vocabulary for both sides (export to ctranslate2 instead)"
         )
+    if loaded.cfg.model.decoder.group_layers:
+        raise NmtError(
+            f"{checkpoint}: not exported: model.decoder.group_layers is "
+            f"{loaded.cfg.model.decoder.group_layers}, and a Hugging Face tokenizer has no "
+            "sentence separator to mark a line's sentences with"
+        )
     recipe = published_recipe(loaded.cfg.to_dict())
     obstacle = stock_obstacle(loaded)
     if obstacle is not None and (outside := plugin_code(loaded)) is not None:

@@ -43,7 +43,7 @@ def attention_maps(
     src = pad(src_ids, suffix=[EOS]).to(device)  # (B,S)
     tgt_in = pad(tgt_ids, prefix=[BOS]).to(device)  # (B,T)
     memory, src_mask = model.encode(src)
-    state = model.decoder_state(memory, src_mask)
+    state = model.decoder_state(memory, src_mask, src=src)
     _, records = model.decode_states(tgt_in, state, need_weights=True)
     attended = [calls[0] for calls in records]  # per layer, the stream that predicts
     weights = torch.stack([a.weights for a in attended], 1).float()  # (B,L,H,T,S)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import AttentionOutput, Context, DiagonalBias, Memory
+from nmt.attention.base import AttentionOutput, Context, DiagonalBias, Memory, SentenceGroups
 from nmt.model.layers import Caches, DecoderLayer, Embedding
 from nmt.setup.model import ModelConfig
 
@@ -24,6 +24,10 @@ class DecoderState:
     memories: list[Memory]  # per decoder layer: projected encoder keys/values
     caches: list[Caches] | None = None  # the stack's ``new_caches``, filled
     offset: int = 0  # target positions already decoded (incremental mode)
+    # sentence groups: each source position's sentence (B,S), and the separators
+    # among the target positions already decoded (B,1) (incremental mode)
+    sentences: Tensor | None = None
+    separators: Tensor | None = None
 
     def select(self, index: Tensor, same_source: bool = False) -> DecoderState:
         """Keep batch rows ``index`` (B',) — for beam search and finished sentences.
@@ -40,9 +44,12 @@ class DecoderState:
                 for c in self.caches
             ]
         )
+        separators = None if self.separators is None else self.separators[index]
         if same_source:
-            return DecoderState(self.memories, caches, self.offset)
-        return DecoderState([m.select(index) for m in self.memories], caches, self.offset)
+            return DecoderState(self.memories, caches, self.offset, self.sentences, separators)
+        sentences = None if self.sentences is None else self.sentences[index]
+        memories = [m.select(index) for m in self.memories]
+        return DecoderState(memories, caches, self.offset, sentences, separators)
 
 
 class DecoderStack(nn.ModuleList):
@@ -62,21 +69,32 @@ class DecoderStack(nn.ModuleList):
         fusion's history), under the sub-module's name."""
         return [{} for _ in self]
 
-    def new_state(self, memory: Tensor, src_mask: Tensor, incremental: bool) -> DecoderState:
+    def new_state(
+        self, memory: Tensor, src_mask: Tensor, incremental: bool, sentences: Tensor | None
+    ) -> DecoderState:
         """The encoder output (B,S,D) projected once for each layer, and, when
-        ``incremental``, empty caches."""
+        ``incremental``, empty caches; ``sentences`` (B,S): each source position's
+        sentence (sentence groups)."""
         memories = [layer.project_memory(memory, src_mask) for layer in self]
-        return DecoderState(memories, self.new_caches() if incremental else None)
+        return DecoderState(memories, self.new_caches() if incremental else None, 0, sentences)
 
-    def context(self, state: DecoderState, T: int, update: int, need_weights: bool) -> Context:
+    def context(
+        self,
+        state: DecoderState,
+        T: int,
+        update: int,
+        need_weights: bool,
+        groups: SentenceGroups | None,
+    ) -> Context:
         """What flows down with T queries after ``state.offset`` decoded positions;
         under ``cross_alibi``, the bias of each query's distance from its sentence's
-        diagonal (:class:`~nmt.attention.base.DiagonalBias`)."""
+        diagonal (:class:`~nmt.attention.base.DiagonalBias`); the queries' sentence
+        ``groups``, which the lowest ``decoder.group_layers`` layers keep to."""
         memory = state.memories[0]
         positions = torch.arange(state.offset, state.offset + T, device=memory.key.device)  # (T,)
         p = self.cfg.positions
         bias = DiagonalBias.of(positions, memory.lengths, p.ratio) if p.cross_alibi else None
-        return Context(positions, update, need_weights, bias)
+        return Context(positions, update, need_weights, bias, groups)
 
     def forward(
         self,
@@ -112,6 +130,9 @@ class StandardDecoder(DecoderStack):
         attention = []
         for i, layer in enumerate(self):
             cache = state.caches[i] if state.caches is not None else None
-            x, attended = layer(x, state.memories[i], ctx, cache)
+            memory = state.memories[i]
+            if ctx.groups is not None and i < self.cfg.decoder.group_layers:
+                memory = ctx.groups.restrict(memory)  # the query's own sentence
+            x, attended = layer(x, memory, ctx, cache)
             attention.append([attended])
         return x, attention

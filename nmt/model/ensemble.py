@@ -47,10 +47,14 @@ class Ensemble(nn.Module):
         return [memory for memory, _ in encoded], encoded[0][1]
 
     def decoder_state(
-        self, memories: list[Tensor], src_mask: Tensor, incremental: bool = False
+        self,
+        memories: list[Tensor],
+        src_mask: Tensor,
+        incremental: bool = False,
+        src: Tensor | None = None,
     ) -> EnsembleState:
         return EnsembleState(
-            [m.decoder_state(x, src_mask, incremental) for m, x in zip(self.members, memories)]
+            [m.decoder_state(x, src_mask, incremental, src) for m, x in zip(self.members, memories)]
         )
 
     def decode_step(

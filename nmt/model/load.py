@@ -53,7 +53,7 @@ def model_from_payload(ckpt: dict[str, Any], path: str | Path, device: torch.dev
     checkpoint.check_entries(ckpt, path, {"config": dict, "vocab": dict, "model": dict})
     try:
         cfg = config_from_dict(ckpt["config"], str(path))
-        vocabs = checkpoint_vocabs(ckpt, path)
+        vocabs = checkpoint_vocabs(ckpt, path).separated(cfg.model.decoder.group_layers > 0)
         model = Transformer(cfg.model, len(vocabs.src), len(vocabs.tgt), PAD, vocabs.joint)
         if (differs := mismatch(model, ckpt["model"])) is not None:
             raise NmtError(f"{path}: the weights do not fit the checkpoint's recipe: {differs}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nmt.attention.base import AttentionOutput, key_bias
+from nmt.attention.base import AttentionOutput, SentenceGroups, key_bias
 from nmt.model.decoder import DecoderState
 from nmt.model.layers import Embedding
 from nmt.setup.model import DECODERS, ENCODER_BLOCKS, ModelConfig
@@ -42,6 +42,9 @@ class Transformer(nn.Module):
         self.decoder = DECODERS.get(cfg.decoder.kind)(cfg)
         self.decoder_norm = nn.LayerNorm(d)
         self.output = nn.Linear(d, tgt_vocab, bias=False)  # the output layer: states -> logits
+        # sentence groups: the (source, target) separator, each vocabulary's last id
+        # (nmt.data.vocab.Vocab)
+        self.separators = (src_vocab - 1, tgt_vocab - 1) if cfg.decoder.group_layers else None
         self.apply(self._init_weights)
         if cfg.tie_embeddings:
             self.output.weight = self.tgt_embed.tokens.weight
@@ -65,10 +68,16 @@ class Transformer(nn.Module):
         return self.encoder_norm(x), src_mask
 
     def decoder_state(
-        self, memory: Tensor, src_mask: Tensor, incremental: bool = False
+        self, memory: Tensor, src_mask: Tensor, incremental: bool = False, src: Tensor | None = None
     ) -> DecoderState:
-        """Project the memory once per layer; ``incremental`` keeps the decoder's caches."""
-        return self.decoder.new_state(memory, src_mask, incremental)
+        """Project the memory once per layer; ``incremental`` keeps the decoder's caches.
+        A sentence-group model reads its sentences off the source ids ``src`` (B,S)."""
+        sentences = None
+        if self.separators is not None:
+            if src is None:
+                raise ValueError("a sentence-group model needs the source ids (src)")
+            sentences = SentenceGroups.of_source(src, self.separators[0])
+        return self.decoder.new_state(memory, src_mask, incremental, sentences)
 
     def decode(
         self, tgt_in: Tensor | None, state: DecoderState, embeds: Tensor | None = None
@@ -107,15 +116,32 @@ class Transformer(nn.Module):
         decoder layer what its cross-attention calls returned (their weights, and
         their own loss terms for the objective). ``tgt_mask`` (B,T) marks the real
         target inputs when ``embeds`` replace ``tgt_in``; ``update`` is the training
-        update (0-based), for variants whose training follows a schedule."""
+        update (0-based), for variants whose training follows a schedule. A
+        sentence-group model counts its target sentences on ``tgt_in``, which it
+        needs even where ``embeds`` are given."""
         if embeds is None:
             embeds = self.tgt_embed.tokens(tgt_in)  # (B,T,D)
             tgt_mask = tgt_in != self.pad  # (B,T)
-        ctx = self.decoder.context(state, embeds.size(1), update, need_weights)
+        groups = self.target_groups(tgt_in, state)
+        ctx = self.decoder.context(state, embeds.size(1), update, need_weights, groups)
         x, attention = self.decoder(embeds, self.tgt_embed, state, ctx, tgt_mask)
         if state.caches is not None:
             state.offset += embeds.size(1)
         return self.decoder_norm(x), attention  # (B,T,D)
+
+    def target_groups(self, tgt_in: Tensor | None, state: DecoderState) -> SentenceGroups | None:
+        """The sentence of each query of ``tgt_in`` (B,T) (None: not a sentence-group
+        model); in incremental mode the state counts the separators decoded so far."""
+        if state.sentences is None or self.separators is None:
+            return None
+        if tgt_in is None:
+            raise ValueError("a sentence-group model needs the target ids (tgt_in)")
+        seps = (tgt_in == self.separators[1]).cumsum(1)  # (B,T)
+        if state.separators is not None:
+            seps = seps + state.separators
+        if state.caches is not None:
+            state.separators = seps[:, -1:]
+        return SentenceGroups.of(state.sentences, seps)
 
     def states(
         self, src: Tensor, tgt_in: Tensor, need_weights: bool = False, update: int = 0
@@ -127,7 +153,7 @@ class Transformer(nn.Module):
         output layer, fused with it under ``train.kernels: auto``; ``train.compile``
         compiles this."""
         memory, src_mask = self.encode(src)
-        state = self.decoder_state(memory, src_mask)
+        state = self.decoder_state(memory, src_mask, src=src)
         return self.decode_states(tgt_in, state, need_weights=need_weights, update=update)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:

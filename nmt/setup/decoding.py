@@ -54,8 +54,10 @@ class DecodeConfig:
     # best.pt (nmt.export.averaging; needs train.keep_checkpoints >= N); 0: best.pt
     average_last: int = 0
     # none: each line translated as it is; sentences: each line cut into its sentences
-    # (nmt.data.sentences), each translated apart, their outputs joined into one line
-    split: Literal["none", "sentences"] = "none"
+    # (nmt.data.sentences), each translated apart, their outputs joined into one line;
+    # marks: each line read whole with a separator between its sentences, as a
+    # sentence-group model (model.decoder.group_layers) was trained to read them
+    split: Literal["none", "sentences", "marks"] = "none"
     split_lang: str | None = None  # the sentence rules' language; null: data.src_lang
     # nmt translate names the lines whose output has fewer pieces than this share of
     # length_ratio × their source's pieces (an early stop); 0: no check
@@ -69,9 +71,9 @@ class DecodeConfig:
     )
 
     def inert_keys(self) -> dict[str, str]:
-        if self.split == "sentences":
+        if self.split != "none":
             return {}
-        return {"split_lang": f"only split sentences uses it (split is {self.split!r})"}
+        return {"split_lang": "only split sentences and marks use it (split is 'none')"}
 
     def from_data(self, lengths: np.ndarray) -> tuple[DecodeConfig, str | None]:
         """``length_ratio`` measured on the training pairs' (source, target) pieces
@@ -111,7 +113,7 @@ class DecodeConfig:
         check(1 <= self.n_best <= self.beam, "n_best", "must be between 1 and decode.beam")
         check(0 <= self.average_last <= 10_000, "average_last", "must be in 0..10,000")
         check(
-            self.split == "none" or self.n_best == 1,
+            self.split != "sentences" or self.n_best == 1,
             "n_best",
             "a line cut into sentences has one output (decode.split sentences)",
         )

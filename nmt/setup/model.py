@@ -48,6 +48,14 @@ class DecoderConfig:
     # bidaf: each layer fuses [h; c; h∘c; h∘c̃] after its cross-attention
     # (Seo et al. 2017; nmt.attention.fusion)
     fusion: Literal["none", "bidaf"] = "none"
+    # sentence groups (G-Transformer, Bao et al. 2021): the lowest N layers'
+    # cross-attention reads only the source sentence of the query's own target
+    # sentence, the layers above the whole input; sentences are told apart by a
+    # separator each vocabulary gains (nmt.attention.base.SentenceGroups). 0: off
+    group_layers: int = 0
+
+    def __post_init__(self) -> None:
+        check(self.group_layers >= 0, "group_layers", "must be non-negative")
 
     def trains_left_to_right(self) -> bool:
         """Whether training predicts each token after the ones before it only."""
@@ -60,6 +68,15 @@ class TwoStreamConfig(DecoderConfig):
 
     # the factorisation order in training; decoding is always left to right
     order: Literal["left_to_right", "random"] = "left_to_right"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(
+            self.group_layers == 0,
+            "group_layers",
+            "sentence groups count the separators decoded so far, left to right; the "
+            "two-stream decoder's query stream does not read them (use kind standard)",
+        )
 
     def trains_left_to_right(self) -> bool:
         return self.order == "left_to_right"
@@ -206,6 +223,11 @@ class ModelConfig:
             "positions.kind",
             f"rope rotates pairs of a head's dimensions; the head size d_model/heads = "
             f"{head} is odd",
+        )
+        check(
+            self.decoder.group_layers <= self.decoder_layers,
+            "decoder.group_layers",
+            f"must be at most model.decoder_layers ({self.decoder_layers})",
         )
         check(
             self.decoder.trains_left_to_right() or not self.attention.needs_left_to_right(),

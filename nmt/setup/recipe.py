@@ -60,6 +60,18 @@ class RunConfig:
             "joined pairs have no gold alignment of their own: guided alignment "
             "(train.alignment) trains on single pairs only",
         )
+        check(
+            self.model.decoder.group_layers == 0 or self.data.join.prob > 0,
+            "model.decoder.group_layers",
+            "sentence groups learn where a sentence ends from joined training examples, "
+            "whose sentences a separator divides: set data.join.prob above 0",
+        )
+        check(
+            self.decode.split != "marks" or self.model.decoder.group_layers > 0,
+            "decode.split",
+            "marks puts a separator between a line's sentences, which only a sentence-group "
+            "model reads (model.decoder.group_layers); split sentences cuts them apart",
+        )
         if (a := self.train.alignment) is not None:
             n, heads = self.model.decoder_layers, self.model.heads
             check(-n <= a.layer < n, "train.alignment.layer", f"must be in {-n}..{n - 1}")

@@ -57,6 +57,7 @@ def load_data(
     if not dist.main:
         dist.barrier()  # rank 0 trains and stores the vocabulary first
     vocabs, train = load_training(cfg.data, Path(cfg.run_dir), log, vocabs)
+    vocabs = vocabs.separated(cfg.model.decoder.group_layers > 0)  # the model's tables
     if dist.main:
         dist.barrier()
     if (guide := cfg.train.alignment) is not None:

@@ -95,5 +95,8 @@ class EpochPlans:
             pairs = resampled(pairs, v.src, v.tgt, d.vocab.sampling, seed, epoch, d.max_len)
             self.resample_seconds += time.perf_counter() - start
         if d.join.prob > 0:
-            pairs = joined(pairs, d.join, d.max_len, seed, epoch)
+            v = self.data.vocabs
+            pairs = joined(
+                pairs, d.join, d.max_len, seed, epoch, (v.src.separator, v.tgt.separator)
+            )
         return pairs

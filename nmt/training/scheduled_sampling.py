@@ -92,7 +92,7 @@ class ScheduledSampling(TeacherForcing):
         memory, src_mask = model.encode(batch.src)
         # Without self-attention caches the state is read-only: every pass shares it,
         # so the encoder keys and values are projected once.
-        state = model.decoder_state(memory, src_mask)
+        state = model.decoder_state(memory, src_mask, src=batch.src)
         table = model.tgt_embed.tokens.weight  # (V,D)
         gold = F.embedding(batch.tgt_in, table)  # (B,T,D)
         # Position t >= 1 may be replaced by the prediction made at t - 1.
@@ -106,13 +106,15 @@ class ScheduledSampling(TeacherForcing):
             # the output projection (V wide, the costliest layer) runs on those rows only.
             replaced = mixable & (torch.rand(mixable.shape, device=x.device) >= eps)  # (B,T)
             with torch.set_grad_enabled(cfg.first_pass_grad and torch.is_grad_enabled()):
-                states, _ = model.decode_states(None, state, x, tgt_mask=real, update=step)
+                states, _ = model.decode_states(batch.tgt_in, state, x, tgt_mask=real, update=step)
                 rows = states[:, :-1][replaced[:, 1:]]  # (N,D): output t-1 predicts input t
                 pred = prediction_embeddings(model.output(rows), table, cfg)  # (N,D)
             x = gold.masked_scatter(replaced.unsqueeze(-1), pred.to(gold.dtype))  # (B,T,D)
         self.extra_seconds += time.perf_counter() - start
         guided = self.guide is not None  # keep the weights it supervises
-        states, attention = model.decode_states(None, state, x, guided, real, step)  # (B,T,D)
+        states, attention = model.decode_states(
+            batch.tgt_in, state, x, guided, real, step
+        )  # (B,T,D)
         loss = self.model_loss(states, attention, batch)
         fraction = float(replaced.sum()) / max(int(mixable.sum()), 1)
         return loss._replace(stats={**loss.stats, "ss_gold_prob": eps, "ss_replaced": fraction})

@@ -45,6 +45,28 @@ def test_joined_examples_keep_both_sides_aligned_and_in_order(order):
     assert batch.src.shape[0] == 3
 
 
+@pytest.mark.parametrize("order", ["consecutive", "random"])
+def test_a_sentence_group_models_examples_have_a_separator_between_sentences(order):
+    """Its sentences end to end with the side's separator between each two, within
+    max_len with the separators counted, and lengths that say so."""
+    data, src, tgt = corpus()
+    cfg = JoinConfig(prob=0.6, max_k=4, order=order)
+    epoch = joined(data, cfg, 30, seed=3, epoch=2, separators=(98, 99))
+    members, starts = epoch.src.members, epoch.src.starts
+    assert sorted(members.tolist()) == list(range(len(src)))
+    assert np.diff(starts).max() > 1  # some joined
+    for e in range(len(epoch)):
+        group = members[starts[e] : starts[e + 1]].tolist()
+        for side, lines, sep in ((epoch.src, src, 98), (epoch.tgt, tgt, 99)):
+            want = [t for n, i in enumerate(group) for t in [sep] * (n > 0) + lines[i]]
+            assert side[e].tolist() == want
+            assert len(want) <= 30 or len(group) == 1
+    np.testing.assert_array_equal(
+        epoch.lengths,
+        np.stack([[len(epoch.src[e]) + 1, len(epoch.tgt[e]) + 1] for e in range(len(epoch))]),
+    )
+
+
 def test_the_share_joined_follows_prob_and_is_redrawn_each_epoch():
     data, _, _ = corpus(4000)
     lengths = data.lengths - 1

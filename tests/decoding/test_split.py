@@ -83,7 +83,7 @@ def test_a_language_without_rules_is_one_line_naming_the_key(tiny_run, toy_dir):
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "decode.split_lang 'src': no sentence rules for this language" in result.output
     result = invoke("translate", tiny_run, "-i", src, "--split-lang", "en")
-    assert result.exit_code == 2 and "--split-lang: only --split sentences uses it" in result.output
+    assert result.exit_code == 2 and "--split-lang: only --split sentences and" in result.output
     with pytest.raises(NmtError, match=r"decode\.split_lang 'xx'"):
         segmenter("xx")
 
@@ -118,3 +118,39 @@ def test_the_check_needs_a_measured_ratio():
     assert not is_short(DecodeConfig(), 40, 1)  # a run from before the ratio was kept
     assert is_short(DecodeConfig(length_ratio=1.0), 40, 19)
     assert not is_short(DecodeConfig(length_ratio=1.0), 40, 20)
+
+
+def test_a_sentence_group_model_trains_and_translates_marked_lines_through_the_cli(
+    tiny_recipe, tiny_run, toy_dir, tmp_path
+):
+    """Trained with joined examples and a group layer, it reads each line whole with
+    its sentences marked: one output line per input line, a one-sentence line read as
+    without marks, and no separator in any text; a model without groups is refused."""
+    recipe = tiny_recipe(
+        model={"decoder_layers": 2, "decoder": {"group_layers": 1}},
+        data={"join": {"prob": 0.5, "max_k": 3}},
+    )
+    result = invoke("train", recipe, "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "run"
+    loaded = load_model(run, torch.device("cpu"))
+    assert loaded.vocabs.src.separator == loaded.model.separators[0] == len(loaded.vocabs.src) - 1
+    toy = read_lines(toy_dir / "test.src")[:5]
+    lines = [toy[0] + ".", f"{toy[1]}. {toy[2]}. {toy[3]}.", "", toy[4] + "."]
+    src = tmp_path / "paragraphs.src"
+    src.write_text("".join(line + "\n" for line in lines))
+    out = tmp_path / "out.tgt"
+    marks = ["--split", "marks", "--split-lang", "en", "--beam", "1"]
+    result = invoke("translate", run, "-i", src, "-o", out, *marks)
+    assert result.exit_code == 0, result.output
+    got = out.read_text().split("\n")[:-1]
+    assert len(got) == len(lines) and got[2] == "" and "<sep>" not in "".join(got)
+    cfg = DecodeConfig(beam=1, split="marks", split_lang="en")
+    marked = translate_text(loaded, loaded.model, lines, cfg, torch.device("cpu"))
+    plain = translate_text(loaded, loaded.model, lines, DecodeConfig(beam=1), torch.device("cpu"))
+    assert [m[0].text for m in marked] == got
+    for i in (0, 3):  # one sentence: nothing to mark
+        assert marked[i][0].tokens == plain[i][0].tokens
+    refused = invoke("translate", tiny_run, "-i", src, *marks)
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert "decode.split marks: this model has no sentence separator" in refused.output

@@ -30,6 +30,8 @@ ARCHITECTURES = {
         {"decoder": {"kind": "two_stream", "fusion": "bidaf"}},
         {"score": "trilinear"},
     ),
+    "groups": ({"decoder": {"group_layers": 1}}, {}),
+    "groups+bidaf": ({"decoder": {"group_layers": 2, "fusion": "bidaf"}}, {"score": "trilinear"}),
 }
 
 

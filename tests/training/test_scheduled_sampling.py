@@ -220,3 +220,32 @@ def test_gumbel_temperature_follows_updates_through_passes_and_accumulation(tiny
         trainer.state.step = step
         trainer.train_step([trainer.data.train.collate(b) for b in plan[2 * step : 2 * step + 2]])
     assert seen == {i: [0] * 4 + [1] * 4 + [2] * 4 for i in range(2)}
+
+
+def test_a_sentence_group_model_counts_sentences_on_the_gold_target_in_both_passes(
+    tiny_config,
+):
+    """The passes feed mixed embeddings; the sentences each query is in come from the
+    gold target ids, which both passes hand to the model (it refuses to guess)."""
+    cfg = tiny_config(
+        model={"dropout": 0.0, "decoder_layers": 2, "decoder": {"group_layers": 1}},
+        data={"join": {"prob": 0.5, "max_k": 3}},
+        train={"trainer": {"kind": "scheduled_sampling", "schedule": "constant", "k": 0.5}},
+    )
+    trainer = prepare(cfg, "cpu")
+    trainer.epochs.plan(0)
+    pairs = trainer.epochs.pairs
+    joined = next(e for e in range(len(pairs)) if pairs.src.separator in pairs.src[e])
+    batch = pairs.collate([joined])
+    calls = []
+    original = trainer.model.decode_states
+
+    def decode_states(tgt_in, *args, **kwargs):
+        calls.append(tgt_in)
+        return original(tgt_in, *args, **kwargs)
+
+    trainer.model.decode_states = decode_states
+    loss = trainer.loss(batch).total
+    assert torch.isfinite(loss) and len(calls) == 2
+    assert all(torch.equal(c, batch.tgt_in) for c in calls)
+    assert bool((batch.tgt_in == trainer.model.separators[1]).any())
