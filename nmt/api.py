@@ -138,16 +138,18 @@ def evaluate(
     overrides: Sequence[str] = (),
     length: str = "model",
     device: str = "auto",
+    data: str | Path | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``nmt evaluate``: translate and score ``splits`` (default the recipe's
     ``data.test``; ``NAME*K``, ``NAME~K`` and ``NAME>N`` too) with the run's decoding
-    or another (``overrides``: ``decode.KEY=VALUE``, kept as ``SPLIT@TAG``); returns the
+    or another (``overrides``: ``decode.KEY=VALUE``, kept as ``SPLIT@TAG``), from the
+    recipe's corpus or ``data`` (another directory; ``SPLIT@data=NAME``); returns the
     run's results.json, every evaluation so far by name."""
     from nmt.decoding.evaluate import evaluate as evaluate_splits
     from nmt.setup.decoding import length_mode
 
     evaluate_splits(run, list(splits) or None, device=device, overrides=list(overrides),
-                    length=length_mode(length))  # fmt: skip
+                    length=length_mode(length), data_dir=data)  # fmt: skip
     return read_results(Path(run))
 
 

@@ -153,7 +153,8 @@ def train(
 @app.command(
     epilog="Example: nmt evaluate runs/toy --split test --split test_long  "
     "(other decoding: nmt evaluate runs/toy --split 'test*3' --set decode.coverage=0.2 "
-    "--length oracle)"
+    "--length oracle; another corpus: nmt evaluate runs/multi30k-de-en --data data/ted "
+    "--split 'ted_tst2010~3')"
 )
 @user_errors
 def evaluate(
@@ -168,12 +169,18 @@ def evaluate(
     length: str = typer.Option(
         "model", help="model: the recipe's bounds; oracle: each output as long as its reference."
     ),
+    data: Optional[Path] = typer.Option(
+        None,
+        help="Read the splits from this corpus directory (same languages) instead of "
+        "the recipe's data.dir (kept as SPLIT@data=NAME).",
+    ),
 ) -> None:
     """Translate test splits with the recipe's beam settings; scores go to RUN/results.json."""
     from nmt.decoding.evaluate import evaluate as run_evaluate
     from nmt.setup.decoding import length_mode
 
-    run_evaluate(run, split or None, device=device, overrides=set_, length=length_mode(length))
+    mode = length_mode(length)
+    run_evaluate(run, split or None, device=device, overrides=set_, length=mode, data_dir=data)
 
 
 @app.command(

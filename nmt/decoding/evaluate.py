@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from nmt.export.averaging import average_last
 from nmt.io.files import held, is_number, read_json, write_text
 from nmt.model.load import Loaded, load_model, model_from_payload
 from nmt.progress import console, sentence_progress, warn
+from nmt.setup.data import DataConfig
 from nmt.setup.decoding import LengthMode, decode_tag, with_overrides
 from nmt.setup.device import resolve_device
 
@@ -88,6 +90,7 @@ def evaluate(
     device: str = "auto",
     overrides: list[str] | None = None,
     length: LengthMode = "model",
+    data_dir: str | Path | None = None,
 ) -> None:
     """Translate each split with the recipe's decode settings (best.pt, or the mean of
     the last ``decode.average_last`` kept checkpoints); write ``{split}.hyp`` and
@@ -96,15 +99,18 @@ def evaluate(
     ``overrides`` (``decode.KEY=VALUE``) and ``length`` (``oracle``: every output
     exactly as long as its reference, in pieces) make another evaluation of the same
     checkpoint, kept beside the recipe's own under ``SPLIT@TAG`` (the .hyp file and
-    the results.json entry), TAG saying what differs."""
+    the results.json entry), TAG saying what differs; so does ``data_dir``, another
+    corpus directory in the run's languages to read the splits from (an
+    out-of-domain test set: ``@data=NAME``, its directory's name)."""
     run_dir = Path(run_dir)
     dev = resolve_device(device)
     loaded = evaluated_model(run_dir, dev)
     cfg = loaded.cfg
     decode = with_overrides(cfg.decode, overrides or [])
-    tag = decode_tag(overrides or [], length)
+    data, elsewhere = other_corpus(cfg.data, data_dir)
+    tag = decode_tag(overrides or [], length, elsewhere)
     for split in dict.fromkeys(splits or cfg.data.test):  # a split named twice: once
-        src, refs = load_split(cfg.data, split)
+        src, refs = load_split(data, split)
         name = f"{split}@{tag}" if tag else split
         start = time.perf_counter()
         with sentence_progress(name, len(src), console.is_terminal) as advance:
@@ -129,6 +135,16 @@ def evaluate(
             f"{name}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}  "
             f"(beam {decode.beam}, {entry['sentences_per_s']:.1f} sent/s)"
         )
+
+
+def other_corpus(data: DataConfig, data_dir: str | Path | None) -> tuple[DataConfig, str | None]:
+    """The data section to read splits from, and the name that tags them when it is
+    another corpus than the recipe's (``--data DIR``)."""
+    if data_dir is None or Path(data_dir).resolve() == Path(data.dir).resolve():
+        return data, None
+    if not Path(data_dir).is_dir():
+        raise NmtError(f"--data {data_dir}: no such directory")
+    return dataclasses.replace(data, dir=str(data_dir)), Path(data_dir).resolve().name
 
 
 def record(run_dir: Path, split: str, entry: dict[str, Any]) -> None:

@@ -181,8 +181,9 @@ def decoding(entries: tuple[str, ...] | list[str]) -> tuple[list[str], LengthMod
     return rest, length_mode(lengths[0]) if lengths else "model"
 
 
-def decode_tag(overrides: list[str], length: LengthMode) -> str:
+def decode_tag(overrides: list[str], length: LengthMode, data: str | None = None) -> str:
     """What makes an evaluation differ from the recipe's own, for its name in
-    results.json and its .hyp file ("" for the recipe's own)."""
+    results.json and its .hyp file ("" for the recipe's own); ``data``: the name of
+    another corpus directory its splits come from."""
     parts = [*overrides, *([f"length={length}"] if length != "model" else [])]
-    return ",".join(parts)
+    return ",".join(parts + ([f"data={data}"] if data is not None else []))

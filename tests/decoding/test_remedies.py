@@ -68,6 +68,33 @@ def test_evaluate_keeps_another_decoding_beside_the_recipes_own(tiny_run, tmp_pa
     assert (run / f"{name}.hyp").read_text().count("\n") == results[name]["sentences"]
 
 
+def test_evaluate_reads_another_corpus_and_keeps_it_apart(tiny_run, toy_dir, tmp_path):
+    """--data DIR: the splits come from another directory (an out-of-domain test set,
+    documents too), scored as the recipe's own would be and kept as SPLIT@data=NAME."""
+    run, other = tmp_path / "run", tmp_path / "talks"
+    shutil.copytree(tiny_run, run)
+    other.mkdir()
+    for side in ("src", "tgt"):
+        shutil.copy(toy_dir / f"test.{side}", other / f"talk.{side}")
+    n = (other / "talk.src").read_text().count("\n")
+    (other / "talk.doc").write_text("".join(f"d{i // 4}\n" for i in range(n)))
+    result = invoke("evaluate", run, "--split", "test", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    args = ("--data", other, "--split", "talk", "--split", "talk~2", "--device", "cpu")
+    result = invoke("evaluate", run, *args)
+    assert result.exit_code == 0, result.output
+    results = json.loads((run / "results.json").read_text())
+    assert set(results) == {"test", "talk@data=talks", "talk~2@data=talks"}
+    assert results["talk@data=talks"]["bleu"] == results["test"]["bleu"]  # the same pairs
+    assert results["talk~2@data=talks"]["sentences"] == (n // 4) * 2 + (n % 4 > 0) + (n % 4 > 2)
+    missing = invoke("evaluate", run, "--data", tmp_path / "nowhere", "--split", "talk")
+    assert (
+        missing.exit_code == 2
+        and "--data" in missing.output
+        and "no such directory" in missing.output
+    )
+
+
 def test_translate_takes_the_oracle_lengths_from_its_references(tiny_run, toy_dir, tmp_path):
     out = tmp_path / "hyp.txt"
     src, ref = toy_dir / "test.src", toy_dir / "test.tgt"
