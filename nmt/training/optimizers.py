@@ -6,9 +6,15 @@ Muon (Jordan et al. 2024, "Muon: an optimizer for hidden layers"; PyTorch's
 orthogonal matrix of its momentum (Newton-Schulz iterations), scaled so that its
 RMS matches AdamW's (Liu et al. 2025, "Muon is scalable for LLM training"), which
 lets it take AdamW's learning rate. It is meant for the matrices inside the
-network: the embeddings (and the output layer tied to them), the position tables,
-norms, biases and the attention variants' own small parameters stay with Adam,
-as in the nanoGPT speedrun that made it known.
+network: here every linear layer's weight but the output layer's, including
+self-attention's fused q, k, v projection (one 3D×D matrix, where the reference
+implementations take Q, K and V apart) and the variants' own linear layers
+(local_p's and local_s's centre predictor W_p); the embeddings (and the output
+layer tied to them), the position tables, norms, biases and the variants' other
+parameters (local_p's v_p, the score weights) stay with Adam, as in the nanoGPT
+speedrun that made it known. Splitting q, k, v into three blocks and giving W_p to
+Adam were each tried on the shipped recipe and moved dev BLEU by no more than a
+seed does (docs/benchmarks.md, "What Muon orthogonalises").
 
 Each parameter group keeps its peak rate; at every update the trainer sets each
 group's rate from its own peak through the schedule (:meth:`Optimizers.set_lr`).
