@@ -121,6 +121,7 @@ def train(
     from nmt.decoding.evaluate import evaluate as evaluate_splits
     from nmt.setup.recipe import load_recipe
     from nmt.training.run import train as run_training
+    from nmt.training.tracking import publish_results
 
     cfg = load_recipe(recipe, list(overrides), tuple(plugins))
     summary = run_training(cfg, device=device, resume=resume)
@@ -128,6 +129,7 @@ def train(
         return {}
     if cfg.data.test:
         evaluate_splits(cfg.run_dir, list(cfg.data.test), device=device)
+    publish_results(cfg.run_dir)
     return {**summary, "results": read_results(Path(cfg.run_dir))}
 
 
@@ -147,9 +149,11 @@ def evaluate(
     run's results.json, every evaluation so far by name."""
     from nmt.decoding.evaluate import evaluate as evaluate_splits
     from nmt.setup.decoding import length_mode
+    from nmt.training.tracking import publish_results
 
     evaluate_splits(run, list(splits) or None, device=device, overrides=list(overrides),
                     length=length_mode(length), data_dir=data)  # fmt: skip
+    publish_results(run)
     return read_results(Path(run))
 
 

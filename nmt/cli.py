@@ -127,6 +127,7 @@ def train(
     cfg = load_recipe(recipe, set_, tuple(plugin))
     from nmt.decoding.evaluate import evaluate
     from nmt.training.run import train as run_training
+    from nmt.training.tracking import publish_results
 
     if nproc > 1 and device.startswith("cuda:"):
         raise NmtError(f"--device {device}: --nproc gives each process its own GPU; use cuda")
@@ -148,6 +149,7 @@ def train(
     )
     if cfg.data.test:
         evaluate(cfg.run_dir, list(cfg.data.test), device=device)
+    publish_results(cfg.run_dir)
 
 
 @app.command(
@@ -178,9 +180,11 @@ def evaluate(
     """Translate test splits with the recipe's beam settings; scores go to RUN/results.json."""
     from nmt.decoding.evaluate import evaluate as run_evaluate
     from nmt.setup.decoding import length_mode
+    from nmt.training.tracking import publish_results
 
     mode = length_mode(length)
     run_evaluate(run, split or None, device=device, overrides=set_, length=mode, data_dir=data)
+    publish_results(run)
 
 
 @app.command(

@@ -22,6 +22,7 @@ from nmt.progress import console, warn
 from nmt.setup.migrations import upgrade_recipe
 from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.signals import Interrupted
+from nmt.training.tracking import publish_results
 
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
 RESOLVED = "recipe.yaml"  # the recipe it was trained with, every default filled in
@@ -37,7 +38,16 @@ class RunResult:
     tag: str = ""  # another decoding of the run: its results are SPLIT@TAG (nmt evaluate)
 
 
-LOGGING_KEYS = ("log_to", "tensorboard_dir", "mlflow_uri", "wandb_dir", "experiment", "run_name")
+LOGGING_KEYS = (
+    "log_to",
+    "tensorboard_dir",
+    "mlflow_uri",
+    "wandb_dir",
+    "experiment",
+    "run_name",
+    "tags",
+    "log_checkpoint",
+)
 
 
 def without_logging(recipe: Any) -> Any:
@@ -117,6 +127,8 @@ def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult
         missing = [s for s in splits if s not in done]
         if missing:
             evaluate(run.run_dir, missing, device=device)
+        if missing or not finished:
+            publish_results(run.run_dir)
     except (Interrupted, KeyboardInterrupt):
         raise
     except Exception as e:  # one broken variant must not stop the study

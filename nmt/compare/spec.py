@@ -227,12 +227,12 @@ def with_spec_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, 
     return apply_overrides(raw, plain)
 
 
-def tracking(train: TrainConfig, out: Path, variant: str, seed: int) -> dict[str, str]:
+def tracking(train: TrainConfig, out: Path, variant: str, seed: int) -> dict[str, Any]:
     """Where a study's run logs (train keys), for the trackers it logs to: one place
     for the whole study (``tensorboard --logdir OUT/tb``, ``OUT/mlflow.db``,
-    ``OUT/wandb``), the study as the experiment and ``VARIANT/seedN`` as the run's
-    name. An MLflow URI, a W&B directory, an experiment or a run name the spec sets
-    (``set:``) stays."""
+    ``OUT/wandb``), the study as the experiment, ``VARIANT/seedN`` as the run's
+    name and the variant and seed as tags. An MLflow URI, a W&B directory, an
+    experiment or a run name the spec sets (``set:``) stays."""
     keys = {}
     if "tensorboard" in train.log_to:  # a directory per run, as TensorBoard expects
         keys["tensorboard_dir"] = str(out / "tb" / variant / f"seed{seed}")
@@ -245,6 +245,7 @@ def tracking(train: TrainConfig, out: Path, variant: str, seed: int) -> dict[str
             keys["experiment"] = out.name
         if train.run_name is None:
             keys["run_name"] = f"{variant}/seed{seed}"
+        keys["tags"] = {**train.tags, "variant": variant, "seed": str(seed)}
     return keys
 
 

@@ -39,6 +39,8 @@ RUN_TIME_KEYS = (
     "train.wandb_dir",
     "train.experiment",
     "train.run_name",
+    "train.tags",
+    "train.log_checkpoint",
     "train.valid_every",
     "train.keep_checkpoints",
     "train.valid_bleu",

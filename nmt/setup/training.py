@@ -191,6 +191,11 @@ class TrainConfig:
     wandb_dir: str | None = None  # where W&B's offline runs go; default RUN_DIR
     experiment: str = "nmt"  # MLflow's experiment, W&B's project
     run_name: str | None = None  # the run's name in MLflow and W&B; default run_dir
+    # more tags of the run in MLflow and W&B (nmt compare adds variant and seed)
+    tags: dict[str, str] = field(default_factory=dict)
+    # MLflow and W&B keep best.pt among the run's files after its evaluation (beside
+    # the recipe, the vocabularies and the scores); false: all but the checkpoint
+    log_checkpoint: bool = True
     max_bad_steps: int = 20  # consecutive non-finite losses before the run stops
     compile: bool = False  # torch.compile the teacher-forced pass of training (Transformer.states)
     # matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; bf16 on the CPU pays
@@ -244,6 +249,7 @@ class TrainConfig:
                 f"only train.log_to: [jsonl, {tracker}] uses it",
             )
         check(bool(self.experiment.strip()), "experiment", "must not be empty")
+        check(all(k.strip() for k in self.tags), "tags", "a tag's name must not be empty")
         check_seed(self.seed, "seed")
         check(0 < self.lr <= 10, "lr", "must be in (0, 10]")
         check(

@@ -7,7 +7,11 @@ Every tracker gets the recipe as hyperparameters (flattened to dotted keys such 
 run, not the run: when it fails (a full disk, a locked database), one warning names
 it, that tracker stops and training goes on; ``metrics.jsonl`` keeps every figure.
 A resumed run logs to the same MLflow run and W&B run (their ids are kept in
-``RUN/trackers.json``).
+``RUN/trackers.json``). Once a run is evaluated (``nmt train``'s test splits, ``nmt
+evaluate``, a study's runs), MLflow and W&B get its scores and files as well
+(:func:`nmt.training.tracking.publish_results`): every split's scores of
+``results.json`` as ``test/SPLIT/METRIC``, and the recipe, the vocabularies, the
+scores and, unless ``train.log_checkpoint`` is false, ``best.pt``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -106,8 +111,28 @@ class Tracker:
     def attention(self, amap: AttentionMap, step: int) -> None:
         """The fixed dev sentence's cross-attention at a validation."""
 
+    def results(self, scores: dict[str, float], files: list[Path]) -> None:
+        """After an evaluation: the run's scores (:func:`result_metrics`) and its files."""
+
     def close(self, finished: bool) -> None:
         """``finished``: the run ended normally (else it was stopped or failed)."""
+
+
+# what a metric name may hold in MLflow (its validation); anything else becomes "_"
+NAME = re.compile(r"[^0-9A-Za-z_\-. /]")
+
+
+def result_metrics(results: dict[str, Any]) -> dict[str, float]:
+    """results.json's figures as metrics, ``test/SPLIT/METRIC`` (``test/test*3/bleu``
+    is ``test/test_3/bleu``: MLflow's names take no ``*``, ``~``, ``@`` or ``=``; the
+    exact names are in results.json, which the trackers keep too)."""
+    return {
+        f"test/{NAME.sub('_', split)}/{key}": float(value)
+        for split, entry in results.items()
+        if isinstance(entry, dict)
+        for key, value in entry.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
 
 
 def import_extra(module: str, extra: str) -> Any:
@@ -200,12 +225,17 @@ class MlflowLog(Tracker):
             self.client = MlflowClient(tracking_uri=uri)
             name = cfg.train.experiment
             found = self.client.get_experiment_by_name(name)
-            experiment = found.experiment_id if found else self.client.create_experiment(name)
+            experiment = (
+                found.experiment_id
+                if found
+                else self.client.create_experiment(name, artifact_location=artifact_root(uri))
+            )
             self.run_id = saved_id(run_dir, "mlflow") or ""
             if self.run_id:
                 self.client.update_run(self.run_id, status="RUNNING")
                 return
             tags = {"attention": cfg.model.attention.kind, "run_dir": str(cfg.run_dir)}
+            tags |= cfg.train.tags
             run = self.client.create_run(experiment, run_name=run_name(cfg), tags=tags)
             self.run_id = run.info.run_id
             params = [Param(k, str(v)[:6000]) for k, v in hyperparameters(cfg).items()]
@@ -222,9 +252,26 @@ class MlflowLog(Tracker):
         metrics = [Metric(k, v, now, step) for k, v in scalars(record).items()]
         self._guard(lambda: self.client.log_batch(self.run_id, metrics=metrics))
 
+    def results(self, scores: dict[str, float], files: list[Path]) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, 0) for k, v in scores.items()]
+        self._guard(lambda: self.client.log_batch(self.run_id, metrics=metrics))
+        for path in files:
+            self._guard(lambda path=path: self.client.log_artifact(self.run_id, str(path)))
+
     def close(self, finished: bool) -> None:
         status = "FINISHED" if finished else "KILLED"
         self._guard(lambda: self.client.set_terminated(self.run_id, status))
+
+
+def artifact_root(uri: str) -> str | None:
+    """Where a new experiment keeps its runs' files: beside a SQLite store
+    (``mlflow-artifacts/``; MLflow's own default is ``./mlruns`` in whatever directory
+    the process runs in), else where the server says (None)."""
+    store = sqlite_file(uri)
+    return None if store is None else (store.parent / "mlflow-artifacts").resolve().as_uri()
 
 
 class WandbLog(Tracker):
@@ -253,7 +300,7 @@ class WandbLog(Tracker):
                 id=run_id,
                 resume="allow",
                 config=hyperparameters(cfg),
-                tags=[cfg.model.attention.kind],
+                tags=[cfg.model.attention.kind, *(f"{k}={v}" for k, v in cfg.train.tags.items())],
                 settings=settings,
                 reinit="create_new",
             )
@@ -264,6 +311,17 @@ class WandbLog(Tracker):
     def record(self, record: dict[str, Any]) -> None:
         if self.run is not None:
             self._guard(lambda: self.run.log(scalars(record), step=int(record["step"])))
+
+    def results(self, scores: dict[str, float], files: list[Path]) -> None:
+        def log() -> None:
+            self.run.summary.update(scores)
+            artifact = self.wandb.Artifact(f"run-{self.run.id}", type="run")
+            for path in files:
+                artifact.add_file(str(path))
+            self.run.log_artifact(artifact)
+
+        if self.run is not None:
+            self._guard(log)
 
     def close(self, finished: bool) -> None:
         def finish() -> None:

@@ -13,14 +13,17 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.compare.spec import load_spec
 from nmt.errors import ConfigError, NmtError
 from nmt.io.rundir import recipe_changes
+from nmt.setup.recipe import config_from_dict
 from nmt.training.run import train
 from nmt.training.trackers import hyperparameters, tag
+from nmt.training.tracking import publish_results
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra
 
@@ -83,7 +86,8 @@ def test_mlflow_and_wandb_get_every_record_and_the_recipe(tiny_config):
     (run,) = mlflow_runs(uri, "nmt", "params.`model.attention.kind` = 'local_m'")
     assert run.info.run_id == ids["mlflow"] and run.info.status == "FINISHED"
     assert run.data.tags["attention"] == "local_m"
-    assert run.data.params == {k: str(v) for k, v in hyperparameters(cfg).items()}
+    resolved = config_from_dict(yaml.safe_load((run_dir / "recipe.yaml").read_text()))
+    assert run.data.params == {k: str(v) for k, v in hyperparameters(resolved).items()}
     client = MlflowClient(tracking_uri=uri)
     for key in ("valid_bleu", "loss"):
         logged = {m.step: m.value for m in client.get_metric_history(run.info.run_id, tag(key))}
@@ -227,3 +231,72 @@ def test_a_study_logs_to_one_store_under_its_name(tmp_path, toy_dir):
     assert sorted(r.cfg.train.run_name for r in runs) == sorted(
         f"{v}/seed{s}" for v in ("global", "local_m") for s in (1, 2)
     )
+
+
+@pytest.mark.slow
+def test_an_evaluated_run_keeps_its_scores_and_files_in_mlflow_and_wandb(tiny_recipe, tmp_path):
+    """nmt train's test scores (every split, every metric) and the run's files (recipe,
+    vocabulary, scores, best.pt) reach the run's MLflow and W&B runs; a later nmt
+    evaluate adds its splits; log_checkpoint: false keeps the checkpoint out."""
+    require_extra("mlflow", "mlflow")
+    require_extra("wandb", "wandb")
+    recipe = tiny_recipe(
+        train={"log_to": ["jsonl", "mlflow", "wandb"], "tags": {"team": "mt"}},
+        data={"test": ["test"]},
+    )
+    result = runner.invoke(app, ["train", str(recipe), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    run_dir = tmp_path / "run"
+    result = runner.invoke(app, ["evaluate", str(run_dir), "--split", "test*2", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    results = json.loads((run_dir / "results.json").read_text())
+    ids = json.loads((run_dir / "trackers.json").read_text())
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(ids["mlflow"])
+    assert run.info.status == "FINISHED" and run.data.tags["team"] == "mt"
+    assert run.data.metrics["test/test/bleu"] == pytest.approx(results["test"]["bleu"])
+    assert run.data.metrics["test/test_2/chrf"] == pytest.approx(results["test*2"]["chrf"])
+    kept = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"recipe.yaml", "results.json", "spm.model", "best.pt"} <= kept
+    artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
+    assert artifacts.is_relative_to(run_dir.resolve())  # beside the store, not in the cwd
+    assert json.loads((artifacts / "results.json").read_text()) == results
+
+    records = wandb_records(run_dir)
+    summary = {
+        i.key or "/".join(i.nested_key): json.loads(i.value_json)
+        for r in records
+        if r.WhichOneof("record_type") == "summary"
+        for i in r.summary.update
+    }
+    assert summary["test/test/bleu"] == pytest.approx(results["test"]["bleu"])
+    assert summary["test/test_2/bleu"] == pytest.approx(results["test*2"]["bleu"])
+    (started, *_) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert "team=mt" in list(started.tags)
+    files = {
+        e.path
+        for r in records
+        if r.WhichOneof("record_type") == "artifact"
+        for e in r.artifact.manifest.contents
+    }
+    assert {"recipe.yaml", "results.json", "spm.model", "best.pt"} <= files
+
+    def without_checkpoint() -> list[set[str]]:  # the W&B artifacts that leave best.pt out
+        manifests = [
+            {e.path for e in r.artifact.manifest.contents}
+            for r in wandb_records(run_dir)
+            if r.WhichOneof("record_type") == "artifact"
+        ]
+        return [m for m in manifests if "results.json" in m and "best.pt" not in m]
+
+    assert without_checkpoint() == []
+    recipe_file = run_dir / "recipe.yaml"
+    kept_recipe = yaml.safe_load(recipe_file.read_text())
+    kept_recipe["train"]["log_checkpoint"] = False
+    recipe_file.write_text(yaml.safe_dump(kept_recipe))
+    publish_results(run_dir)
+    assert len(without_checkpoint()) == 1
