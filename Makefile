@@ -43,6 +43,19 @@ demo: $(VENV)/.installed-base
 	@sed 's/^/global:  /' runs/demo/sample-global.hyp
 	@sed 's/^/local_m: /' runs/demo/sample-local_m.hyp
 	@sed -n 10p data/toy/test_long.tgt | sed 's/^/reference: /'
+	@# a paragraph: three test sentences as one line; as trained the model stops
+	@# after the first (translate says so), --split sentences translates all three
+	@sed -n 2,4p data/toy/test.src | paste -sd'|' | sed 's/|/. /g; s/$$/./' > runs/demo/paragraph.src
+	@$(BIN)/nmt translate runs/demo/runs/global/seed1 -i runs/demo/paragraph.src \
+	    -o runs/demo/paragraph.hyp 2>runs/demo/paragraph.log || { cat runs/demo/paragraph.log; exit 1; }
+	@$(BIN)/nmt translate runs/demo/runs/global/seed1 -i runs/demo/paragraph.src --split sentences \
+	    --split-lang en -o runs/demo/paragraph-split.hyp 2>runs/demo/sample.log || { cat runs/demo/sample.log; exit 1; }
+	@echo; echo "three test sentences as one line, global, seed 1:"
+	@sed 's/^/source:    /' runs/demo/paragraph.src
+	@sed 's/^/as is:     /' runs/demo/paragraph.hyp
+	@grep '^warning' runs/demo/paragraph.log | sed 's/^/           /'
+	@sed 's/^/--split sentences: /' runs/demo/paragraph-split.hyp
+	@sed -n 2,4p data/toy/test.tgt | paste -sd' ' | sed 's/^/reference: /'
 	@echo; echo "report, tables and plots: runs/demo/report.md"
 
 ## make test: ruff, then the whole test suite.

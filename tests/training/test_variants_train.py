@@ -38,7 +38,8 @@ def test_variant_trains_toy_to_a_low_loss(kind, tiny_config):
     options = {"kind": kind, **({"window": 3} if kind.startswith("local") else {})}
     if kind == "hard":  # the estimator with the training log of its own (reward, baseline)
         options["estimator"] = "reinforce"
-    records, uniform = train_toy(tiny_config, {"attention": options}, 200)
+    steps = 200 if kind == "hard" else 150  # REINFORCE's noisy gradient needs more
+    records, uniform = train_toy(tiny_config, {"attention": options}, steps)
     valid = [r["valid_loss"] for r in records if "valid_loss" in r]
     assert valid[-1] < valid[0] and valid[-1] < 0.5 * uniform, (kind, valid, uniform)
     if kind == "hard":
@@ -49,9 +50,9 @@ def test_variant_trains_toy_to_a_low_loss(kind, tiny_config):
 # starts from positions alone and must find even the previous token by
 # attention: it needs more updates.
 ARCHITECTURES = {
-    "trilinear+bidaf": ({"attention": {"score": "trilinear"}, "decoder": {"fusion": "bidaf"}}, 200),
-    "qanet": ({"encoder": {"block": "qanet", "kernel": 5, "survival": 0.9}}, 200),
-    "two_stream": ({"decoder": {"kind": "two_stream"}}, 400),
+    "trilinear+bidaf": ({"attention": {"score": "trilinear"}, "decoder": {"fusion": "bidaf"}}, 150),
+    "qanet": ({"encoder": {"block": "qanet", "kernel": 5, "survival": 0.9}}, 150),
+    "two_stream": ({"decoder": {"kind": "two_stream"}}, 300),
 }
 
 
