@@ -247,15 +247,9 @@ def translate(
 
     import_plugins(plugin, given=True)
     files = Files(input, output, ref, report, alignments, attention_dir)
-    request = Request(
-        beam,
-        n_best,
-        alpha,
-        batch_tokens,
-        (*set_, *split_overrides(split, split_lang)),
-        sampling_options(sample, temperature, top_k, top_p, seed),
-        length_mode(length),
-    )
+    overrides = (*set_, *split_overrides(split, split_lang))
+    sampling = sampling_options(sample, temperature, top_k, top_p, seed)
+    request = Request(beam, n_best, alpha, batch_tokens, overrides, sampling, length_mode(length))
     translate_file(checkpoints, files, request, device)
 
 
@@ -520,12 +514,11 @@ def data_import(
 
     Every segment must be one line; a line break inside one, an empty side or a
     malformed record is an error naming its file and line, and nothing is written."""
-    from nmt.data.importing import Sides, import_corpus, tsv_columns
+    from nmt.data.importing import ImportOptions, Sides, import_corpus, tsv_columns
 
     sides = Sides(src_lang, tgt_lang, src_field, tgt_field)
-    counts = import_corpus(
-        source, out_dir, format_, sides, split, skip_empty, force, True, tsv_columns(columns)
-    )
+    options = ImportOptions(tuple(split or ()), skip_empty, force, True, tsv_columns(columns))
+    counts = import_corpus(source, out_dir, format_, sides, options)
     typer.echo(
         ", ".join(
             f"{s}: {c['pairs']:,} pairs"

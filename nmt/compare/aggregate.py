@@ -183,6 +183,27 @@ def summarise(
     return rows
 
 
+def length_bucket_figures(
+    parts: list[SplitAnalysis], edges: tuple[int, ...]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The diagnostics over the whole split, and per source-length bucket its
+    sentences, BLEU (the seeds' mean and range, for the plot's band) and diagnostics."""
+    per_bucket = np.array([bucket_bleu(p.stats, p.src_words, edges) for p in parts])  # (seeds, B)
+    counts = np.bincount(bucket_index(parts[0].src_words, edges), minlength=len(edges) + 1)
+    whole, by_bucket = diagnostic_figures(parts, edges)
+    buckets = {
+        label: {
+            "sentences": int(n),
+            "bleu": float(np.mean(col)),
+            "bleu_min": float(np.min(col)),
+            "bleu_max": float(np.max(col)),
+            **figures,
+        }
+        for label, n, col, figures in zip(bucket_labels(edges), counts, per_bucket.T, by_bucket)
+    }
+    return whole, buckets
+
+
 def variant_row(
     runs: dict[str, list[RunAnalysis]],
     name: str,
@@ -200,9 +221,7 @@ def variant_row(
     for key in ATTENTION_KEYS:
         values = [p.attention[key] for p in parts if key in p.attention]
         attention[key] = _mean(values) if values else None
-    per_bucket = np.array([bucket_bleu(p.stats, p.src_words, edges) for p in parts])  # (seeds, B)
-    counts = np.bincount(bucket_index(parts[0].src_words, edges), minlength=len(edges) + 1)
-    whole, by_bucket = diagnostic_figures(parts, edges)
+    whole, buckets = length_bucket_figures(parts, edges)
     row = Row(
         variant=name,
         split=split,
@@ -221,16 +240,7 @@ def variant_row(
         sentences_per_s=_mean([p.sentences_per_s for p in parts]),
         attention=attention,
         diagnostics=whole,
-        length_buckets={
-            label: {
-                "sentences": int(n),
-                "bleu": float(np.mean(col)),
-                "bleu_min": float(np.min(col)),  # the seeds' range, for the plot's band
-                "bleu_max": float(np.max(col)),
-                **figures,
-            }
-            for label, n, col, figures in zip(bucket_labels(edges), counts, per_bucket.T, by_bucket)
-        },
+        length_buckets=buckets,
         ref_repetition=ratio(np.array([repetition(r) for r in parts[0].refs])),
         signatures=dict(parts[0].signatures),
         scores={

@@ -267,21 +267,29 @@ def read_gold(data: DataConfig, split: str, sentences: int) -> list[Alignment] |
     return gold
 
 
+@dataclass(frozen=True)
+class Wanted:
+    """What a study reads from each of its runs: the test splits, the lines of each
+    drawn as heatmaps (by their index in ``splits``), and sacreBLEU's corpus scores
+    beside BLEU and chrF, such as chrf++ and ter."""
+
+    splits: tuple[str, ...]
+    heatmaps: tuple[int, ...] = ()
+    scores: tuple[str, ...] = ()
+
+
 def analyse_run(
     variant: str,
     seed: int,
     run_dir: Path,
-    splits: tuple[str, ...],
-    heatmaps: tuple[int, ...],
+    wanted: Wanted,
     device: torch.device,
     tag: str = "",
-    scores: tuple[str, ...] = (),
     read: dict[str, dict[str, float]] | None = None,
 ) -> RunAnalysis:
     """Everything the report needs from one evaluated run (``tag``: from another
     decoding of it, ``SPLIT@TAG``; its heatmaps, read with the references, would be
-    the run's own, so none are kept; ``scores``: sacreBLEU's corpus scores beside
-    BLEU and chrF, such as chrf++ and ter). ``read``: the run's attention figures
+    the run's own, so none are kept). ``read``: the run's attention figures
     per split where they are known already: they are read while the model reads the
     references, so another decoding of the run has the same. A run without
     ``best.pt`` (pruned, or brought back from a cluster without its checkpoints) is
@@ -292,29 +300,16 @@ def analyse_run(
     cfg = loaded.cfg if loaded is not None else recipe_of(run_dir)
     results = read_results(run_dir)
     train, curve = training_figures(run_dir)
-    out = {}
     counts = training_word_counts(split_files(cfg.data, cfg.data.train)[1])
-    for n, split in enumerate(splits):
-        src, refs = load_split(cfg.data, split)
+    out = {}
+    for n, split in enumerate(wanted.splits):
         name = f"{split}@{tag}" if tag else split
-        hyp = run_dir / f"{name}.hyp"
-        hyps = read_lines(hyp)
-        if len(hyps) != len(refs):
-            raise NmtError(f"{hyp}: {n_lines(len(hyps))}, {len(refs):,} expected")
-        gold = read_gold(cfg.data, split, len(src))
-        keep = () if tag else heatmap_lines(n, split, heatmaps)
-        parts = joined_captions(cfg.data, split)
-        if loaded is not None:
-            if read is not None and split in read:
-                attention, maps = read[split], {}
-            else:
-                attention, maps = attention_figures(loaded, src, refs, gold, keep)
-            sentences, captions = output_figures(loaded, src, hyps, parts)
-        else:
-            attention, maps = {}, {}
-            sentences, captions = text_figures(hyps, parts)
+        text = SplitText.read(cfg.data, split, run_dir / f"{name}.hyp")
+        keep = () if tag else heatmap_lines(n, split, wanted.heatmaps)
+        known = None if read is None else read.get(split)
+        attention, maps, sentences, captions = run_figures(loaded, text, keep, known)
         r = results[name]
-        more = {m: corpus_score(m, hyps, [refs]) for m in scores}
+        more = {m: corpus_score(m, text.hyps, [text.refs]) for m in wanted.scores}
         out[split] = SplitAnalysis(
             bleu=r["bleu"],
             chrf=r["chrf"],
@@ -322,20 +317,62 @@ def analyse_run(
             | {m: score.signature for m, score in more.items()},
             scores={m: score.score for m, score in more.items()},
             sentences_per_s=r["sentences_per_s"],
-            hyps=hyps,
-            refs=refs,
-            stats=sentence_stats(hyps, refs),
-            src_words=np.array([len(s.split()) for s in src]),
+            hyps=text.hyps,
+            refs=text.refs,
+            stats=sentence_stats(text.hyps, text.refs),
+            src_words=np.array([len(s.split()) for s in text.src]),
             attention=attention,
-            src=src,
+            src=text.src,
             sentences=sentences,
-            words=word_accuracy(hyps, refs, counts),
+            words=word_accuracy(text.hyps, text.refs, counts),
             maps=maps,
             captions=captions,
-            caption_words={i: [len(line.split()) for line in parts.src[i]] for i in maps if parts},
+            caption_words={
+                i: [len(line.split()) for line in text.parts.src[i]] for i in maps if text.parts
+            },
         )
     params = None if loaded is None else sum(p.numel() for p in loaded.model.parameters())
     return RunAnalysis(variant, seed, run_dir, params, train, curve, out)
+
+
+@dataclass(frozen=True)
+class SplitText:
+    """A test split as a run's analysis reads it: sources, references, the run's
+    translations, the gold alignments where the corpus has them, and a joined split's
+    captions."""
+
+    src: list[str]
+    refs: list[str]
+    hyps: list[str]
+    gold: list[Alignment] | None
+    parts: Captions | None
+
+    @classmethod
+    def read(cls, data: DataConfig, split: str, hyp: Path) -> SplitText:
+        src, refs = load_split(data, split)
+        hyps = read_lines(hyp)
+        if len(hyps) != len(refs):
+            raise NmtError(f"{hyp}: {n_lines(len(hyps))}, {len(refs):,} expected")
+        gold = read_gold(data, split, len(src))
+        return cls(src, refs, hyps, gold, joined_captions(data, split))
+
+
+def run_figures(
+    loaded: Loaded | None,
+    text: SplitText,
+    keep: tuple[int, ...],
+    known: dict[str, float] | None,
+) -> tuple[dict[str, float], dict[int, AttentionMap], dict[str, np.ndarray], np.ndarray | None]:
+    """A split's attention figures and drawn maps (``known``: the figures already read
+    for the run, no maps), and its per-sentence and per-caption figures; without the
+    model (``loaded`` None), the figures the translations alone give."""
+    if loaded is None:
+        return {}, {}, *text_figures(text.hyps, text.parts)
+    if known is not None:
+        attention, maps = known, {}
+    else:
+        attention, maps = attention_figures(loaded, text.src, text.refs, text.gold, keep)
+    return attention, maps, *output_figures(loaded, text.src, text.hyps, text.parts)
 
 
 def recipe_of(run_dir: Path) -> RunConfig:

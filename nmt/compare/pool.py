@@ -40,12 +40,7 @@ def bring_up_all(
     starts after it, and the study raises :class:`Interrupted` once every worker
     has gone, so that running it again resumes."""
     if jobs == 1:
-        outcomes = []
-        for run in planned:
-            log_line(f"{run.variant} seed {run.seed}: started")
-            outcomes.append(bring_up(run, splits, device))
-            log_line(f"{run.variant} seed {run.seed}: {outcomes[-1].status}")
-        return outcomes
+        return bring_up_in_turn(planned, splits, device)
     threads = max(1, torch.get_num_threads() // jobs)
     console.print(f"{len(planned)} runs, {jobs} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")
@@ -66,10 +61,7 @@ def bring_up_all(
         try:
             while waiting:
                 finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-                for future, run in zip(futures, planned):  # in a log: when each starts
-                    if future not in started and (future.running() or future.done()):
-                        started.add(future)
-                        log_line(f"{run.variant} seed {run.seed}: started")
+                log_started(futures, planned, started)
                 for future in finished:
                     result = future.result()
                     bar.console.print(f"{result.variant} seed {result.seed}: {result.status}")
@@ -95,6 +87,26 @@ def bring_up_all(
                 "its last.pt; run the same nmt compare again to resume the study",
             ) from None
     return [future.result() for future in futures]
+
+
+def bring_up_in_turn(
+    planned: list[PlannedRun], splits: tuple[str, ...], device: str
+) -> list[RunResult]:
+    """One run after another in this process, each start and end a log line."""
+    outcomes = []
+    for run in planned:
+        log_line(f"{run.variant} seed {run.seed}: started")
+        outcomes.append(bring_up(run, splits, device))
+        log_line(f"{run.variant} seed {run.seed}: {outcomes[-1].status}")
+    return outcomes
+
+
+def log_started(futures: list[Future], planned: list[PlannedRun], started: set[Future]) -> None:
+    """In a log: a line when a worker takes up a run (``started``: those said already)."""
+    for future, run in zip(futures, planned):
+        if future not in started and (future.running() or future.done()):
+            started.add(future)
+            log_line(f"{run.variant} seed {run.seed}: started")
 
 
 def stop_workers(stopping: Any, futures: list[Future]) -> None:

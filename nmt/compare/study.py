@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from nmt.compare.aggregate import (
@@ -15,7 +16,14 @@ from nmt.compare.aggregate import (
     summarise,
     timing_notes,
 )
-from nmt.compare.analysis import RunAnalysis, analyse_run, heatmap_lines, read_gold, recipe_of
+from nmt.compare.analysis import (
+    RunAnalysis,
+    Wanted,
+    analyse_run,
+    heatmap_lines,
+    read_gold,
+    recipe_of,
+)
 from nmt.compare.diagnostics import ratio
 from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.html import caption_starts, heatmap, write_html
@@ -225,24 +233,7 @@ def report(
     """Analyse the finished runs; write the tables, figures and files into ``out``."""
     splits = spec.splits or ()
     dev = resolve_device(device)
-    runs: dict[str, list[RunAnalysis]] = {name: [] for name in spec.names}
-    failures = [o for o in outcomes if o.status == "failed"]
-    read: dict[Path, dict[str, dict[str, float]]] = {}  # a run's attention, for its decodings
-    for o in outcomes:  # the runs themselves before their other decodings (decoded())
-        if o.status == "failed":
-            continue
-        console.print(f"analysing {o.variant} seed {o.seed}")
-        try:
-            analysis = analyse_run(
-                o.variant, o.seed, o.run_dir, splits, spec.heatmaps, dev, o.tag, spec.scores,
-                read.get(o.run_dir),
-            )  # fmt: skip
-        except Exception as e:
-            failures.append(failed(o, e))
-            continue
-        runs[o.variant].append(analysis)
-        if not o.tag:
-            read[o.run_dir] = {split: part.attention for split, part in analysis.splits.items()}
+    runs, failures = analyse_all(spec, outcomes, dev)
     check_one_test_set(runs, splits)
     baseline = spec.baseline_name
     rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets, spec.significance)
@@ -287,6 +278,32 @@ def report(
     }
     write_json(out / "results.json", payload)
     console.print(f"report: {out / 'report.md'}")
+
+
+def analyse_all(
+    spec: CompareSpec, outcomes: list[RunResult], device: torch.device
+) -> tuple[dict[str, list[RunAnalysis]], list[RunResult]]:
+    """Every finished run's analysis by variant, and the runs that failed (to train,
+    or now to be analysed)."""
+    wanted = Wanted(spec.splits or (), spec.heatmaps, spec.scores)
+    runs: dict[str, list[RunAnalysis]] = {name: [] for name in spec.names}
+    failures = [o for o in outcomes if o.status == "failed"]
+    read: dict[Path, dict[str, dict[str, float]]] = {}  # a run's attention, for its decodings
+    for o in outcomes:  # the runs themselves before their other decodings (decoded())
+        if o.status == "failed":
+            continue
+        console.print(f"analysing {o.variant} seed {o.seed}")
+        try:
+            analysis = analyse_run(
+                o.variant, o.seed, o.run_dir, wanted, device, o.tag, read.get(o.run_dir)
+            )
+        except Exception as e:
+            failures.append(failed(o, e))
+            continue
+        runs[o.variant].append(analysis)
+        if not o.tag:
+            read[o.run_dir] = {split: part.attention for split, part in analysis.splits.items()}
+    return runs, failures
 
 
 def tracker_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:

@@ -212,18 +212,11 @@ def encode_split(
     names = [f"{side}.{part}" for side, *_ in sides for part in ("ids", "offsets")] + ["lines"]
     names += ["docs"] if docs is not None else []
     numbers = document_numbers(docs) if docs is not None else None
-    outputs = {name: open(out / name, "wb") for name in names}
-    crc = dict.fromkeys(names, 0)
-
-    def write(name: str, array: np.ndarray) -> None:
-        data = array.tobytes()
-        outputs[name].write(data)
-        crc[name] = zlib.crc32(data, crc[name])
-
+    output = ChunkFiles(out, names)
     threads = os.cpu_count() or 1
     try:
         for side, *_ in sides:
-            write(f"{side}.offsets", np.zeros(1, np.int64))
+            output.write(f"{side}.offsets", np.zeros(1, np.int64))
         bar = progress_bar()
         with bar:
             total, start = count_lines(files[0]), time.perf_counter()
@@ -236,43 +229,79 @@ def encode_split(
                     vocab.sp.encode(clip_lines([p[i] for p in chunk], max_len), num_threads=threads)
                     for i, (_, vocab, _) in enumerate(sides)
                 ]
-                short, empty, long = keep_pairs(*encoded, max_len)
-                if max_words is not None:
-                    fits = [i for i in short if word_count(chunk[i][0]) <= max_words]
-                    counts["held_out"] += len(short) - len(fits)
-                    short = fits
-                lines = counts["lines"] + np.asarray(short, dtype=np.int64)
-                write("lines", lines)
+                short = kept_pairs(chunk, encoded, max_len, max_words, counts)
+                output.write("lines", counts["lines"] + np.asarray(short, dtype=np.int64))
                 if numbers is not None:
                     of_chunk = np.fromiter(itertools.islice(numbers, len(chunk)), np.int64)
                     if len(of_chunk) < len(chunk):
                         raise NmtError(f"{docs}: fewer lines than {files[0]}")
-                    write("docs", of_chunk[np.asarray(short, dtype=np.int64)])
+                    output.write("docs", of_chunk[np.asarray(short, dtype=np.int64)])
                 counts["lines"] += len(chunk)
-                counts["empty"] += empty
-                counts["long"] += long
                 counts["pairs"] += len(short)
                 for (side, _, dtype), seqs in zip(sides, encoded):
-                    kept = [seqs[i] for i in short]
-                    lengths = np.fromiter(map(len, kept), np.int64, len(kept))
-                    ends = counts[f"{side}_ids"] + np.cumsum(lengths)
-                    write(f"{side}.offsets", ends)
-                    n_ids = int(lengths.sum())
-                    ids = np.fromiter(itertools.chain.from_iterable(kept), dtype, n_ids)
-                    write(f"{side}.ids", ids)
-                    counts[f"{side}_ids"] += n_ids
+                    counts[f"{side}_ids"] += output.sequences(
+                        side, [seqs[i] for i in short], dtype, counts[f"{side}_ids"]
+                    )
                 rate = counts["lines"] / max(time.perf_counter() - start, 1e-9)
                 bar.update(task, completed=counts["lines"], rate=rate)
         if numbers is not None and next(numbers, None) is not None:
             raise NmtError(f"{docs}: more lines than {files[0]}")
-        for f in outputs.values():
+        output.sync()
+    finally:
+        output.close()
+    dtype_names = {"src_dtype": np.dtype(dtypes[0]).name, "tgt_dtype": np.dtype(dtypes[1]).name}
+    return {**counts, **dtype_names, "crc32": output.crc, "docs": docs is not None}
+
+
+def kept_pairs(
+    chunk: list[tuple[str, str]],
+    encoded: list[list[list[int]]],
+    max_len: int,
+    max_words: int | None,
+    counts: dict[str, int],
+) -> list[int]:
+    """The indices of the chunk's pairs that are kept (neither side empty or over
+    ``max_len`` pieces, the source within ``max_words``); what is left out is counted."""
+    short, empty, long = keep_pairs(*encoded, max_len)
+    counts["empty"] += empty
+    counts["long"] += long
+    if max_words is not None:
+        fits = [i for i in short if word_count(chunk[i][0]) <= max_words]
+        counts["held_out"] += len(short) - len(fits)
+        short = fits
+    return short
+
+
+class ChunkFiles:
+    """A split's cache files, written a chunk at a time, each with its running CRC-32
+    (kept in ``meta.json``, checked when the cache is read)."""
+
+    def __init__(self, out: Path, names: list[str]) -> None:
+        self.files = {name: open(out / name, "wb") for name in names}
+        self.crc = dict.fromkeys(names, 0)
+
+    def write(self, name: str, array: np.ndarray) -> None:
+        data = array.tobytes()
+        self.files[name].write(data)
+        self.crc[name] = zlib.crc32(data, self.crc[name])
+
+    def sequences(self, side: str, kept: list[list[int]], dtype: Any, before: int) -> int:
+        """One side's kept id sequences: their ends after the ``before`` ids already
+        written, then the ids; returns how many ids were written."""
+        lengths = np.fromiter(map(len, kept), np.int64, len(kept))
+        self.write(f"{side}.offsets", before + np.cumsum(lengths))
+        n_ids = int(lengths.sum())
+        self.write(f"{side}.ids", np.fromiter(itertools.chain.from_iterable(kept), dtype, n_ids))
+        return n_ids
+
+    def sync(self) -> None:
+        for f in self.files.values():
             f.flush()
             os.fsync(f.fileno())
-    finally:
-        for f in outputs.values():
+
+    def close(self) -> None:
+        for f in self.files.values():
             f.close()
-    dtype_names = {"src_dtype": np.dtype(dtypes[0]).name, "tgt_dtype": np.dtype(dtypes[1]).name}
-    return {**counts, **dtype_names, "crc32": crc, "docs": docs is not None}
 
 
 def document_numbers(path: Path) -> Iterator[int]:

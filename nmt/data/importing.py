@@ -312,29 +312,38 @@ def sources(
     return {written: Source(count_lines(source), jsonl_pairs(source, sides))}
 
 
+@dataclass(frozen=True)
+class ImportOptions:
+    """How ``nmt data import`` reads and writes: ``splits`` (``NAME`` or
+    ``SOURCE=NAME``; none: every split the source has), ``skip_empty`` (leave out
+    pairs with an empty side, counted, instead of refusing them), ``force`` (replace
+    files already there), ``show`` (a bar per split on a terminal, lines in a log),
+    ``columns`` (a TSV's columns, :func:`tsv_columns`)."""
+
+    splits: tuple[str, ...] = ()
+    skip_empty: bool = False
+    force: bool = False
+    show: bool = False
+    columns: tuple[str, ...] = ("src", "tgt")
+
+
 def import_corpus(
     source: str | Path,
     out_dir: str | Path,
     fmt: Format | None,
     sides: Sides,
-    splits: list[str] | None = None,
-    skip_empty: bool = False,
-    force: bool = False,
-    show: bool = False,
-    columns: tuple[str, ...] = ("src", "tgt"),
+    options: ImportOptions = ImportOptions(),
 ) -> dict[str, dict[str, int]]:
     """Write ``OUT/{split}.{src_lang}`` and ``.{tgt_lang}`` for every split of
     ``source`` (and ``{split}.doc``, ``.section`` where it has them); returns {split:
-    {"pairs": written, "empty": skipped}}. ``fmt`` None: from the source's name;
-    ``columns``: a TSV's columns (:func:`tsv_columns`).
+    {"pairs": written, "empty": skipped}}. ``fmt`` None: from the source's name.
 
     Segments are stripped of surrounding white space. Every file is written through
     an atomic temp file and all of them are kept only together: a bad record
     anywhere leaves no file of the import. Files already in ``out_dir`` are refused,
-    before anything is read, unless ``force``. ``show``: a bar per split on a
-    terminal (lines in a log).
+    before anything is read, unless ``options.force``.
     """
-    source, out_dir = Path(source), Path(out_dir)
+    source, out_dir, columns = Path(source), Path(out_dir), options.columns
     fmt = infer_format(source) if fmt is None else fmt
     if fmt not in FORMATS:
         raise NmtError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
@@ -342,7 +351,7 @@ def import_corpus(
         raise NmtError("--columns: only --format tsv has columns")
     if out_dir.exists() and not out_dir.is_dir():
         raise NmtError(f"{out_dir}: exists and is not a directory")
-    todo = sources(source, fmt, splits or [], sides, columns)
+    todo = sources(source, fmt, list(options.splits), sides, columns)
     langs = (sides.src_lang, sides.tgt_lang)
     names = {split: [f"{split}.{x}" for x in (*langs, *s.extras)] for split, s in todo.items()}
     counts = {}
@@ -350,7 +359,7 @@ def import_corpus(
     # the writes that follow it are one step
     with owned(out_dir, key="OUT", lock=WRITING):
         finish_renames(out_dir)
-        if not force:
+        if not options.force:
             refuse_existing(out_dir, [name for split in names.values() for name in split])
         paths = [out_dir / name for split in names.values() for name in split]
         with atomic_files(paths) as files:  # every file kept, or none
@@ -359,9 +368,11 @@ def import_corpus(
                 mine = files[at : at + 2 + len(extras)]
                 at += len(mine)
                 with sentence_progress(
-                    f"import {split}", total, show and console.is_terminal
+                    f"import {split}", total, options.show and console.is_terminal
                 ) as advance:
-                    counts[split] = write_split(split, mine, records, extras, skip_empty, advance)
+                    counts[split] = write_split(
+                        split, mine, records, extras, options.skip_empty, advance
+                    )
     return counts
 
 

@@ -18,7 +18,8 @@ from nmt.data.batching import bucket, pad
 from nmt.data.vocab import BOS, EOS, PAD, Vocab, clip_lines
 from nmt.decoding.remedies import Lengths, Remedy, remedies_of
 from nmt.errors import NmtError
-from nmt.model.ensemble import Ensemble
+from nmt.model.decoder import DecoderState
+from nmt.model.ensemble import Ensemble, EnsembleState
 from nmt.model.seq2seq import Transformer
 from nmt.setup.decoding import DecodeConfig, Sampling
 
@@ -174,21 +175,17 @@ def beam_search(
 
     A finished hypothesis stays in its beam (continuing with PAD at no cost, its
     remedies' state and its length frozen), so every sentence holds ``beam``
-    candidates until all of them are finished; then the sentence leaves the batch
-    and later steps no longer compute it. Returns the ``n_best`` best hypotheses per
-    sentence, best first.
+    candidates until all of them are finished; then it leaves the batch and later
+    steps no longer compute it. Returns each sentence's ``n_best`` best, best first.
     """
-    memory, src_mask = model.encode(src)
     B, K, device = src.size(0), beam, src.device
-    rows = torch.arange(B, device=device).repeat_interleave(K)  # (B*K,)
-    state = model.decoder_state(memory, src_mask, True, src).select(rows)
+    state, rows = beam_states(model, src, K)
     lengths = lengths.select(rows)
     tokens = torch.full((B * K, 1), BOS, dtype=torch.long, device=device)
     scores = torch.zeros(B, K, device=device)
     scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
     finished = torch.zeros(B * K, dtype=torch.bool, device=device)
-    length = torch.zeros(B * K, device=device)
-    extra = torch.zeros(B * K, device=device)  # each row's remedy terms
+    length, extra = torch.zeros(2, B * K, device=device)  # each row's length, remedy terms
     held = [tuple(x[rows] for x in r.begin(src)) for r in remedies]  # each remedy's state
     attend = any(r.needs_attention for r in remedies)
     alive = torch.arange(B, device=device)  # (n,) sentences still searched
@@ -198,25 +195,16 @@ def beam_search(
         at_limit = t + 1 >= lengths.limit  # (n*K,)
         logp, attention = _step(model, tokens[:, -1:], state, need_weights=attend)
         logp = _restrict(logp, finished, at_limit, t < lengths.least)
-        V = logp.size(-1)
         cand = scores.view(-1, 1) + logp  # (n*K,V) raw log-probabilities
         cand_len = torch.where(finished, length, torch.full_like(length, t + 1))
-        cand_extra = torch.zeros_like(cand_len)  # (n*K,) the same for a row's V tokens
-        for i, remedy in enumerate(remedies):
-            term, held[i] = remedy.term(held[i], cand_len, attention, finished)
-            if term is not None:
-                cand_extra = cand_extra + term
+        cand_extra = remedy_terms(remedies, held, cand_len, attention, finished)  # (n*K,)
         ranked = normalised(remedies, cand, cand_len) + cand_extra.unsqueeze(1)
-        top = ranked.view(n, K * V).topk(K, dim=1).indices  # (n,K)
-        pick = (torch.arange(n, device=device).unsqueeze(1) * K + top // V).view(-1)  # (n*K,)
-        token = (top % V).view(-1)
-        scores = cand.view(n, K * V).gather(1, top)
+        pick, token, scores = best_of(ranked, cand, K)
         length, extra = cand_len[pick], cand_extra[pick]
         held = [tuple(x[pick] for x in h) for h in held]
         tokens = torch.cat([tokens[pick], token.unsqueeze(1)], dim=1)
-        # A row at its limit ends whatever it picked: where a beam is wider than the
-        # outputs left to rank (a small vocabulary, a limit near 1), or the model gave
-        # NaN, impossible candidates fill it, and they need not be EOS.
+        # A row at its limit ends whatever it picked (a beam wider than the outputs left
+        # to rank, or NaN from the model, fills with impossible candidates, not EOS).
         finished = finished[pick] | (token == EOS) | at_limit[pick]
         done = finished.view(n, K).all(dim=1)  # (n,)
         if not bool(done.any()):
@@ -234,6 +222,42 @@ def beam_search(
         lengths = lengths.select(kept)
         state = state.select(pick[kept])  # fewer sentences: memories shrink too
     raise AssertionError("unreachable: every row ends at its length limit")
+
+
+def beam_states(
+    model: Transformer | Ensemble, src: Tensor, K: int
+) -> tuple[DecoderState | EnsembleState, Tensor]:
+    """The decoder state of each source sentence, K times over (one per beam row), and
+    the sentence of each row (B*K,)."""
+    memory, src_mask = model.encode(src)
+    rows = torch.arange(src.size(0), device=src.device).repeat_interleave(K)  # (B*K,)
+    return model.decoder_state(memory, src_mask, True, src).select(rows), rows
+
+
+def remedy_terms(
+    remedies: list[Remedy],
+    held: list[tuple[Tensor, ...]],
+    length: Tensor,
+    attention: Tensor | None,
+    finished: Tensor,
+) -> Tensor:
+    """The sum of the remedies' terms for each row at this step (n*K,), the same for
+    all of a row's V tokens; each remedy's state in ``held`` is replaced by its next."""
+    total = torch.zeros_like(length)
+    for i, remedy in enumerate(remedies):
+        term, held[i] = remedy.term(held[i], length, attention, finished)
+        if term is not None:
+            total = total + term
+    return total
+
+
+def best_of(ranked: Tensor, cand: Tensor, K: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The K best of each sentence's K*V candidates by ``ranked`` (n*K,V): the rows
+    they extend (n*K,), their tokens (n*K,) and raw log-probabilities ``cand`` (n,K)."""
+    n, V = ranked.size(0) // K, ranked.size(1)
+    top = ranked.view(n, K * V).topk(K, dim=1).indices  # (n,K)
+    pick = (torch.arange(n, device=ranked.device).unsqueeze(1) * K + top // V).view(-1)
+    return pick, (top % V).view(-1), cand.view(n, K * V).gather(1, top)
 
 
 def _collect(

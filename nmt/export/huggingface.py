@@ -224,6 +224,28 @@ def generation_config(loaded: Loaded, cached: bool) -> Any:
     )
 
 
+def refuse_unexportable(loaded: Loaded, checkpoint: Path, obstacle: str | None) -> None:
+    """One line naming why a model cannot be exported to transformers: separate
+    vocabularies, sentence groups, or (for remote code) a plug-in's kind."""
+    if not loaded.vocabs.joint:
+        raise NmtError(
+            f"{checkpoint}: not exported: data.vocab.joint is false, and a Hugging Face "
+            "tokenizer holds one vocabulary for both sides (export to ctranslate2 instead)"
+        )
+    if loaded.cfg.model.decoder.group_layers:
+        raise NmtError(
+            f"{checkpoint}: not exported: model.decoder.group_layers is "
+            f"{loaded.cfg.model.decoder.group_layers}, and a Hugging Face tokenizer has no "
+            "sentence separator to mark a line's sentences with"
+        )
+    if obstacle is not None and (outside := plugin_code(loaded)) is not None:
+        raise NmtError(
+            f"{checkpoint}: not exported: {outside} is a plug-in's code, which the export "
+            "would import from this machine when loaded elsewhere (an export carries what "
+            "it runs); export a model of nmt's own kinds"
+        )
+
+
 def export_hf(checkpoint: Path, out_dir: Path, license: str = "unknown") -> tuple[Path, str]:
     """Write ``out_dir`` (config, safetensors weights, generation config, tokenizer,
     ``README.md`` model card, ``nmt-export.json``; ``modeling_nmt.py`` for remote
@@ -236,25 +258,9 @@ def export_hf(checkpoint: Path, out_dir: Path, license: str = "unknown") -> tupl
         raise NmtError(f"Hugging Face export needs the hf extra: {install_hint('hf')}") from None
     refuse_occupied(out_dir)
     loaded = load_model(checkpoint, torch.device("cpu"))
-    if not loaded.vocabs.joint:
-        raise NmtError(
-            f"{checkpoint}: not exported: data.vocab.joint is false, and a Hugging Face "
-            "tokenizer holds one vocabulary for both sides (export to ctranslate2 instead)"
-        )
-    if loaded.cfg.model.decoder.group_layers:
-        raise NmtError(
-            f"{checkpoint}: not exported: model.decoder.group_layers is "
-            f"{loaded.cfg.model.decoder.group_layers}, and a Hugging Face tokenizer has no "
-            "sentence separator to mark a line's sentences with"
-        )
-    recipe = published_recipe(loaded.cfg.to_dict())
     obstacle = stock_obstacle(loaded)
-    if obstacle is not None and (outside := plugin_code(loaded)) is not None:
-        raise NmtError(
-            f"{checkpoint}: not exported: {outside} is a plug-in's code, which the export "
-            "would import from this machine when loaded elsewhere (an export carries what "
-            "it runs); export a model of nmt's own kinds"
-        )
+    refuse_unexportable(loaded, checkpoint, obstacle)
+    recipe = published_recipe(loaded.cfg.to_dict())
     hf = pegasus_model(loaded) if obstacle is None else remote_model(loaded, recipe)
     hf.generation_config = generation_config(loaded, cached=obstacle is None)
     tokenizer = hf_tokenizer(loaded.vocabs.src, loaded.cfg.model.max_positions)

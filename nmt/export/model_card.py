@@ -76,23 +76,36 @@ def _signature(results: dict[str, Any]) -> str:
 
 def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> str:
     """The card's markdown, with the front matter the Hub reads."""
-    cfg = loaded.cfg
-    d = cfg.data
-    kind = cfg.model.attention.kind
     results, source = run_scores(checkpoint)
-    rows = [
-        f"| {split} | {r.get('sentences', '')} | {r.get('beam', '')} | {r['bleu']:.2f} | "
-        f"{r.get('chrf', float('nan')):.2f} |"
-        for split, r in results.items()
+    lines = [
+        "---",
+        front_matter(loaded, results, manifest["license"]).strip(),
+        "---",
+        "",
+        *card_about(loaded, checkpoint, manifest),
+        "## Scores",
+        "",
+        source,
+        "",
+        *score_table(results),
+        "",
+        *card_use(manifest),
+        "## Recipe",
+        "",
+        "```yaml",
+        yaml.safe_dump(
+            published_recipe(loaded.cfg.to_dict()), sort_keys=False, allow_unicode=True
+        ).strip(),
+        "```",
+        "",
     ]
-    scores = (
-        ["| split | sentences | beam | BLEU | chrF |", "| --- | --- | --- | --- | --- |", *rows]
-        if rows
-        else []
-    )
+    return "\n".join(lines)
+
+
+def card_about(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> list[str]:
+    """The card's title, what the model is and where it came from, and its data."""
+    d = loaded.cfg.data
     remote = manifest["remote_code"]
-    load = ", trust_remote_code=True" if remote else ""
-    limit = manifest["max_new_tokens"]
     how = (
         f"`{manifest['class']}`, with this directory's `modeling_nmt.py`, which builds "
         f"nmt's own model (needs `pip install nmt-attention`, version "
@@ -101,12 +114,9 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
         else f"transformers' own `{manifest['class']}`, the same function as nmt's model "
         "(its residual dimensions reordered)"
     )
-    lines = [
-        "---",
-        front_matter(loaded, results, manifest["license"]).strip(),
-        "---",
-        "",
-        f"# {d.src_lang}→{d.tgt_lang} translation, {kind} cross-attention",
+    return [
+        f"# {d.src_lang}→{d.tgt_lang} translation, {loaded.cfg.model.attention.kind} "
+        "cross-attention",
         "",
         f"Trained with [nmt](https://pypi.org/project/nmt-attention/) and exported by "
         f"`nmt export --format hf` (nmt {manifest['nmt_version']}, transformers "
@@ -120,12 +130,26 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
         f"{', '.join(f'`{t}`' for t in d.test) or 'nothing'}; one SentencePiece "
         f"{d.vocab.type} vocabulary of {len(loaded.vocabs.tgt)} pieces for both languages.",
         "",
-        "## Scores",
-        "",
-        source,
-        "",
-        *scores,
-        "",
+    ]
+
+
+def score_table(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The run's test scores as a markdown table (none: no lines)."""
+    rows = [
+        f"| {split} | {r.get('sentences', '')} | {r.get('beam', '')} | {r['bleu']:.2f} | "
+        f"{r.get('chrf', float('nan')):.2f} |"
+        for split, r in results.items()
+    ]
+    if not rows:
+        return []
+    return ["| split | sentences | beam | BLEU | chrF |", "| --- | --- | --- | --- | --- |", *rows]
+
+
+def card_use(manifest: dict[str, Any]) -> list[str]:
+    """How to load and run the export, and where it differs from ``nmt translate``."""
+    load = ", trust_remote_code=True" if manifest["remote_code"] else ""
+    limit = manifest["max_new_tokens"]
+    return [
         "## Use",
         "",
         "```python",
@@ -152,17 +176,8 @@ def model_card(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> st
         "and `decode.min_len_a`; the length limit is one number per call.",
         *(
             ["- `generate` runs without a cache: each step reads the whole prefix again."]
-            if remote
+            if manifest["remote_code"]
             else []
         ),
         "",
-        "## Recipe",
-        "",
-        "```yaml",
-        yaml.safe_dump(
-            published_recipe(cfg.to_dict()), sort_keys=False, allow_unicode=True
-        ).strip(),
-        "```",
-        "",
     ]
-    return "\n".join(lines)

@@ -215,6 +215,14 @@ class TrainConfig:
         return inert
 
     def __post_init__(self) -> None:
+        self.check_batches()
+        self.check_outputs()
+        check_seed(self.seed, "seed")
+        self.check_optimiser()
+        self.check_budget()
+
+    def check_batches(self) -> None:
+        """Batch sizes, gradient accumulation and the length curriculum."""
         for name in ("batch_tokens", "accumulate", "valid_every", "log_every", "max_bad_steps"):
             check(getattr(self, name) >= 1, name, "must be at least 1")
         check(self.batch_tokens <= 2**26, "batch_tokens", "must be at most 67,108,864")
@@ -235,6 +243,9 @@ class TrainConfig:
             "length_curriculum",
             "needs train.batching: bucketed (a random batch's longest pair stands for none of it)",
         )
+
+    def check_outputs(self) -> None:
+        """What a run keeps: checkpoints, EMA weights, and where it logs."""
         check(0 <= self.keep_checkpoints <= 10_000, "keep_checkpoints", "must be in 0..10,000")
         check(self.ema is None or 0 < self.ema < 1, "ema", "must be in (0, 1) (or null: off)")
         check(0 <= self.ema_start <= 2**31 - 1, "ema_start", "must be in 0..2,147,483,647")
@@ -250,7 +261,9 @@ class TrainConfig:
             )
         check(bool(self.experiment.strip()), "experiment", "must not be empty")
         check(all(k.strip() for k in self.tags), "tags", "a tag's name must not be empty")
-        check_seed(self.seed, "seed")
+
+    def check_optimiser(self) -> None:
+        """The optimiser's and the learning-rate schedule's settings."""
         check(0 < self.lr <= 10, "lr", "must be in (0, 10]")
         check(
             self.muon_lr is None or 0 < self.muon_lr <= 10,
@@ -277,13 +290,16 @@ class TrainConfig:
             "betas",
             "must be two numbers in [0, 1)",
         )
+        check(0 <= self.clip_norm <= 1e6, "clip_norm", "must be in [0, 1,000,000] (0: no clipping)")
+        check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
+
+    def check_budget(self) -> None:
+        """When training stops: the budget, early stopping."""
         check(
             self.valid_bleu or self.early_stopping != "bleu",
             "early_stopping",
             "bleu needs train.valid_bleu: true (or use early_stopping: loss)",
         )
-        check(0 <= self.clip_norm <= 1e6, "clip_norm", "must be in [0, 1,000,000] (0: no clipping)")
-        check(0 <= self.label_smoothing < 1, "label_smoothing", "must be in [0, 1)")
         for name in ("max_epochs", "max_steps", "max_minutes", "patience"):
             value = getattr(self, name)
             check(value is None or 0 < value < math.inf, name, "must be positive (or null)")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nmt.data.corpus import read_lines
-from nmt.data.importing import Sides, import_corpus, tsv_columns
+from nmt.data.importing import ImportOptions, Sides, import_corpus, tsv_columns
 from nmt.data.joining import groups as join_groups
 from nmt.data.pipeline import load_split
 from nmt.data.splits import derive, documents, groups
@@ -32,7 +32,9 @@ def test_a_tsv_with_a_document_column_writes_the_ids_line_by_line(tmp_path):
             ("B", "s2", "S2", "三。", "Three.")]  # fmt: skip
     (tmp_path / "dev.tsv").write_text("".join("\t".join(r) + "\n" for r in rows))
     columns = tsv_columns("doc,section,,src,tgt")
-    counts = import_corpus(tmp_path / "dev.tsv", tmp_path / "out", None, ZH_EN, columns=columns)
+    counts = import_corpus(
+        tmp_path / "dev.tsv", tmp_path / "out", None, ZH_EN, ImportOptions(columns=columns)
+    )
     assert counts == {"dev": {"pairs": 3, "empty": 0}}
     assert read_lines(tmp_path / "out/dev.doc") == ["A", "A", "B"]
     assert read_lines(tmp_path / "out/dev.section") == ["s1", "s1", "s2"]
@@ -53,7 +55,11 @@ def test_a_missing_or_bad_document_column_is_one_line(tmp_path, text, columns, e
     (tmp_path / "dev.tsv").write_text(text)
     with pytest.raises(NmtError, match=error):
         import_corpus(
-            tmp_path / "dev.tsv", tmp_path / "out", None, ZH_EN, columns=tsv_columns(columns)
+            tmp_path / "dev.tsv",
+            tmp_path / "out",
+            None,
+            ZH_EN,
+            ImportOptions(columns=tsv_columns(columns)),
         )
     assert not (tmp_path / "out").exists()
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.data.corpus import read_parallel, split_path
-from nmt.data.importing import BREAKS, Sides, import_corpus
+from nmt.data.importing import BREAKS, ImportOptions, Sides, import_corpus
 from nmt.errors import NmtError
 from nmt.io.files import JOURNAL, WRITING
 from nmt.io.rundir import owned
@@ -51,7 +51,9 @@ def test_jsonl_fields_gzip_and_a_renamed_split(tmp_path):
     with gzip.open(tmp_path / "pairs.jsonl.gz", "wt", encoding="utf-8") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     sides = Sides("de", "en", src_field="src", tgt_field="tgt")
-    counts = import_corpus(tmp_path / "pairs.jsonl.gz", tmp_path / "out", "jsonl", sides, ["val"])
+    counts = import_corpus(
+        tmp_path / "pairs.jsonl.gz", tmp_path / "out", "jsonl", sides, ImportOptions(("val",))
+    )
     assert counts == {"val": {"pairs": 2, "empty": 0}}
     assert (tmp_path / "out/val.de").read_text() == "Ein Hund\nJa\n"  # stripped
     assert (tmp_path / "out/val.en").read_text() == "A dog\nYes\n"
@@ -142,12 +144,16 @@ def test_a_set_of_files_cut_short_between_renames_is_completed_before_any_read(t
 
 def test_empty_sides_are_left_out_only_when_asked(tmp_path):
     (tmp_path / "train.tsv").write_text("a\tb\n \tc\nd\t\ne\tf\n")
-    counts = import_corpus(tmp_path / "train.tsv", tmp_path / "out", "tsv", DE_EN, skip_empty=True)
+    counts = import_corpus(
+        tmp_path / "train.tsv", tmp_path / "out", "tsv", DE_EN, ImportOptions(skip_empty=True)
+    )
     assert counts == {"train": {"pairs": 2, "empty": 2}}
     assert (tmp_path / "out/train.de").read_text() == "a\ne\n"
     (tmp_path / "blank.tsv").write_text("\tb\n")
     with pytest.raises(NmtError, match="blank: no pairs to write"):
-        import_corpus(tmp_path / "blank.tsv", tmp_path / "out", "tsv", DE_EN, skip_empty=True)
+        import_corpus(
+            tmp_path / "blank.tsv", tmp_path / "out", "tsv", DE_EN, ImportOptions(skip_empty=True)
+        )
 
 
 def test_existing_files_are_kept_unless_forced(tmp_path):
@@ -158,7 +164,7 @@ def test_existing_files_are_kept_unless_forced(tmp_path):
     with pytest.raises(NmtError, match=r"train\.en\.gz: already there; not overwritten"):
         import_corpus(tmp_path / "train.tsv", out, "tsv", DE_EN)
     assert visible(out) == ["train.en.gz"]
-    import_corpus(tmp_path / "train.tsv", out, "tsv", DE_EN, force=True)
+    import_corpus(tmp_path / "train.tsv", out, "tsv", DE_EN, ImportOptions(force=True))
     assert (out / "train.en").read_text() == "b\n"
 
 
@@ -174,7 +180,13 @@ def test_existing_files_are_kept_unless_forced(tmp_path):
 def test_bad_arguments_are_refused_before_reading(tmp_path, sides, splits, error):
     (tmp_path / "train.tsv").write_text("a\tb\n")
     with pytest.raises(NmtError, match=error):
-        import_corpus(tmp_path / "train.tsv", tmp_path / "out", "tsv", Sides(*sides), splits)
+        import_corpus(
+            tmp_path / "train.tsv",
+            tmp_path / "out",
+            "tsv",
+            Sides(*sides),
+            ImportOptions(tuple(splits)),
+        )
 
 
 def test_a_saved_hugging_face_dataset(tmp_path):
@@ -187,13 +199,15 @@ def test_a_saved_hugging_face_dataset(tmp_path):
         {s: datasets.Dataset.from_dict({"translation": r}) for s, r in rows.items()}
     )
     saved.save_to_disk(str(tmp_path / "saved"))
-    counts = import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, ["validation=val"])
+    counts = import_corpus(
+        tmp_path / "saved", tmp_path / "out", "hf", DE_EN, ImportOptions(("validation=val",))
+    )
     assert counts == {"val": {"pairs": 1, "empty": 0}}
     assert read_parallel(tmp_path / "out/val.de", tmp_path / "out/val.en") == (["Ja"], ["Yes"])
     counts = import_corpus(tmp_path / "saved", tmp_path / "all", "hf", DE_EN)
     assert counts["train"]["pairs"] == 2 and counts["validation"]["pairs"] == 1
     with pytest.raises(NmtError, match=r"--split 'test': .*saved has train, validation"):
-        import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, ["test"])
+        import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, ImportOptions(("test",)))
     # a bad row in the second split leaves no file of the first either
     rows["validation"] = [{"de": "Ja", "en": "Yes\nNo"}]
     saved = datasets.DatasetDict(
@@ -211,9 +225,9 @@ def test_a_dataset_whose_split_names_a_path_writes_nothing_outside(tmp_path):
     saved = datasets.DatasetDict({"../x": datasets.Dataset.from_dict({"translation": rows})})
     saved.save_to_disk(str(tmp_path / "saved"))
     with pytest.raises(NmtError, match=r"its split '\.\./x' cannot name a file"):
-        import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, force=True)
+        import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, ImportOptions(force=True))
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob("x.*"))
-    import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, ["../x=train"])
+    import_corpus(tmp_path / "saved", tmp_path / "out", "hf", DE_EN, ImportOptions(("../x=train",)))
     assert (tmp_path / "out/train.en").read_text() == "Yes\n"
 
 
