@@ -1,0 +1,68 @@
+"""Collect what docs/results.md's "Paragraphs" section cites from evaluated runs.
+
+For each run and each evaluated split of the form NAME, NAME*K or NAME~K (as trained
+and under other decodings, NAME*K@decode.split=sentences): BLEU, chrF and the length
+ratio (output words / reference words, sacreBLEU's), recomputed from RUN/SPLIT.hyp
+against the references (a split of another corpus, ``nmt evaluate --data``: BLEU and
+chrF as results.json keeps them); and, for each K, the run's single-sentence outputs joined K a
+line and scored against the references joined the same way (the same words, scored
+over longer segments), which separates what segmenting a line changes from what
+scoring over longer lines does. Usage:
+
+    python scripts/paragraph_figures.py OUT.json RUN [RUN ...]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import sacrebleu
+
+from nmt.compare.analysis import recipe_of
+from nmt.data.pipeline import load_split
+from nmt.decoding.evaluate import read_results
+
+
+def joined(lines: list[str], k: int) -> list[str]:
+    return [" ".join(lines[i : i + k]) for i in range(0, len(lines), k)]
+
+
+def figures(hyps: list[str], refs: list[str]) -> dict[str, float]:
+    bleu = sacrebleu.corpus_bleu(hyps, [refs])
+    chrf = sacrebleu.corpus_chrf(hyps, [refs])
+    return {"bleu": bleu.score, "chrf": chrf.score, "ratio": bleu.sys_len / bleu.ref_len}
+
+
+def run_figures(run: Path) -> dict[str, dict[str, float]]:
+    cfg = recipe_of(run)
+    out = {}
+    for hyp in sorted(run.glob("*.hyp")):
+        name = hyp.stem
+        split, _, tag = name.partition("@")
+        if "data=" in tag:  # another corpus's split (nmt evaluate --data): as evaluated
+            kept = read_results(run)[name]
+            out[name] = {"bleu": kept["bleu"], "chrf": kept["chrf"]}
+            continue
+        _, refs = load_split(cfg.data, split)
+        out[name] = figures(hyp.read_text(encoding="utf-8").splitlines(), refs)
+    single = run / f"{cfg.data.test[0]}.hyp"
+    if single.is_file():
+        _, refs = load_split(cfg.data, cfg.data.test[0])
+        hyps = single.read_text(encoding="utf-8").splitlines()
+        for k in (2, 3, 4, 5):
+            out[f"{cfg.data.test[0]} outputs joined {k} a line"] = figures(
+                joined(hyps, k), joined(refs, k)
+            )
+    return out
+
+
+def main() -> None:
+    target, runs = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]]
+    data = {str(run): run_figures(run) for run in runs}
+    target.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

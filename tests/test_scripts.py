@@ -1,0 +1,43 @@
+"""scripts/paragraph_figures.py, which gathers the figures docs/results.md's
+"Paragraphs" section cites, recomputes each split's scores from the run's files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import sacrebleu
+
+from nmt.api import evaluate
+from tests.conftest import subprocess_env
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "paragraph_figures.py"
+
+
+def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(tiny_run, toy_dir, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    evaluate(run, ["test", "test*2"], device="cpu")
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(out), str(run)],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(out.read_text())[str(run)]
+    assert set(figures) >= {"test", "test*2", "test outputs joined 2 a line"}
+    hyps = (run / "test.hyp").read_text().splitlines()
+    refs = (toy_dir / "test.tgt").read_text().splitlines()
+    bleu = sacrebleu.corpus_bleu(hyps, [refs])
+    assert figures["test"]["bleu"] == bleu.score
+    assert figures["test"]["ratio"] == bleu.sys_len / bleu.ref_len
+    two = [" ".join(hyps[i : i + 2]) for i in range(0, len(hyps), 2)]
+    refs2 = [" ".join(refs[i : i + 2]) for i in range(0, len(refs), 2)]
+    joined = figures["test outputs joined 2 a line"]
+    assert joined["chrf"] == sacrebleu.corpus_chrf(two, [refs2]).score
