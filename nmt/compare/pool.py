@@ -11,12 +11,13 @@ import signal
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.compare.runs import RunResult, bring_up
-from nmt.compare.spec import PlannedRun
+from nmt.compare.runs import Launcher, RunResult, bring_up
+from nmt.compare.spec import LauncherSpec, PlannedRun
 from nmt.compare.watch import study_progress
 from nmt.progress import clock, console, eta, log_line, progress_bar
 from nmt.setup.plugins import import_plugins
@@ -25,6 +26,22 @@ from nmt.training.signals import Interrupted, Terminated, terminable
 POLL_SECONDS = 2.0  # how often the study's bar reads the runs' logs under --jobs
 ORPHAN_POLL_SECONDS = 1.0  # how often a worker checks that its study process lives
 SUMMARY_SECONDS = 60.0  # how often a study in a log (no terminal) prints where it stands
+
+
+class LocalLauncher(Launcher):
+    """``launcher.kind: local``: this machine, ``--jobs`` runs at a time."""
+
+    def launch(
+        self,
+        planned: list[PlannedRun],
+        splits: tuple[str, ...],
+        device: str,
+        spec: LauncherSpec,
+        out: Path,
+        wait: bool,
+        jobs: int,
+    ) -> list[RunResult]:
+        return bring_up_all(planned, splits, device, jobs)
 
 
 def bring_up_all(

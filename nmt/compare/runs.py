@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from nmt.compare.spec import PlannedRun
+from nmt.compare.spec import LauncherSpec, PlannedRun
 from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
 from nmt.io.files import write_text
@@ -100,6 +100,29 @@ def default_changes(run: PlannedRun) -> list[str]:
         for key, value in sorted(planned.items())
         if key in trained and value is not None and trained[key] != value
     ]
+
+
+class Launcher:
+    """Where a study's runs train (``launcher.kind``, registered in
+    nmt.compare.spec.LAUNCHERS): :meth:`launch` brings up every planned run (trains,
+    resumes or reuses it and evaluates its splits, :func:`bring_up`) and returns the
+    outcomes in plan order. ``detaches``: whether it can return once the runs are
+    submitted (``nmt compare --no-wait``), leaving them to train elsewhere."""
+
+    detaches = False
+
+    def launch(
+        self,
+        planned: list[PlannedRun],
+        splits: tuple[str, ...],
+        device: str,
+        spec: LauncherSpec,
+        out: Path,
+        wait: bool,
+        jobs: int,
+    ) -> list[RunResult] | None:
+        """The outcomes, or None where the launcher detached (``wait`` false)."""
+        raise NotImplementedError
 
 
 def finished_run(run_dir: Path) -> bool:

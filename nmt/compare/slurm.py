@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import torch
 
 from nmt import install_hint
-from nmt.compare.runs import RunResult, bring_up, done
+from nmt.compare.runs import Launcher, RunResult, bring_up, done
 from nmt.compare.spec import LauncherSpec, PlannedRun
 from nmt.errors import NmtError, brief
 from nmt.io.files import write_text
@@ -138,6 +138,25 @@ def submitit_module() -> Any:
     except ImportError:
         raise NmtError(f"--launcher slurm needs submitit: {install_hint('slurm')}") from None
     return submitit
+
+
+class SlurmLauncher(Launcher):
+    """``launcher.kind: slurm``: every unfinished run as one job of a SLURM job array
+    (the spec's resources per job); ``--jobs`` is the cluster's to decide."""
+
+    detaches = True
+
+    def launch(
+        self,
+        planned: list[PlannedRun],
+        splits: tuple[str, ...],
+        device: str,
+        spec: LauncherSpec,
+        out: Path,
+        wait: bool,
+        jobs: int,
+    ) -> list[RunResult] | None:
+        return launch(planned, splits, device, spec, out, wait)
 
 
 def launch(

@@ -14,6 +14,7 @@ from nmt.setup.config import apply_overrides, check, check_seed, from_dict, read
 from nmt.setup.decoding import decoding, with_overrides
 from nmt.setup.plugins import with_plugins
 from nmt.setup.recipe import RunConfig, check_moved_keys
+from nmt.setup.registry import Registry
 from nmt.setup.training import TrainConfig
 
 MAX_RESAMPLES = 100_000  # the bootstrap holds (resamples × sentences) counts in memory
@@ -25,13 +26,20 @@ MAX_ITEMS = 100
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
 
 
+# Where a study's runs train, by launcher.kind: each a nmt.compare.runs.Launcher,
+# imported when a study uses it; a plug-in adds one with LAUNCHERS.register.
+LAUNCHERS = Registry("launcher", base="nmt.compare.runs:Launcher")
+LAUNCHERS.register("local", target="nmt.compare.pool:LocalLauncher")
+LAUNCHERS.register("slurm", target="nmt.compare.slurm:SlurmLauncher")
+
+
 @dataclass(frozen=True)
 class LauncherSpec:
     """Where a study's runs train (docs/cluster.md): ``local``, this machine, ``--jobs``
     at a time; ``slurm``, every unfinished run as one job of a SLURM job array
     through submitit (nmt.compare.slurm), with these resources per run."""
 
-    kind: Literal["local", "slurm"] = "local"
+    kind: str = "local"  # a name in LAUNCHERS
     partition: str | None = None  # null: the cluster's default
     time: int = 240  # minutes per job; a job cut at its limit is requeued and resumes
     cpus: int = 2  # CPUs per run (its PyTorch threads)
@@ -42,6 +50,7 @@ class LauncherSpec:
     sbatch: dict[str, str] = field(default_factory=dict)  # any other option, e.g. {qos: high}
 
     def __post_init__(self) -> None:
+        check(LAUNCHERS.known(self.kind), "kind", LAUNCHERS.unknown(self.kind))
         check(1 <= self.time <= 525_600, "time", "must be 1..525,600 minutes (a year)")
         check(1 <= self.cpus <= 4096, "cpus", "must be in 1..4,096")
         check(0 <= self.gpus <= 64, "gpus", "must be in 0..64")

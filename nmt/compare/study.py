@@ -28,11 +28,10 @@ from nmt.compare.diagnostics import ratio
 from nmt.compare.ensembles import ensemble_rows
 from nmt.compare.html import caption_starts, heatmap, write_html
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
-from nmt.compare.pool import bring_up_all
 from nmt.compare.report import Report, print_tables, write_csv, write_json, write_markdown
 from nmt.compare.rows import Row
 from nmt.compare.runs import RunResult, check_reusable, failed
-from nmt.compare.spec import CompareSpec, PlannedRun, load_spec, with_spec_overrides
+from nmt.compare.spec import LAUNCHERS, CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
 from nmt.decoding.evaluate import evaluate, read_results
@@ -61,10 +60,11 @@ def run_study(
     job array; with ``wait=False`` it returns once submitted)."""
     overrides = [*(overrides or []), *([f"launcher.kind={launcher}"] if launcher else [])]
     spec, planned = load_spec(spec_path, overrides, plugins)
-    if not wait and spec.launcher.kind != "slurm":
+    launcher = LAUNCHERS.get(spec.launcher.kind)()
+    if not wait and not launcher.detaches:
         raise NmtError(
-            "--no-wait: only --launcher slurm submits the runs and returns; the local "
-            "launcher trains them here"
+            f"--no-wait: the {spec.launcher.kind} launcher trains the runs here; only one "
+            "that submits them elsewhere (--launcher slurm) returns before they end"
         )
     for run in planned:
         check_reusable(run)
@@ -74,15 +74,12 @@ def run_study(
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = with_spec_overrides(read_yaml(spec_path), overrides or [])
         write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
-        if spec.launcher.kind == "slurm":
-            from nmt.compare.slurm import launch
-
-            launched = launch(planned, spec.splits or (), device, spec.launcher, out, wait)
-            if launched is None:
-                return out
-            outcomes = launched
-        else:
-            outcomes = bring_up_all(planned, spec.splits or (), device, jobs)
+        launched = launcher.launch(
+            planned, spec.splits or (), device, spec.launcher, out, wait, jobs
+        )
+        if launched is None:  # submitted; a later nmt compare reports
+            return out
+        outcomes = launched
         outcomes += decoded(spec, outcomes, device)
         report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     fail_if_any_failed(outcomes, out)

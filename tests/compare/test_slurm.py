@@ -263,7 +263,8 @@ def test_no_wait_without_slurm_and_a_jobs_file_that_is_a_directory_are_refused_f
     local["launcher"]["kind"] = "local"
     (tmp_path / "local.yaml").write_text(yaml.safe_dump(local))
     result = runner.invoke(app, ["compare", str(tmp_path / "local.yaml"), "--no-wait"])
-    assert result.exit_code == 2 and "--no-wait: only --launcher slurm" in result.output
+    assert result.exit_code == 2
+    assert "--no-wait: the local launcher trains the runs here" in result.output
     (tmp_path / "study" / "slurm" / "jobs.json").mkdir(parents=True)
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
     assert result.exit_code == 2 and "jobs.json: not a file" in result.output

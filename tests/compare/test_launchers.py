@@ -1,0 +1,45 @@
+"""Where a study's runs train is a registry (nmt.compare.spec.LAUNCHERS): the local
+and SLURM launchers are two entries, and a user's launcher is one class and one
+registration line (tests/plugins/in_turn_launcher.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmt.compare.spec import LAUNCHERS, load_spec
+from nmt.compare.study import run_study
+from nmt.errors import NmtError
+from nmt.setup.plugins import import_plugins
+from tests.compare.test_compare import write_spec
+
+PLUGIN = Path(__file__).parents[1] / "plugins" / "in_turn_launcher.py"
+
+
+def test_the_built_in_launchers_are_registered_and_an_unknown_one_is_named(tmp_path, toy_dir):
+    assert {"local", "slurm"} <= set(LAUNCHERS.names())
+    spec = write_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    with pytest.raises(
+        NmtError, match=r"launcher\.kind: unknown launcher 'slrum' \(did you mean 'slurm'"
+    ):
+        load_spec(spec, ["launcher.kind=slrum"])
+
+
+def test_a_launcher_from_a_plug_in_brings_up_the_study(tmp_path, toy_dir):
+    import_plugins([str(PLUGIN)])
+    spec = write_spec(
+        tmp_path, toy_dir, {"global": [], "local_m": ["model.attention.kind=local_m"]}, seeds=(1,)
+    )
+    raw = yaml.safe_load(spec.read_text())
+    raw["launcher"] = {"kind": "in_turn"}
+    raw["plugins"] = [str(PLUGIN)]
+    spec.write_text(yaml.safe_dump(raw))
+    out = run_study(spec, device="cpu")
+    assert (out / "launched.txt").read_text().splitlines() == ["global 1", "local_m 1"]
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert {r["variant"] for r in rows} == {"global", "local_m"}
+    with pytest.raises(NmtError, match="--no-wait: the in_turn launcher trains the runs here"):
+        run_study(spec, device="cpu", wait=False)
