@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from nmt.compare.rows import Row
+from nmt.compare.rows import Row, plain
 from nmt.compare.significance import p_text
 from nmt.inspection.maps import AttentionMap
 from nmt.io.files import write_text
@@ -113,7 +113,7 @@ def write_html(
         ],
         "plots": plots.get("_all", []),
     }
-    payload = json.dumps(data, ensure_ascii=False, allow_nan=False, default=_plain)
+    payload = json.dumps(plain(data), ensure_ascii=False, allow_nan=False)
     # No "<" (nor ">", "&") inside the script element: "</script>" would end it and
     # "<!--<script>" puts the HTML parser in a state where the page's own script is
     # swallowed; JSON's \u003c escapes read back as the same text.
@@ -129,17 +129,6 @@ def embedded(path: Path) -> dict[str, str]:
         "name": path.name,
         "src": "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode(),
     }
-
-
-def _plain(value: Any) -> Any:
-    """Numbers numpy or NaN would keep from JSON."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON: {type(value).__name__}")
 
 
 PAGE = """<!doctype html>

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from nmt.compare.rows import (
     Row,
     key_column,
     number,
+    plain,
     table,
 )
 from nmt.compare.runs import RunResult
@@ -373,19 +373,6 @@ def write_csv(path: Path, rows: list[Row]) -> None:
     for row in map(Row.record, rows):
         writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in CSV_KEYS})
     write_text(path, buf.getvalue())
-
-
-def plain(value: Any) -> Any:
-    """JSON-safe: NaN -> None, paths -> strings, tuples -> lists."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:

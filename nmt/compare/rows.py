@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
+
+import numpy as np
 
 ATTENTION_KEYS = ("entropy", "peak_distance", "center_spread", "center_distance", "aer")
 
@@ -202,3 +205,20 @@ def table(columns: Sequence[Column[R]], rows: Sequence[R], extra: Sequence[list[
     lines += ["| " + " | ".join(c.cell(row) for c in columns) + " |" for row in rows]
     lines += ["| " + " | ".join(cells) + " |" for cells in extra]
     return "\n".join(lines)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON holds it, for every file a study writes (results.json, the
+    page's data): NaN and infinities -> None, numpy numbers -> Python's, paths ->
+    strings, tuples -> lists, keys -> strings."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
