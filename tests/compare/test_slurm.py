@@ -111,8 +111,11 @@ def test_a_job_warned_of_its_time_limit_requeues_itself_and_resumes_exactly(
     pre-emption does too), the SIGTERM that follows saves last.pt at the current
     update, the requeued job resumes, and the run ends with the parameters of an
     uninterrupted one, every update logged once."""
+    # 200 tiny updates: the signal, sent at update 15, must land before the last (at
+    # 60 a loaded machine's job once finished training first and was requeued in its
+    # evaluation, which resumes nothing)
     spec = slurm_spec(
-        tmp_path, toy_dir, {"global": []}, seeds=(1,), max_steps=60, log_every=1, valid_every=30
+        tmp_path, toy_dir, {"global": []}, seeds=(1,), max_steps=200, log_every=1, valid_every=100
     )
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--no-wait"])
     assert result.exit_code == 0, result.output
@@ -122,7 +125,7 @@ def test_a_job_warned_of_its_time_limit_requeues_itself_and_resumes_exactly(
     deadline = time.monotonic() + 180
     while not (log.is_file() and '"step": 15' in log.read_text()):
         assert time.monotonic() < deadline, "the job did not reach step 15 in 180 s"
-        time.sleep(0.5)
+        time.sleep(0.05)
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
     # SLURM holds a requeued job for about two minutes; a test need not wait for that
     while "PENDING" not in squeue_state(job):
@@ -132,7 +135,7 @@ def test_a_job_warned_of_its_time_limit_requeues_itself_and_resumes_exactly(
     done = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
     assert done.exit_code == 0, done.output
     steps = [json.loads(x)["step"] for x in log.read_text().splitlines() if '"loss"' in x]
-    assert steps == list(range(1, 61))  # every update once: none lost, none twice
+    assert steps == list(range(1, 201))  # every update once: none lost, none twice
     log_err = out / "slurm" / job.split("_")[0] / f"{job}_0_log.err"
     assert "CANCELLED" in log_err.read_text() and "resumed at step" in log_err.read_text()
     a, b = weights(run), weights(trained_alone(run, tmp_path / "alone"))
