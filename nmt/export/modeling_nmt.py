@@ -8,7 +8,9 @@ and names its classes in ``config.json``'s ``auto_map``, so that
 nmt's own :class:`~nmt.model.seq2seq.Transformer` from the recipe's ``model``
 section and loads the exported weights into it: the export runs the code that
 was trained, not a re-implementation of each variant. The loading machine needs
-nmt installed (``pip install nmt-attention``), at the version the card names.
+nmt installed (``pip install nmt-attention``), at the version the card names; without
+it, loading says so in one ImportError (transformers' own check would name PyPI's
+unrelated ``nmt``).
 
 ``generate`` recomputes the decoder over the whole prefix at each step (no
 cache: ``use_cache`` is off in the export's generation config), which gives what
@@ -25,12 +27,19 @@ from torch import Tensor, nn
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
-from nmt.data.vocab import PAD
-from nmt.errors import NmtError
-from nmt.model.seq2seq import Transformer
-from nmt.setup.config import from_dict
-from nmt.setup.migrations import upgrade_recipe
-from nmt.setup.model import ModelConfig
+try:  # transformers checks a remote file's imports outside try blocks only
+    from nmt.data.vocab import PAD
+    from nmt.errors import NmtError
+    from nmt.model.seq2seq import Transformer
+    from nmt.setup.config import from_dict
+    from nmt.setup.migrations import upgrade_recipe
+    from nmt.setup.model import ModelConfig
+except ImportError as e:
+    raise ImportError(
+        "this model runs nmt's own code: pip install nmt-attention, the version its "
+        "README.md names (the distribution of the nmt toolkit; PyPI's 'nmt' is another "
+        "project)"
+    ) from e
 
 
 class NmtConfig(PretrainedConfig):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -21,7 +23,7 @@ from nmt.model.load import load_model
 from nmt.model.seq2seq import Transformer
 from nmt.setup.attention import ATTENTION
 from nmt.setup.recipe import config_from_dict
-from tests.conftest import require_extra
+from tests.conftest import require_extra, subprocess_env
 from tests.test_cli import invoke
 
 # every attention kind, and the position schemes whose tables nmt computes and
@@ -200,3 +202,24 @@ def test_the_card_says_what_was_trained_and_how_it_scored(tiny_run, tmp_path):
     (tmp_path / "hf").rename(tmp_path / "first")
     card = (exported(run / "last.pt", tmp_path) / "README.md").read_text()
     assert "No scores: the run's results.json holds best.pt's, and this is last.pt." in card
+
+
+@pytest.mark.slow
+def test_a_remote_code_export_without_nmt_names_the_distribution_to_install(tiny_run, tmp_path):
+    """Where nmt cannot be imported, loading a remote-code export fails with one
+    ImportError naming nmt-attention, not transformers' "pip install nmt" (PyPI's
+    unrelated project)."""
+    path = variant(tiny_run, tmp_path / "model.pt", attention={"kind": "local_m"})
+    out = exported(path, tmp_path)
+    code = (
+        "import sys; sys.modules['nmt'] = None\n"  # nmt made unimportable
+        "from transformers import AutoModelForSeq2SeqLM\n"
+        f"AutoModelForSeq2SeqLM.from_pretrained({str(out)!r}, trust_remote_code=True)\n"
+    )
+    env = {**subprocess_env(), "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode != 0
+    assert "ImportError: this model runs nmt's own code: pip install nmt-attention" in done.stderr
+    assert "pip install nmt`" not in done.stderr and "pip install nmt\n" not in done.stderr
