@@ -205,6 +205,15 @@ def hf_tokenizer(vocab: Vocab, max_positions: int) -> Any:
     )
 
 
+def portable_tokenizer_class(path: Path) -> None:
+    """Name the tokenizer's class as transformers 4 and 5 both know it: 5 writes
+    ``TokenizersBackend``, a name 4 refuses ("does not exist"); both load
+    ``PreTrainedTokenizerFast`` from the same tokenizer.json."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    write_text(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+
+
 def generation_config(loaded: Loaded, cached: bool) -> Any:
     """The recipe's search as far as ``generate`` has it: the beam, never PAD or
     BOS, </s> forced at the length cap. Not expressible: the limit a·S + b per
@@ -284,6 +293,7 @@ def export_hf(checkpoint: Path, out_dir: Path, license: str = "unknown") -> tupl
     def fill(tmp: Path) -> None:
         hf.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        portable_tokenizer_class(tmp / "tokenizer_config.json")
         write_text(tmp / "nmt-export.json", json.dumps(manifest, indent=2) + "\n")
         write_text(tmp / "README.md", model_card(loaded, checkpoint, manifest))
 

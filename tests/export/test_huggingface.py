@@ -127,6 +127,9 @@ def test_the_tokenizer_gives_nmts_ids(tiny_run, toy_dir, tmp_path):
     from transformers import AutoTokenizer
 
     out = exported(tiny_run, tmp_path)
+    # a class transformers 4 knows too (5 writes TokenizersBackend, which 4 refuses)
+    config = json.loads((out / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
     tokenizer = AutoTokenizer.from_pretrained(out)
     vocab = load_model(tiny_run, torch.device("cpu")).vocabs.src
     lines = [line for split in ("train", "test") for line in read_lines(toy_dir / f"{split}.src")]
