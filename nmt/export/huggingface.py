@@ -205,12 +205,15 @@ def hf_tokenizer(vocab: Vocab, max_positions: int) -> Any:
     )
 
 
-def portable_tokenizer_class(path: Path) -> None:
+def portable_tokenizer_config(path: Path) -> None:
     """Name the tokenizer's class as transformers 4 and 5 both know it: 5 writes
     ``TokenizersBackend``, a name 4 refuses ("does not exist"); both load
-    ``PreTrainedTokenizerFast`` from the same tokenizer.json."""
+    ``PreTrainedTokenizerFast`` from the same tokenizer.json. Its inputs are the ids
+    and the mask only: 4's class also returns ``token_type_ids``, which ``generate``
+    refuses for these models."""
     config = json.loads(path.read_text(encoding="utf-8"))
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config["model_input_names"] = ["input_ids", "attention_mask"]
     write_text(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -293,7 +296,7 @@ def export_hf(checkpoint: Path, out_dir: Path, license: str = "unknown") -> tupl
     def fill(tmp: Path) -> None:
         hf.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        portable_tokenizer_class(tmp / "tokenizer_config.json")
+        portable_tokenizer_config(tmp / "tokenizer_config.json")
         write_text(tmp / "nmt-export.json", json.dumps(manifest, indent=2) + "\n")
         write_text(tmp / "README.md", model_card(loaded, checkpoint, manifest))
 
