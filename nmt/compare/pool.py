@@ -11,13 +11,12 @@ import signal
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.compare.runs import Launcher, RunResult, bring_up
-from nmt.compare.spec import LauncherSpec, PlannedRun
+from nmt.compare.runs import Launch, Launcher, RunResult, bring_up
+from nmt.compare.spec import PlannedRun
 from nmt.compare.watch import study_progress
 from nmt.progress import clock, console, eta, log_line, progress_bar
 from nmt.setup.plugins import import_plugins
@@ -31,17 +30,8 @@ SUMMARY_SECONDS = 60.0  # how often a study in a log (no terminal) prints where 
 class LocalLauncher(Launcher):
     """``launcher.kind: local``: this machine, ``--jobs`` runs at a time."""
 
-    def launch(
-        self,
-        planned: list[PlannedRun],
-        splits: tuple[str, ...],
-        device: str,
-        spec: LauncherSpec,
-        out: Path,
-        wait: bool,
-        jobs: int,
-    ) -> list[RunResult]:
-        return bring_up_all(planned, splits, device, jobs)
+    def launch(self, job: Launch) -> list[RunResult]:
+        return bring_up_all(job.planned, job.splits, job.device, job.jobs)
 
 
 def bring_up_all(

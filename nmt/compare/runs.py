@@ -102,6 +102,22 @@ def default_changes(run: PlannedRun) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class Launch:
+    """What a study asks its launcher to bring up: the planned runs, the splits each is
+    evaluated on, the device, the spec's launcher section and the study's directory,
+    whether to wait for the runs (``nmt compare --no-wait``: no) and how many to train
+    at once on this machine (``--jobs``)."""
+
+    planned: list[PlannedRun]
+    splits: tuple[str, ...]
+    device: str
+    spec: LauncherSpec
+    out: Path
+    wait: bool = True
+    jobs: int = 1
+
+
 class Launcher:
     """Where a study's runs train (``launcher.kind``, registered in
     nmt.compare.spec.LAUNCHERS): :meth:`launch` brings up every planned run (trains,
@@ -111,17 +127,8 @@ class Launcher:
 
     detaches = False
 
-    def launch(
-        self,
-        planned: list[PlannedRun],
-        splits: tuple[str, ...],
-        device: str,
-        spec: LauncherSpec,
-        out: Path,
-        wait: bool,
-        jobs: int,
-    ) -> list[RunResult] | None:
-        """The outcomes, or None where the launcher detached (``wait`` false)."""
+    def launch(self, job: Launch) -> list[RunResult] | None:
+        """The outcomes, or None where the launcher detached (``job.wait`` false)."""
         raise NotImplementedError
 
 

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import torch
 
 from nmt import install_hint
-from nmt.compare.runs import Launcher, RunResult, bring_up, done
+from nmt.compare.runs import Launch, Launcher, RunResult, bring_up, done
 from nmt.compare.spec import LauncherSpec, PlannedRun
 from nmt.errors import NmtError, brief
 from nmt.io.files import write_text
@@ -146,17 +146,8 @@ class SlurmLauncher(Launcher):
 
     detaches = True
 
-    def launch(
-        self,
-        planned: list[PlannedRun],
-        splits: tuple[str, ...],
-        device: str,
-        spec: LauncherSpec,
-        out: Path,
-        wait: bool,
-        jobs: int,
-    ) -> list[RunResult] | None:
-        return launch(planned, splits, device, spec, out, wait)
+    def launch(self, job: Launch) -> list[RunResult] | None:
+        return launch(job.planned, job.splits, job.device, job.spec, job.out, job.wait)
 
 
 def launch(

@@ -30,7 +30,7 @@ from nmt.compare.html import caption_starts, heatmap, write_html
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import Report, print_tables, write_csv, write_json, write_markdown
 from nmt.compare.rows import Row
-from nmt.compare.runs import RunResult, check_reusable, failed
+from nmt.compare.runs import Launch, RunResult, check_reusable, failed
 from nmt.compare.spec import LAUNCHERS, CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
@@ -74,12 +74,10 @@ def run_study(
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = with_spec_overrides(read_yaml(spec_path), overrides or [])
         write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
-        launched = launcher.launch(
-            planned, spec.splits or (), device, spec.launcher, out, wait, jobs
-        )
-        if launched is None:  # submitted; a later nmt compare reports
+        job = Launch(planned, spec.splits or (), device, spec.launcher, out, wait, jobs)
+        outcomes = launcher.launch(job)
+        if outcomes is None:  # submitted; a later nmt compare reports
             return out
-        outcomes = launched
         outcomes += decoded(spec, outcomes, device)
         report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     fail_if_any_failed(outcomes, out)

@@ -7,28 +7,17 @@ tests/compare/test_launchers.py imports it as a plug-in and runs a study with
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from nmt.compare.runs import Launcher, RunResult, bring_up
-from nmt.compare.spec import LAUNCHERS, LauncherSpec, PlannedRun
+from nmt.compare.runs import Launch, Launcher, RunResult, bring_up
+from nmt.compare.spec import LAUNCHERS
 
 
 class InTurn(Launcher):
-    def launch(
-        self,
-        planned: list[PlannedRun],
-        splits: tuple[str, ...],
-        device: str,
-        spec: LauncherSpec,
-        out: Path,
-        wait: bool,
-        jobs: int,
-    ) -> list[RunResult]:
+    def launch(self, job: Launch) -> list[RunResult]:
         outcomes = []
-        for run in planned:
-            with open(out / "launched.txt", "a", encoding="utf-8") as f:
+        for run in job.planned:
+            with open(job.out / "launched.txt", "a", encoding="utf-8") as f:
                 f.write(f"{run.variant} {run.seed}\n")
-            outcomes.append(bring_up(run, splits, device))
+            outcomes.append(bring_up(run, job.splits, job.device))
         return outcomes
 
 
