@@ -4,9 +4,10 @@ For each run and each evaluated split of the form NAME, NAME*K or NAME~K (as tra
 and under other decodings, NAME*K@decode.split=sentences): BLEU, chrF and the length
 ratio (output words / reference words, sacreBLEU's), recomputed from RUN/SPLIT.hyp
 against the references (a split of another corpus, ``nmt evaluate --data``: BLEU and
-chrF as results.json keeps them); and, for each K, the run's single-sentence outputs joined K a
-line and scored against the references joined the same way (the same words, scored
-over longer segments), which separates what segmenting a line changes from what
+chrF as results.json keeps them); and, for each K, the run's outputs of its recipe's
+first test split (one sentence a line) joined K a line and scored against the
+references joined the same way (the same words, scored over longer segments), which
+separates what segmenting a line changes from what
 scoring over longer lines does. Usage:
 
     python scripts/paragraph_figures.py OUT.json RUN [RUN ...]
