@@ -69,6 +69,14 @@ def from_env(device_type: str) -> Distributed:
     if world == 1:
         return Distributed()
     if not dist.is_initialized():
+        # TorchDynamo, imported by DDP's constructor, takes references to every
+        # process group that exists when it is first imported, and they outlive
+        # destroy_process_group: gloo's worker threads then run on into interpreter
+        # shutdown, and one that drops a finished collective's tensor there aborts
+        # the rank ("terminate called without an active exception"). Imported first,
+        # it holds none, and close() joins the threads.
+        import torch._dynamo  # noqa: F401
+
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
     return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
 

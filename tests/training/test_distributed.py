@@ -197,3 +197,39 @@ def test_an_epoch_of_fewer_batches_than_ranks_is_refused_before_training(tiny_co
         match=r"makes 1 batch\(es\) of train.batch_tokens 67,108,864, fewer than the 2 ranks",
     ):
         EpochPlans(data, cfg, world=2).plan(0)
+
+
+CLOSE_SCRIPT = """
+import os, torch
+from nmt.training.distributed import from_env
+threads = lambda: len(os.listdir("/proc/self/task"))
+before = threads()
+dist = from_env("cpu")
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 3))
+model(torch.ones(2, 3)).sum().backward()
+dist.sum([1.0])
+del model
+dist.close()
+print("threads", before, threads())
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_closing_the_group_after_ddp_joins_gloos_threads(tmp_path):
+    """A rank that built a DDP module and closed its group has no gloo thread left:
+    one that lived on into interpreter shutdown aborted a rank now and then when it
+    dropped a finished collective's tensor there (signal 6, 'terminate called
+    without an active exception')."""
+    script = tmp_path / "close.py"
+    script.write_text(CLOSE_SCRIPT)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    done = subprocess.run(
+        [*torchrun, "--nproc_per_node=2", str(script)],
+        env={**subprocess_env(), "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("threads")]
+    assert len(counts) == 2 and all(before == after for before, after in counts), done.stdout
