@@ -222,14 +222,23 @@ def test_closing_the_group_after_ddp_joins_gloos_threads(tmp_path):
     without an active exception')."""
     script = tmp_path / "close.py"
     script.write_text(CLOSE_SCRIPT)
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    done = subprocess.run(
-        [*torchrun, "--nproc_per_node=2", str(script)],
-        env={**subprocess_env(), "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    counts = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("threads")]
-    assert len(counts) == 2 and all(before == after for before, after in counts), done.stdout
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**subprocess_env(), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
+    env.update(MASTER_PORT=str(port), WORLD_SIZE="2")
+    ranks = [  # two ranks started as torchrun would, without its agent
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    for rank in ranks:
+        out, err = rank.communicate(timeout=120)
+        assert rank.returncode == 0, err[-2000:]
+        before, after = out.split()[1:]
+        assert before == after, out
