@@ -14,7 +14,8 @@ moves, so the exported model computes the same function.
 Every other model (local_m, local_p, local_s, hard, sparsemax, the other scores,
 positions and decoders) is exported with a modelling file,
 :mod:`nmt.export.modeling_nmt`, loaded with ``trust_remote_code=True``: it runs nmt's
-own modules.
+own modules, a copy of which the export carries (``nmt_code.py``), so that it loads
+without nmt.
 
 The tokenizer is the run's SentencePiece model converted to a ``tokenizers``
 Unigram (or BPE) model with SentencePiece's own normaliser, so that it gives the
@@ -43,6 +44,7 @@ from nmt.export.ctranslate2 import (
     write_directory,
 )
 from nmt.export.model_card import model_card
+from nmt.export.vendor import vendored_code
 from nmt.io.files import write_text
 from nmt.model.load import Loaded, load_model
 from nmt.model.seq2seq import Transformer
@@ -260,9 +262,9 @@ def refuse_unexportable(loaded: Loaded, checkpoint: Path, obstacle: str | None) 
 
 def export_hf(checkpoint: Path, out_dir: Path, license: str = "unknown") -> tuple[Path, str]:
     """Write ``out_dir`` (config, safetensors weights, generation config, tokenizer,
-    ``README.md`` model card, ``nmt-export.json``; ``modeling_nmt.py`` for remote
-    code) and return it with the class it holds; ``license``: the Hub's licence id
-    for the card. Built beside ``out_dir`` and
+    ``README.md`` model card, ``nmt-export.json``; ``modeling_nmt.py`` and
+    ``nmt_code.py`` for remote code) and return it with the class it holds;
+    ``license``: the Hub's licence id for the card. Built beside ``out_dir`` and
     renamed into place: a failed export leaves nothing."""
     try:
         import transformers
@@ -299,6 +301,8 @@ def export_hf(checkpoint: Path, out_dir: Path, license: str = "unknown") -> tupl
         portable_tokenizer_config(tmp / "tokenizer_config.json")
         write_text(tmp / "nmt-export.json", json.dumps(manifest, indent=2) + "\n")
         write_text(tmp / "README.md", model_card(loaded, checkpoint, manifest))
+        if obstacle is not None:  # the model code, in place of nmt's file that names none
+            write_text(tmp / "nmt_code.py", vendored_code())
 
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # its shard bar for one file

@@ -108,8 +108,10 @@ def card_about(loaded: Loaded, checkpoint: Path, manifest: dict[str, Any]) -> li
     remote = manifest["remote_code"]
     how = (
         f"`{manifest['class']}`, with this directory's `modeling_nmt.py`, which builds "
-        f"nmt's own model (needs `pip install nmt-attention`, version "
-        f"{manifest['nmt_version']}): {manifest['why_remote_code']}"
+        f"nmt's own model from the copy of nmt {manifest['nmt_version']}'s model code in "
+        "`nmt_code.py` (transformers and torch load it; nmt itself, "
+        "`pip install nmt-attention`, is needed only to train): "
+        f"{manifest['why_remote_code']}"
         if remote
         else f"transformers' own `{manifest['class']}`, the same function as nmt's model "
         "(its residual dimensions reordered)"

@@ -7,10 +7,9 @@ and names its classes in ``config.json``'s ``auto_map``, so that
 ``AutoModelForSeq2SeqLM.from_pretrained(DIR, trust_remote_code=True)`` builds
 nmt's own :class:`~nmt.model.seq2seq.Transformer` from the recipe's ``model``
 section and loads the exported weights into it: the export runs the code that
-was trained, not a re-implementation of each variant. The loading machine needs
-nmt installed (``pip install nmt-attention``), at the version the card names; without
-it, loading says so in one ImportError (transformers' own check would name PyPI's
-unrelated ``nmt``).
+was trained, not a re-implementation of each variant. That code travels with the
+export, in ``nmt_code.py`` (:mod:`nmt.export.nmt_code`, :mod:`nmt.export.vendor`):
+loading needs transformers and torch, not nmt.
 
 ``generate`` recomputes the decoder over the whole prefix at each step (no
 cache: ``use_cache`` is off in the export's generation config), which gives what
@@ -27,19 +26,13 @@ from torch import Tensor, nn
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
-try:  # transformers checks a remote file's imports outside try blocks only
-    from nmt.data.vocab import PAD
-    from nmt.errors import NmtError
-    from nmt.model.seq2seq import Transformer
-    from nmt.setup.config import from_dict
-    from nmt.setup.migrations import upgrade_recipe
-    from nmt.setup.model import ModelConfig
-except ImportError as e:
-    raise ImportError(
-        "this model runs nmt's own code: pip install nmt-attention, the version its "
-        "README.md names (the distribution of the nmt toolkit; PyPI's 'nmt' is another "
-        "project)"
-    ) from e
+from .nmt_code import nmt_module  # nmt's model code: the export's own copy
+
+Transformer = nmt_module("nmt.model.seq2seq").Transformer
+NmtError = nmt_module("nmt.errors").NmtError
+from_dict = nmt_module("nmt.setup.config").from_dict
+upgrade_recipe = nmt_module("nmt.setup.migrations").upgrade_recipe
+ModelConfig = nmt_module("nmt.setup.model").ModelConfig
 
 
 class NmtConfig(PretrainedConfig):
@@ -113,7 +106,7 @@ class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
         if not isinstance(recipe, dict) or "model" not in recipe:
             raise NmtError("the export's config.json: nmt_recipe holds no model section")
         cfg = from_dict(ModelConfig, recipe["model"], "model")
-        return Transformer(cfg, c.src_vocab_size, c.vocab_size, PAD, c.share_embeddings)
+        return Transformer(cfg, c.src_vocab_size, c.vocab_size, c.pad_token_id, c.share_embeddings)
 
     def _init_weights(self, module: nn.Module) -> None:
         """Every parameter comes from the export. What nmt computes and does not
@@ -154,7 +147,7 @@ class NmtForConditionalGeneration(PreTrainedModel, GenerationMixin):
             encoder_outputs = self.encoder(input_ids)
         memory = encoder_outputs[0]  # (B,S,D)
         if attention_mask is None:
-            attention_mask = input_ids != PAD
+            attention_mask = input_ids != self.config.pad_token_id
         state = self.nmt.decoder_state(memory, attention_mask.bool().unsqueeze(1))
         logits = self.nmt.decode(decoder_input_ids, state)  # (B,T,V)
         return Seq2SeqLMOutput(logits=logits, encoder_last_hidden_state=memory)
