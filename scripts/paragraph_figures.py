@@ -4,11 +4,12 @@ For each run and each evaluated split of the form NAME, NAME*K or NAME~K (as tra
 and under other decodings, NAME*K@decode.split=sentences): BLEU, chrF and the length
 ratio (output words / reference words, sacreBLEU's), recomputed from RUN/SPLIT.hyp
 against the references (a split of another corpus, ``nmt evaluate --data``: BLEU and
-chrF as results.json keeps them); and, for each K, the run's outputs of its recipe's
-first test split (one sentence a line) joined K a line and scored against the
-references joined the same way (the same words, scored over longer segments), which
-separates what segmenting a line changes from what
-scoring over longer lines does. Usage:
+chrF as results.json keeps them); and, for each joined split evaluated as trained
+(NAME*K, NAME~K) whose base split NAME was evaluated too, the yardstick "NAME*K from
+single outputs": the run's outputs of NAME (one sentence a line) joined as NAME*K joins
+its lines (within documents for NAME~K) and scored against the references joined
+alike. The same words scored over longer segments, it separates what translating a
+line of K sentences changes from what scoring over longer lines does. Usage:
 
     python scripts/paragraph_figures.py OUT.json RUN [RUN ...]
 """
@@ -22,12 +23,10 @@ from pathlib import Path
 import sacrebleu
 
 from nmt.compare.analysis import recipe_of
+from nmt.data.corpus import read_documents
 from nmt.data.pipeline import load_split
+from nmt.data.splits import IN_DOCUMENTS, JOINED, base_split, derive
 from nmt.decoding.evaluate import read_results
-
-
-def joined(lines: list[str], k: int) -> list[str]:
-    return [" ".join(lines[i : i + k]) for i in range(0, len(lines), k)]
 
 
 def figures(hyps: list[str], refs: list[str]) -> dict[str, float]:
@@ -48,14 +47,14 @@ def run_figures(run: Path) -> dict[str, dict[str, float]]:
             continue
         _, refs = load_split(cfg.data, split)
         out[name] = figures(hyp.read_text(encoding="utf-8").splitlines(), refs)
-    single = run / f"{cfg.data.test[0]}.hyp"
-    if single.is_file():
-        _, refs = load_split(cfg.data, cfg.data.test[0])
-        hyps = single.read_text(encoding="utf-8").splitlines()
-        for k in (2, 3, 4, 5):
-            out[f"{cfg.data.test[0]} outputs joined {k} a line"] = figures(
-                joined(hyps, k), joined(refs, k)
-            )
+    joined = [n for n in out if JOINED.fullmatch(n) or IN_DOCUMENTS.fullmatch(n)]
+    for split in joined:
+        base = base_split(split)
+        if (single := run / f"{base}.hyp").is_file():
+            src, refs = load_split(cfg.data, base)
+            hyps = single.read_text(encoding="utf-8").splitlines()
+            docs = read_documents(Path(cfg.data.dir), base, len(src)) if "~" in split else None
+            out[f"{split} from single outputs"] = figures(*derive(split, hyps, refs, docs))
     return out
 
 
