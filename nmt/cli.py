@@ -398,7 +398,8 @@ def export(
 
     CTranslate2 runs global dot attention with the standard decoder only. The hf
     format takes every model: the standard one as transformers' Pegasus class, the
-    others with a modelling file loaded with trust_remote_code=True."""
+    others with a modelling file loaded with trust_remote_code=True, which carries
+    the model code: transformers and torch load it, without nmt."""
     from nmt.export import export_model
     from nmt.progress import info
 
