@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import io
 import re
 import tokenize
 from pathlib import Path
 
 import nmt
-from nmt.export import nmt_code
 
 # what modeling_nmt.py asks nmt_code for; the rest is their closure
 SEEDS = ("nmt.errors", "nmt.model.seq2seq", "nmt.setup.config", "nmt.setup.migrations")
 TARGET = re.compile(r"^nmt((?:\.\w+)+):\w+$")  # a registry's "module:attribute"
 ROOT = Path(nmt.__file__).parent
+TEMPLATE = Path(__file__).with_name("nmt_code.py")  # the export's nmt_code.py, unfilled
 
 
 def module_file(name: str) -> Path:
@@ -115,8 +114,7 @@ def vendored_code() -> str:
         "SOURCES": f"SOURCES: dict[str, str] = {{\n{entries}}}\n",
         "PACKAGES": f"PACKAGES: frozenset[str] = frozenset({packages!r})\n",
     }
-    spec = importlib.util.find_spec(nmt_code.__name__)
-    template = Path(spec.origin).read_text(encoding="utf-8").splitlines(keepends=True)
+    template = TEMPLATE.read_text(encoding="utf-8").splitlines(keepends=True)
     out = []
     for line in template:
         key = line.split(" ", 1)[0].rstrip(":")
