@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from nmt.attention import ATTENTION
 from nmt.data.corpus import read_lines
-from nmt.data.sentences import joiner, segmenter, split_lines
+from nmt.data.sentences import attached, joiner, segmenter, split_lines
 from nmt.decoding.length_check import is_short
 from nmt.decoding.search import translate_lines
 from nmt.decoding.split import joined, translate_text
@@ -39,6 +39,29 @@ def test_each_line_gets_back_exactly_its_own_sentences(paragraphs):
     for i, p in enumerate(paragraphs):
         mine = [s for s, o in zip(sentences, owners) if o == i]
         assert mine == (p or [""])  # an empty line is one empty "sentence"
+
+
+piece = st.text(alphabet='ab.!?“”"。，', min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(piece, max_size=6))
+def test_a_piece_without_a_letter_is_attached_to_a_sentence(pieces):
+    """No piece is left that holds no letter or digit (unless none does), and the
+    pieces' characters stay, in order."""
+    out = attached(pieces)
+    assert "".join(out) == "".join(pieces)
+    if any(c.isalnum() for p in pieces for c in p):
+        assert all(any(c.isalnum() for c in p) for p in out)
+    else:
+        assert len(out) == min(len(pieces), 1)
+
+
+def test_a_closing_quotation_mark_stays_with_its_sentence():
+    """pysbd cuts Chinese ``。”`` between the full stop and the quotation mark (a
+    line of the Wikipedia zh-en test articles)."""
+    said = ["她谈道：“爱情是没有界限的。", "我不介意你有一个阴道还是雌雄同体。”"]
+    assert segmenter("zh")("".join(said)) == said
 
 
 def test_joined_outputs_put_each_lines_sentences_back_in_order():
