@@ -33,10 +33,13 @@ def candidates(lang: str) -> dict[str, Segmenter | None]:
     import pysbd
     from sentence_splitter import SentenceSplitter
 
+    from nmt.data.sentences import segmenter
+
     out: dict[str, Segmenter | None] = {}
     try:
         pysbd_seg = pysbd.Segmenter(language=lang, clean=False)
         out["pysbd"] = lambda text: [s.strip() for s in pysbd_seg.segment(text) if s.strip()]
+        out["nmt (pysbd, pieces without a letter attached)"] = segmenter(lang)
     except ValueError:
         out["pysbd"] = None
     try:
