@@ -21,7 +21,13 @@ from pathlib import Path
 import nmt
 
 # what modeling_nmt.py asks nmt_code for; the rest is their closure
-SEEDS = ("nmt.errors", "nmt.model.seq2seq", "nmt.setup.config", "nmt.setup.migrations")
+SEEDS = (
+    "nmt.errors",
+    "nmt.model.seq2seq",
+    "nmt.setup.config",
+    "nmt.setup.migrations",
+    "nmt.setup.model",
+)
 TARGET = re.compile(r"^nmt((?:\.\w+)+):\w+$")  # a registry's "module:attribute"
 ROOT = Path(nmt.__file__).parent
 TEMPLATE = Path(__file__).with_name("nmt_code.py")  # the export's nmt_code.py, unfilled

@@ -71,3 +71,11 @@ def test_the_written_file_holds_each_module_as_written_but_for_the_renaming():
         assert source.replace(package, "nmt") == original, name
     # transformers reads a remote file's imports line by line: none of the copy's
     assert not re.search(r"^\s*(import|from)\s+nmt", text, flags=re.MULTILINE)
+
+
+def test_every_module_the_modelling_file_asks_for_is_carried():
+    import nmt.export.modeling_nmt as modeling
+
+    with open(modeling.__file__, encoding="utf-8") as f:
+        asked = set(re.findall(r'nmt_module\("([\w.]+)"\)', f.read()))
+    assert asked and asked <= set(closure())
