@@ -48,8 +48,8 @@ def segmenter(lang: str, key: str = "decode.split_lang") -> Segment:
 
 def attached(pieces: list[str]) -> list[str]:
     """``pieces`` with each that holds no letter or digit joined to its neighbour:
-    pysbd leaves a closing quotation mark after a sentence's full stop on its own
-    (Chinese ``…。`` then ``”``: 5 of the 17 lines it cuts in the Wikipedia zh–en
+    pysbd can leave a closing quotation mark after a sentence's full stop on its own
+    (Chinese ``…。`` then ``”``; docs/results.md counts them on the Wikipedia zh–en
     test articles), which is nothing to translate. Such a piece goes onto the end of
     the sentence before it (a first one onto the start of the next), with no space,
     as it stood."""
