@@ -38,8 +38,8 @@ class CopiedCode(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         return None  # the default module
 
-    def exec_module(self, module: ModuleType) -> None:
-        name = relative(module.__name__) or ""
+    def exec_module(self, module: ModuleType) -> None:  # a module find_spec found
+        name = relative(module.__name__)
         where = f"<{PACKAGE}>/{(name or '__init__').replace('.', '/')}.py"  # for tracebacks
         exec(compile(SOURCES[name], where, "exec"), module.__dict__)
 

@@ -45,14 +45,11 @@ def imported(name: str) -> set[str]:
     tree = ast.parse(module_file(name).read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
-        elif isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            found |= nmt_names(node)
         elif isinstance(node, ast.Constant) and (match := TARGET.match(str(node.value))):
             found.add("nmt" + match.group(1))
-    names = {n for n in found if n == "nmt" or n.startswith("nmt.")}
-    return {n for n in names if module_file(n).is_file()}
+    return {n for n in found if module_file(n).is_file()}
 
 
 def closure(seeds: tuple[str, ...] = SEEDS) -> list[str]:
@@ -91,16 +88,20 @@ def renamed(source: str, package: str, where: str) -> str:
         lines[row - 1] = line[:start] + text + line[end:]
     out = "".join(lines)
     for node in ast.walk(ast.parse(out)):
-        names = (
-            [node.module or ""]
-            if isinstance(node, ast.ImportFrom)
-            else [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else []
-        )
-        if any(n == "nmt" or n.startswith("nmt.") for n in names):
+        if isinstance(node, ast.ImportFrom | ast.Import) and nmt_names(node):
             raise AssertionError(f"{where}:{node.lineno}: an nmt import left unrenamed")
     return out
+
+
+def nmt_names(node: ast.ImportFrom | ast.Import) -> set[str]:
+    """The nmt modules an import statement names (``from nmt.x import y``: nmt.x and
+    nmt.x.y, which may be a module)."""
+    if isinstance(node, ast.ImportFrom):
+        base = node.module if node.level == 0 and node.module else ""
+        names = {base, *(f"{base}.{alias.name}" for alias in node.names)} if base else set()
+    else:
+        names = {alias.name for alias in node.names}
+    return {n for n in names if n == "nmt" or n.startswith("nmt.")}
 
 
 def vendored_code() -> str:
