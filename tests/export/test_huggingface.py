@@ -138,8 +138,9 @@ with open(sys.argv[2], "w") as f:
 def test_every_remote_code_export_runs_without_nmt_as_nmt_translate(tiny_run, toy_dir, tmp_path):
     """Every attention kind and position scheme that needs nmt's own code, loaded and
     run by transformers in a process where nmt cannot be imported (the export
-    carries the code): greedy gives nmt translate's ids, beam search runs within
-    nmt's length limit (its length penalty is transformers', as the card says)."""
+    carries the code): greedy gives nmt translate's ids; beam search (whose length
+    penalty is transformers', as the card says) ends every output with </s> within
+    nmt's length limit, as the export's generation config forces it to."""
     lines = read_lines(toy_dir / "test.src")[:8]
     jobs, ours = [], {}
     for name in (n for n in VARIANTS if n not in STOCK):
@@ -165,7 +166,7 @@ def test_every_remote_code_export_runs_without_nmt_as_nmt_translate(tiny_run, to
         greedy = [[i for i in ids if i not in (EOS, PAD)] for ids in theirs[name]["greedy"]]
         assert greedy == [t.tokens for t in ours[name]], name
         beams = zip(theirs[name]["beam"], theirs[name]["most"], strict=True)
-        assert all(0 < len(ids) <= most for ids, most in beams), name
+        assert all(ids[-1] == EOS and len(ids) <= most for ids, most in beams), name
 
 
 def test_separate_vocabularies_are_refused_with_nothing_written(tiny_run, tmp_path):
