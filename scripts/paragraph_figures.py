@@ -25,7 +25,7 @@ import sacrebleu
 from nmt.compare.analysis import recipe_of
 from nmt.data.corpus import read_documents
 from nmt.data.pipeline import load_split
-from nmt.data.splits import IN_DOCUMENTS, JOINED, base_split, derive
+from nmt.data.splits import JOINED, base_split, derive, needs_documents
 from nmt.decoding.evaluate import read_results
 
 
@@ -47,14 +47,16 @@ def run_figures(run: Path) -> dict[str, dict[str, float]]:
             continue
         _, refs = load_split(cfg.data, split)
         out[name] = figures(hyp.read_text(encoding="utf-8").splitlines(), refs)
-    joined = [n for n in out if JOINED.fullmatch(n) or IN_DOCUMENTS.fullmatch(n)]
+    joined = [n for n in out if JOINED.fullmatch(n) or needs_documents(n)]
     for split in joined:
         base = base_split(split)
-        if (single := run / f"{base}.hyp").is_file():
-            src, refs = load_split(cfg.data, base)
-            hyps = single.read_text(encoding="utf-8").splitlines()
-            docs = read_documents(Path(cfg.data.dir), base, len(src)) if "~" in split else None
-            out[f"{split} from single outputs"] = figures(*derive(split, hyps, refs, docs))
+        if not (single := run / f"{base}.hyp").is_file():
+            print(f"{run}: no yardstick for {split}: {base} was not evaluated", file=sys.stderr)
+            continue
+        src, refs = load_split(cfg.data, base)
+        hyps = single.read_text(encoding="utf-8").splitlines()
+        docs = read_documents(Path(cfg.data.dir), base, len(src))  # None without a .doc file
+        out[f"{split} from single outputs"] = figures(*derive(split, hyps, refs, docs))
     return out
 
 
