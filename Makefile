@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
 # make test installs every optional integration, so that their tests run too.
-EXTRAS ?= test,tensorboard,mlflow,wandb,ctranslate2,align,slurm,hf
+EXTRAS ?= test,tensorboard,mlflow,wandb,ctranslate2,onnx,align,slurm,hf
 VENV := .venv
 BIN := $(VENV)/bin
 

@@ -186,8 +186,9 @@ def export(
     license: str = "unknown",
 ) -> Path:
     """``nmt export``: the model of a run (its best.pt) or checkpoint as a directory
-    for Hugging Face transformers (``hf``, with its tokenizer and model card) or
-    CTranslate2 (``ctranslate2``); returns the directory."""
+    for Hugging Face transformers (``hf``, with its tokenizer and model card),
+    CTranslate2 (``ctranslate2``) or ONNX Runtime (``onnx``, with its decoding loop);
+    returns the directory."""
     from nmt.export import export_model
 
     return export_model(Path(checkpoint), Path(out), format, quantization, license)

@@ -375,13 +375,17 @@ def average(
 
 @app.command(
     epilog="Example: nmt export runs/toy --format hf -o runs/toy-hf  "
-    "(then: AutoModelForSeq2SeqLM.from_pretrained('runs/toy-hf'); see docs/commands.md)"
+    "(then: AutoModelForSeq2SeqLM.from_pretrained('runs/toy-hf'); see docs/commands.md); "
+    "nmt export runs/toy --format onnx -o runs/toy-onnx  "
+    "(then: python runs/toy-onnx/translate.py runs/toy-onnx < in.txt)"
 )
 @user_errors
 def export(
     checkpoint: Path = typer.Argument(..., help=CHECKPOINT_HELP),
     export_format: str = typer.Option(
-        "ctranslate2", "--format", help="Export format: ctranslate2 or hf (Hugging Face)."
+        "ctranslate2",
+        "--format",
+        help="Export format: ctranslate2, hf (Hugging Face) or onnx (with its decoding loop).",
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Directory to create."),
     quantization: str = typer.Option(
@@ -393,13 +397,16 @@ def export(
         "unknown", "--license", help="hf: the card's licence id for the Hub (e.g. cc-by-4.0)."
     ),
 ) -> None:
-    """Export a model for CTranslate2 or Hugging Face transformers, self-contained
-    with its vocabulary.
+    """Export a model for CTranslate2, Hugging Face transformers or ONNX Runtime,
+    self-contained with its vocabulary.
 
     CTranslate2 runs global dot attention with the standard decoder only. The hf
     format takes every model: the standard one as transformers' Pegasus class, the
     others with a modelling file loaded with trust_remote_code=True, which carries
-    the model code: transformers and torch load it, without nmt."""
+    the model code: transformers and torch load it, without nmt. The onnx format
+    takes every model but sentence-group ones: two graphs (start, step) and
+    translate.py, nmt's search on onnxruntime, without nmt or torch
+    (python DIR/translate.py DIR < in.txt)."""
     from nmt.export import export_model
     from nmt.progress import info
 
@@ -407,6 +414,9 @@ def export(
     if export_format == "hf":
         kind = json.loads((output / "nmt-export.json").read_text())["class"]
         info(f"{output}: transformers {kind} with its tokenizer and model card")
+        return
+    if export_format == "onnx":
+        info(f"{output}: start.onnx and step.onnx, run by translate.py (onnxruntime)")
         return
     info(f"{output}: CTranslate2 model ({quantization}) with source.spm and target.spm")
 

@@ -21,8 +21,8 @@ TINY = ["--set", "model.d_model=32", "--set", "model.ffn=64", "--set", "model.he
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_every_benchmark_imports(script, monkeypatch):
-    if script.name == "ctranslate2_speed.py":
-        require_extra("ctranslate2", "ctranslate2")
+    if script.name == "serving_speed.py":
+        require_extra("onnxruntime", "onnx")
     if script.name == "hf_roundtrip.py":
         require_extra("transformers", "hf")
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/x.py` runs it

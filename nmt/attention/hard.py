@@ -80,7 +80,10 @@ class HardAttention(CrossAttention):
         log_prob = entropy = None
         # 1) choose positions: weights (B,H,T,S), one-hot (or relaxed) per query
         if not self.training:
-            weights = F.one_hot(scores.argmax(-1), scores.size(-1)).to(q.dtype) * has_key
+            # a one-hot row as a scatter, not F.one_hot, whose class count an ONNX
+            # export would fix at the traced source length (the values are the same)
+            best = scores.argmax(-1, keepdim=True)  # (B,H,T,1)
+            weights = torch.zeros_like(scores).scatter(-1, best, 1.0) * has_key
         elif self.cfg.estimator == "gumbel":
             # A row without a real key gets finite scores: finfo.min / τ is −inf for τ < 1.
             finite = scores.masked_fill(~has_key, 0.0)
