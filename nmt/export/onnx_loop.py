@@ -250,17 +250,42 @@ def padded(rows: list[list[int]]) -> np.ndarray:
     return out
 
 
+def read_lines(data: bytes) -> list[str]:
+    """UTF-8 text as its lines, split at newlines as nmt reads files (a final newline
+    ends the last line and adds none; a line's carriage return is dropped)."""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, line in enumerate(lines, 1):
+        try:
+            out.append(line.decode("utf-8").removesuffix("\r"))
+        except UnicodeDecodeError:
+            raise ValueError(f"line {number} is not UTF-8 text") from None
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("export", type=Path, help="the directory nmt export wrote")
     parser.add_argument("--beam", type=int, help="beam size (1: greedy); default: the run's")
     parser.add_argument("--threads", type=int, default=0, help="onnxruntime's (0: its choice)")
     args = parser.parse_args(argv)
-    translator = Translator(args.export, args.threads)
-    lines = sys.stdin.read().splitlines()
+    if args.beam is not None and args.beam < 1:
+        parser.error(f"--beam {args.beam}: at least 1")
+    try:
+        translator = Translator(args.export, args.threads)
+    except Exception as e:  # onnxruntime's and SentencePiece's errors have no common base
+        why = " ".join(str(e).split())[:200]
+        print(f"translate.py: {args.export}: not an nmt ONNX export ({why})", file=sys.stderr)
+        return 2
+    try:
+        lines = read_lines(sys.stdin.buffer.read())
+    except ValueError as e:
+        print(f"translate.py: standard input: {e}", file=sys.stderr)
+        return 2
     settings = {} if args.beam is None else {"beam": args.beam}
-    for line in translator.translate(lines, **settings):
-        print(line)
+    sys.stdout.write("".join(f"{line}\n" for line in translator.translate(lines, **settings)))
     return 0
 
 

@@ -161,6 +161,22 @@ def test_the_script_translates_stdin_to_one_line_per_line(tiny_run, toy_dir, tmp
     assert done.stdout.split("\n")[:-1] == nmt_translations(tiny_run, lines, 2)
     manifest = json.loads((out / "nmt-export.json").read_text())
     assert manifest["format"] == "onnx" and manifest["largest_difference"] <= TOLERANCE
+    # bad input: one line naming it, exit code 2, nothing on stdout
+    for damage, stdin, says in (
+        (b"", b"ok\n\xff\n", "standard input: line 2 is not UTF-8 text"),
+        (b"damaged", b"ok\n", "not an nmt ONNX export"),
+    ):
+        if damage:
+            (out / "step.onnx").write_bytes(damage)
+        done = subprocess.run(
+            [sys.executable, str(out / "translate.py"), str(out)],
+            input=stdin,
+            capture_output=True,
+            timeout=120,
+        )
+        error = done.stderr.decode()
+        assert done.returncode == 2 and says in error and not done.stdout, error
+        assert len(error.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(
