@@ -15,9 +15,12 @@ from nmt.setup.model import DECODERS, ENCODER_BLOCKS, POSITIONS
 
 @pytest.mark.parametrize("registry", [ATTENTION, POSITIONS, ENCODER_BLOCKS, DECODERS])
 def test_the_closure_holds_every_registered_entry_and_its_contract(registry):
+    """Every entry nmt registers (a plug-in that another test loaded into this
+    process registers its own, which is not nmt's to carry)."""
     modules = set(closure())
     for name in registry.names():
-        assert registry.get(name).__module__ in modules, (registry.what, name)
+        module = registry.get(name).__module__
+        assert module in modules or not module.startswith("nmt."), (registry.what, name)
     contract = registry.base.partition(":")[0]
     assert contract in modules or not contract.startswith("nmt."), contract
 
