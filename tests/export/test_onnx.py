@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ from nmt.data.corpus import read_lines
 from nmt.data.pipeline import checkpoint_vocabs
 from nmt.data.vocab import PAD
 from nmt.decoding.search import translate_lines
-from nmt.export.onnx import TOLERANCE, Start, difference, export_graphs, first_step
+from nmt.export.onnx import TOLERANCE, Start, difference, first_step
 from nmt.io import checkpoint
 from nmt.model.load import load_model
 from nmt.model.seq2seq import Transformer
@@ -104,6 +105,13 @@ def variant(tiny_run, out, sections: dict | None = None, **model) -> object:
     return out
 
 
+@pytest.fixture(scope="module")
+def tiny_export(tiny_run, tmp_path_factory):
+    """tiny_run exported once for the tests that only read it (an export costs
+    seconds); a test that changes it works on a copy."""
+    return exported(tiny_run, tmp_path_factory.mktemp("onnx") / "tiny")
+
+
 def exported(path, out):
     require_extra("onnxruntime", "onnx")
     result = invoke("export", path, "--format", "onnx", "-o", out)
@@ -152,8 +160,8 @@ def test_every_kind_runs_without_nmt_as_nmt_translate(tiny_run, toy_dir, tmp_pat
         assert theirs[name]["beam"] == nmt_translations(path, lines, 5), name
 
 
-def test_the_script_translates_stdin_to_one_line_per_line(tiny_run, toy_dir, tmp_path):
-    out = exported(tiny_run, tmp_path / "onnx")
+def test_the_script_translates_stdin_to_one_line_per_line(tiny_run, tiny_export, toy_dir, tmp_path):
+    out = shutil.copytree(tiny_export, tmp_path / "onnx")
     lines = ["", *read_lines(toy_dir / "test.src")[:5], ""]
     done = subprocess.run(
         [sys.executable, str(out / "translate.py"), str(out), "--beam", "2"],
@@ -207,7 +215,7 @@ def test_what_the_loop_cannot_reproduce_is_refused_with_nothing_written(
     assert not (tmp_path / "onnx").exists()
 
 
-def test_the_check_catches_a_graph_that_is_wrong_at_other_shapes(tiny_run, tmp_path):
+def test_the_check_catches_a_graph_that_is_wrong_at_other_shapes(tiny_run, tiny_export, tmp_path):
     """The legacy exporter bakes the traced lengths in: its start graph runs at
     another shape and gives other log-probabilities, without an error. The export's
     check (a batch and lengths not traced) finds the difference; the dynamo graphs
@@ -215,7 +223,10 @@ def test_the_check_catches_a_graph_that_is_wrong_at_other_shapes(tiny_run, tmp_p
     require_extra("onnxruntime", "onnx")
     model = load_model(tiny_run, torch.device("cpu")).model
     with torch.no_grad():
-        names, carried = export_graphs(model, tmp_path)
+        manifest = json.loads((tiny_export / "nmt-export.json").read_text())
+        names, carried = manifest["state"], manifest["carried"]
+        for graph in ("start.onnx", "step.onnx"):
+            shutil.copy(tiny_export / graph, tmp_path / graph)
         assert difference(model, tmp_path, names, carried) <= TOLERANCE
         src = torch.randint(4, 50, (2, 7))
         first_step(model, src)
