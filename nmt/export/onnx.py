@@ -46,7 +46,8 @@ from nmt.setup.decoding import DecodeConfig
 # differ by about 1e-6)
 TOLERANCE = 1e-4
 OPSET = 18
-# The decode keys the loop applies; the others, when set, make an export refuse
+# The decode keys the loop applies (the coverage penalty and registered remedies make
+# an export refuse, :func:`obstacle`; split, short and n_best are nmt translate's own)
 SEARCH_KEYS = (
     "beam",
     "alpha",
@@ -154,6 +155,10 @@ def next_logp(model: Transformer, last: Tensor, state: DecoderState) -> Tensor:
     return torch.log_softmax(logits[:, -1].float(), dim=-1)
 
 
+def source_vocab(model: Transformer) -> int:
+    return model.src_embed.tokens.num_embeddings
+
+
 def example_source(batch: int, length: int, vocab: int, seed: int) -> Tensor:
     """Random source ids (batch, length) ending in EOS, the last row padded to half
     the length, so that traced graphs and checks meet padding."""
@@ -168,7 +173,7 @@ def example_source(batch: int, length: int, vocab: int, seed: int) -> Tensor:
 
 def state_after(model: Transformer, batch: int, length: int, steps: int) -> dict[str, Tensor]:
     """The flat state after ``steps`` decoder steps on an example source."""
-    state, _ = first_step(model, example_source(batch, length, model.output.out_features, 0))
+    state, _ = first_step(model, example_source(batch, length, source_vocab(model), 0))
     for _ in range(steps - 1):
         next_logp(model, torch.full((batch, 1), EOS), state)
     return flat(state)
@@ -220,7 +225,7 @@ def export_graphs(model: Transformer, tmp: Path) -> tuple[list[str], list[str]]:
     dims = {"B": Dim("B", min=1), "S": Dim("S", min=2), "T": Dim("T", min=1)}
     names = list(axes)
     carried = [n for n in names if n.startswith("cache.")]
-    src = example_source(2, 7, model.output.out_features, 0)
+    src = example_source(2, 7, source_vocab(model), 0)
     state = state_after(model, 2, 7, 2)
     step_shapes = tuple({a: dims[d] for a, d in axes[n].items()} for n in names)
     with quiet():
@@ -258,7 +263,7 @@ def difference(model: Transformer, tmp: Path, names: list[str], carried: list[st
 
     start = ort.InferenceSession(str(tmp / "start.onnx"))
     step = ort.InferenceSession(str(tmp / "step.onnx"))
-    src = example_source(3, 11, model.output.out_features, 1)
+    src = example_source(3, 11, source_vocab(model), 1)
     state, logp = first_step(model, src)
     got, *tensors = start.run(None, {"src": src.numpy()})
     worst = float((torch.from_numpy(got) - logp).abs().max())
@@ -318,8 +323,8 @@ def export_onnx(checkpoint: Path, out_dir: Path) -> Path:
         with torch.no_grad():
             try:
                 names, carried = export_graphs(model, tmp)
-            except NmtError:
-                raise
+            except NmtError as e:
+                raise NmtError(f"{checkpoint}: not exported: {e}") from None
             except Exception as e:
                 cause = e.__cause__ or e  # torch.onnx wraps the tracer's own error
                 why = f"torch.export failed ({type(cause).__name__}: {brief(cause)})"
