@@ -253,6 +253,23 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
+def run_outside_the_checkout(
+    code: str, *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``python -c CODE ARGS`` with nothing of this checkout on the path, as an export's
+    user runs it (the export tests also make nmt itself unimportable in CODE)."""
+    environment = {**subprocess_env(), **(env or {})}
+    environment.pop("PYTHONPATH")
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+    )
+
+
 @pytest.fixture(scope="session")
 def tiny_run(toy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run directory with a briefly trained tiny model (for translate-side tests)."""

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -23,7 +21,7 @@ from nmt.model.load import load_model
 from nmt.model.seq2seq import Transformer
 from nmt.setup.attention import ATTENTION
 from nmt.setup.recipe import config_from_dict
-from tests.conftest import require_extra, subprocess_env
+from tests.conftest import require_extra, run_outside_the_checkout
 from tests.test_cli import invoke
 
 # every attention kind, and the position schemes whose tables nmt computes and
@@ -150,15 +148,9 @@ def test_every_remote_code_export_runs_without_nmt_as_nmt_translate(tiny_run, to
         limit = json.loads((out / "nmt-export.json").read_text())["max_new_tokens"]
         jobs.append((name, str(out), lines, limit))
         ours[name] = nmt_translations(path, lines)
-    env = {**subprocess_env(), "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    env.pop("PYTHONPATH")  # nothing of this checkout on the path
-    done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_NMT, json.dumps(jobs), "out.json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
+    modules = {"HF_MODULES_CACHE": str(tmp_path / "modules")}
+    done = run_outside_the_checkout(
+        WITHOUT_NMT, json.dumps(jobs), "out.json", cwd=tmp_path, env=modules
     )
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads((tmp_path / "out.json").read_text())

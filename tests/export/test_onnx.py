@@ -25,7 +25,7 @@ from nmt.model.seq2seq import Transformer
 from nmt.setup.attention import ATTENTION
 from nmt.setup.model import POSITIONS
 from nmt.setup.recipe import config_from_dict
-from tests.conftest import require_extra, subprocess_env
+from tests.conftest import require_extra, run_outside_the_checkout
 from tests.test_cli import invoke
 
 # every attention kind beside every position scheme and the other parts of a model
@@ -143,16 +143,7 @@ def test_every_kind_runs_without_nmt_as_nmt_translate(tiny_run, toy_dir, tmp_pat
     for name, model in ONNX_VARIANTS.items():
         path = variant(tiny_run, tmp_path / f"{name}.pt", **model)
         jobs.append((name, str(exported(path, tmp_path / name))))
-    env = subprocess_env()
-    env.pop("PYTHONPATH")  # nothing of this checkout on the path
-    done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_NMT, json.dumps(jobs), str(source)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
+    done = run_outside_the_checkout(WITHOUT_NMT, json.dumps(jobs), str(source), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads(done.stdout)
     for name, _ in jobs:
