@@ -7,7 +7,8 @@ lines each engine's output shares with ``nmt translate``'s.
     python benchmarks/serving_speed.py runs/toy --split test --beam 1
 
 Needs the ``onnx`` extra, and the ``ctranslate2`` extra for its rows. Every engine
-uses the same threads, beam and length limit. The ONNX loop is nmt's search and
+uses the same threads, beam and per-sentence length limit (CTranslate2 takes one limit
+per call: one call per distinct limit). The ONNX loop is nmt's search and
 should share every line; CTranslate2's length penalty is its own (score /
 length**alpha, where ``nmt`` divides by Wu et al.'s ((5 + length) / 6)**alpha), so
 its lines may differ at beam > 1. Each engine runs ``--repeats`` times,
@@ -52,7 +53,12 @@ def ctranslate2_engines(
     suppress = json.loads((exported / "nmt-export.json").read_text())["suppress_sequences"]
     cfg = loaded.cfg.decode
     pieces = [loaded.vocabs.src.pieces(line) for line in src]
-    limit = int(cfg.max_len_a * (max(len(p) for p in pieces) + 1) + cfg.max_len_b)
+    cap = loaded.cfg.model.max_positions - 1
+    # nmt's limit per sentence, as CTranslate2 counts it (no </s>): one call per limit
+    limits = [min(int(cfg.max_len_a * (len(p) + 1) + cfg.max_len_b), cap) - 1 for p in pieces]
+    groups: dict[int, list[int]] = {}
+    for i, limit in enumerate(limits):
+        groups.setdefault(limit, []).append(i)
     engines = {}
     for compute_type in ("float32", "int8"):
         translator = ctranslate2.Translator(
@@ -60,16 +66,20 @@ def ctranslate2_engines(
         )
 
         def run_ct2(translator: ctranslate2.Translator = translator) -> list[str]:
-            out = translator.translate_batch(
-                pieces,
-                beam_size=beam,
-                length_penalty=cfg.alpha,
-                max_decoding_length=limit,
-                max_batch_size=cfg.batch_tokens // beam,
-                batch_type="tokens",
-                suppress_sequences=suppress,
-            )
-            return loaded.vocabs.tgt.sp.decode([r.hypotheses[0] for r in out])
+            best: list[list[str]] = [[] for _ in pieces]
+            for limit, rows in groups.items():
+                out = translator.translate_batch(
+                    [pieces[i] for i in rows],
+                    beam_size=beam,
+                    length_penalty=cfg.alpha,
+                    max_decoding_length=limit,
+                    max_batch_size=cfg.batch_tokens // beam,
+                    batch_type="tokens",
+                    suppress_sequences=suppress,
+                )
+                for i, result in zip(rows, out):
+                    best[i] = result.hypotheses[0]
+            return loaded.vocabs.tgt.sp.decode(best)
 
         engines[f"CTranslate2 {ctranslate2.__version__} ({compute_type})"] = run_ct2
     return engines
