@@ -89,13 +89,18 @@ class Translator:
         self.target = spm.SentencePieceProcessor(model_file=str(directory / "target.spm"))
         self.cap = self.manifest["max_positions"] - 1
         self.search = Search(**self.manifest["search"])
+        self.truncated = 0  # input lines the last translate call cut to the model's length
 
     def translate(self, lines: list[str], **settings: float) -> list[str]:
         """One output line per input line; ``settings`` override the export's search
-        (``beam=1``: greedy). An empty line gets an empty output."""
+        (``beam=1``: greedy). An empty line gets an empty output; a line longer than
+        the model's positions is cut to them, as nmt translate cuts it, and
+        ``self.truncated`` counts such lines."""
         search = replace(self.search, **settings)
         clipped = [line[: CHARS_PER_PIECE * (self.cap + 1)] for line in lines]
-        ids = [s[: self.cap] for s in self.source.encode(clipped)]
+        encoded = self.source.encode(clipped)
+        self.truncated = sum(len(s) > self.cap for s in encoded)
+        ids = [s[: self.cap] for s in encoded]
         outputs: list[list[int]] = [[] for _ in lines]
         for index in batches(ids, max(1, search.batch_tokens // search.beam)):
             src = padded([ids[i] + [EOS] for i in index])
@@ -286,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     settings = {} if args.beam is None else {"beam": args.beam}
     sys.stdout.write("".join(f"{line}\n" for line in translator.translate(lines, **settings)))
+    if translator.truncated:
+        print(
+            f"translate.py: {translator.truncated} input line(s) longer than "
+            f"{translator.cap} pieces were truncated",
+            file=sys.stderr,
+        )
     return 0
 
 

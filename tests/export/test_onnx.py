@@ -163,6 +163,17 @@ def test_the_script_translates_stdin_to_one_line_per_line(tiny_run, tiny_export,
     assert done.stdout.split("\n")[:-1] == nmt_translations(tiny_run, lines, 2)
     manifest = json.loads((out / "nmt-export.json").read_text())
     assert manifest["format"] == "onnx" and manifest["largest_difference"] <= TOLERANCE
+    # a line longer than the model's positions is cut, as nmt cuts it, and said
+    long = " ".join(read_lines(toy_dir / "test.src")) * 4
+    done = subprocess.run(
+        [sys.executable, str(out / "translate.py"), str(out), "--beam", "1"],
+        input=long + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "1 input line(s) longer than" in done.stderr, done.stderr
+    assert done.stdout.split("\n")[:-1] == nmt_translations(tiny_run, [long], 1)
     # bad input: one line naming it, exit code 2, nothing on stdout
     for damage, stdin, says in (
         (b"", b"ok\n\xff\n", "standard input: line 2 is not UTF-8 text"),
@@ -229,3 +240,10 @@ def test_the_check_catches_a_graph_that_is_wrong_at_other_shapes(tiny_run, tiny_
             dynamic_axes={"src": {0: "B", 1: "S"}},
         )
         assert difference(model, tmp_path, names, carried) > TOLERANCE
+
+
+def test_options_of_other_formats_are_refused(tiny_run, tmp_path):
+    for option in (["--quantization", "int8"], ["--license", "mit"]):
+        result = invoke("export", tiny_run, "--format", "onnx", "-o", tmp_path / "x", *option)
+        assert result.exit_code == 2 and "the onnx format takes neither" in result.output
+        assert not (tmp_path / "x").exists()
