@@ -69,7 +69,11 @@ def assert_same_training(single: Path, ddp: Path, ranks: int) -> None:
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_match_one_process(toy_dir, tmp_path):
+def test_two_ranks_by_nproc_and_by_torchrun_c10d_match_one_process(toy_dir, tmp_path):
+    """Two gloo ranks take one process's updates, started by ``nmt train --nproc 2``
+    and by ``torchrun --nnodes 2`` with a c10d rendezvous, both "nodes" on this
+    machine; there the data cache is prepared once (by the first rank of the first
+    node) and read by both. One reference run serves both."""
     env = subprocess_env()
     train_alone(toy_dir, tmp_path / "single")
     ddp = recipe(toy_dir, tmp_path / "ddp", accumulate=1)
@@ -86,6 +90,31 @@ def test_two_gloo_ranks_match_one_process(toy_dir, tmp_path):
     logged = [yaml.safe_load(x)["step"] for x in (tmp_path / "ddp" / "metrics.jsonl").open()]
     assert len(logged) == len(set(logged)) + 1  # training log + validation at the last step
 
+    nodes = recipe(toy_dir, tmp_path / "nodes", accumulate=1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**env, "OMP_NUM_THREADS": "1", "NMT_CACHE_DIR": str(tmp_path / "cache")}
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
+    torchrun += ["--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "nmt-test"]
+    torchrun += ["--rdzv-endpoint", f"127.0.0.1:{port}", "-m", "nmt", "train", str(nodes)]
+    started = [
+        subprocess.Popen(
+            [*torchrun, "--device", "cpu"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [node.communicate(timeout=300)[0] for node in started]
+    assert [node.returncode for node in started] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    assert_same_training(tmp_path / "single", tmp_path / "nodes", ranks=2)
+    entries = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert [p.name[:5] for p in entries if p.name.startswith("data-")] == ["data-"]
+    assert sum("preparing" in o for o in outputs) == 1  # one rank encoded the corpus
+
 
 @pytest.mark.slow
 def test_sigterm_to_nmt_train_nproc_reaches_every_rank(toy_dir, tmp_path):
@@ -100,38 +129,6 @@ def test_sigterm_to_nmt_train_nproc_reaches_every_rank(toy_dir, tmp_path):
     assert checkpoint.load(run / "last.pt")["state"]["step"] >= 1
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # nothing of the session is left
-
-
-@pytest.mark.slow
-def test_two_nodes_under_torchrun_c10d_match_one_process(toy_dir, tmp_path):
-    """``torchrun --nnodes 2`` with a c10d rendezvous, both "nodes" on this machine
-    (gloo): the same updates as one process; the data cache is prepared once (by the
-    first rank of the first node) and read by both."""
-    train_alone(toy_dir, tmp_path / "single")
-    ddp = recipe(toy_dir, tmp_path / "ddp", accumulate=1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**subprocess_env(), "OMP_NUM_THREADS": "1", "NMT_CACHE_DIR": str(tmp_path / "cache")}
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
-    torchrun += ["--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "nmt-test"]
-    torchrun += ["--rdzv-endpoint", f"127.0.0.1:{port}", "-m", "nmt", "train", str(ddp)]
-    nodes = [
-        subprocess.Popen(
-            [*torchrun, "--device", "cpu"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    outputs = [node.communicate(timeout=300)[0] for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
-    assert_same_training(tmp_path / "single", tmp_path / "ddp", ranks=2)
-    entries = [p for p in (tmp_path / "cache").iterdir() if p.is_dir()]
-    assert [p.name[:5] for p in entries if p.name.startswith("data-")] == ["data-"]
-    assert sum("preparing" in o for o in outputs) == 1  # one rank encoded the corpus
 
 
 def ranks_of(launcher: int) -> list[int]:
