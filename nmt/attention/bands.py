@@ -90,9 +90,7 @@ def tiled_blocks(lo: Tensor, width: int) -> Blocks:
     lo_sorted, order = lo.sort(-1)  # (B,Hc,T)
     tile = torch.div(lo_sorted, C, rounding_mode="floor")
     index = torch.arange(T, device=lo.device)
-    first = torch.ones_like(tile, dtype=torch.bool)  # first query of its tile
-    first[..., 1:] = tile[..., 1:] != tile[..., :-1]
-    rank = index - torch.where(first, index, 0).cummax(-1).values  # rank in its tile
+    rank = index - torch.searchsorted(tile, tile)  # rank in its tile: after its first query
     block = (rank % C == 0).cumsum(-1) - 1  # (B,Hc,T)
     n = int(block.max()) + 1
     slot = torch.empty_like(order).scatter_(-1, order, block * C + rank % C)
