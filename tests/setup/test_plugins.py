@@ -81,7 +81,7 @@ def test_a_plugin_trains_resumes_translates_and_compares(plugin_dir, toy_dir, tm
         "base": str(recipe),
         "out_dir": str(tmp_path / "study"),
         "plugins": ["uniform_attention"],
-        "variants": {"global": [], "uniform": ["model.attention.kind=uniform"]},
+        "variants": {"uniform": ["model.attention.kind=uniform"]},
         "set": ["train.max_steps=4", "train.valid_every=2"],
         "bootstrap": 100,
         "heatmaps": [],
@@ -90,7 +90,7 @@ def test_a_plugin_trains_resumes_translates_and_compares(plugin_dir, toy_dir, tm
     done = nmt("compare", spec, "--device", "cpu", plugin_dir=plugin_dir)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads((tmp_path / "study" / "results.json").read_text())["rows"]
-    assert {r["variant"] for r in rows} == {"global", "uniform"}
+    assert {r["variant"] for r in rows} == {"uniform"}
 
 
 def test_a_plugin_that_fails_to_import_is_one_line(plugin_dir, toy_dir, tmp_path):
@@ -153,7 +153,7 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, t
         "base": str(recipe),
         "out_dir": str(tmp_path / "study"),
         "plugins": ["elsewhere/uniform_attention.py", str(plugin_dir / "uniform_attention.py")],
-        "variants": {"global": ["model.attention={kind: global}"], "uniform": []},
+        "variants": {"uniform": []},  # one run: one spawned worker
         "bootstrap": 100,
         "heatmaps": [],
     }
