@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from nmt.compare.runs import Launch, Launcher, RunResult, bring_up
+from nmt.compare.runs import done as evaluated
 from nmt.compare.spec import PlannedRun
 from nmt.compare.watch import study_progress
 from nmt.progress import clock, console, eta, log_line, progress_bar
@@ -34,13 +35,21 @@ class LocalLauncher(Launcher):
         return bring_up_all(job.planned, job.splits, job.device, job.jobs)
 
 
+def share(threads: int, jobs: int, runs: int) -> tuple[int, int]:
+    """How many runs train at once under ``--jobs`` and on how many of the CPU's
+    ``threads`` each: never more at once than there are ``runs`` left to bring up,
+    so that the last run of a resumed study is not left on a share meant for two."""
+    at_once = max(1, min(jobs, runs))
+    return at_once, max(1, threads // at_once)
+
+
 def bring_up_all(
     planned: list[PlannedRun], splits: tuple[str, ...], device: str, jobs: int = 1
 ) -> list[RunResult]:
     """Bring up every run, ``jobs`` at a time; results in plan order. With more than
     one job each run trains in its own process (a fresh interpreter, so that each has
-    its own thread pool) on 1/jobs of the CPU threads, or beside the others on the
-    GPU; its output goes to RUN/compare.log.
+    its own thread pool) on its share of the CPU threads (:func:`share`), or beside
+    the others on the GPU; its output goes to RUN/compare.log.
 
     SIGINT or SIGTERM to this process (a scheduler or systemd signals the main
     process only) reaches every worker: each saves its ``last.pt`` and stops, no run
@@ -48,15 +57,16 @@ def bring_up_all(
     has gone, so that running it again resumes."""
     if jobs == 1:
         return bring_up_in_turn(planned, splits, device)
-    threads = max(1, torch.get_num_threads() // jobs)
-    console.print(f"{len(planned)} runs, {jobs} at a time ({threads} CPU threads each)")
+    todo = sum(not evaluated(run, splits) for run in planned)
+    at_once, threads = share(torch.get_num_threads(), jobs, todo)
+    console.print(f"{len(planned)} runs, {at_once} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")
     stopping = context.Event()
     run_dirs = [r.run_dir for r in planned]
     start, (first, _) = time.perf_counter(), study_progress(run_dirs)
     plugins = tuple(dict.fromkeys(p for r in planned for p in r.cfg.plugins))
     pool = ProcessPoolExecutor(
-        jobs,
+        at_once,
         mp_context=context,
         initializer=_start_worker,
         initargs=(stopping, os.getpid(), plugins),

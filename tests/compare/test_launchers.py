@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nmt.compare.pool import share
 from nmt.compare.spec import LAUNCHERS, load_spec
 from nmt.compare.study import run_study
 from nmt.errors import NmtError
@@ -43,3 +44,19 @@ def test_a_launcher_from_a_plug_in_brings_up_the_study(tmp_path, toy_dir):
     assert {r["variant"] for r in rows} == {"global", "local_m"}
     with pytest.raises(NmtError, match="--no-wait: the in_turn launcher trains the runs here"):
         run_study(spec, device="cpu", wait=False)
+
+
+@pytest.mark.parametrize(
+    ("threads", "jobs", "runs", "expected"),
+    [
+        (2, 2, 6, (2, 1)),
+        (2, 2, 1, (1, 2)),
+        (16, 4, 2, (2, 8)),
+        (2, 4, 0, (1, 2)),
+        (1, 2, 2, (2, 1)),
+    ],
+)
+def test_runs_at_once_are_never_more_than_the_runs_left(threads, jobs, runs, expected):
+    """``--jobs 2`` with one run left (a resumed study) trains it on every thread, not
+    on half of them; a share is at least one thread."""
+    assert share(threads, jobs, runs) == expected
