@@ -16,11 +16,11 @@ from typing import Any
 import torch
 
 from nmt.compare.runs import Launch, Launcher, RunResult, bring_up
-from nmt.compare.runs import done as evaluated
 from nmt.compare.spec import PlannedRun
 from nmt.compare.watch import study_progress
 from nmt.progress import clock, console, eta, log_line, progress_bar
 from nmt.setup.plugins import import_plugins
+from nmt.training.run import SUMMARY
 from nmt.training.signals import Interrupted, Terminated, terminable
 
 POLL_SECONDS = 2.0  # how often the study's bar reads the runs' logs under --jobs
@@ -37,7 +37,7 @@ class LocalLauncher(Launcher):
 
 def share(threads: int, jobs: int, runs: int) -> tuple[int, int]:
     """How many runs train at once under ``--jobs`` and on how many of the CPU's
-    ``threads`` each: never more at once than there are ``runs`` left to bring up,
+    ``threads`` each: never more at once than there are ``runs`` left to train,
     so that the last run of a resumed study is not left on a share meant for two."""
     at_once = max(1, min(jobs, runs))
     return at_once, max(1, threads // at_once)
@@ -57,7 +57,7 @@ def bring_up_all(
     has gone, so that running it again resumes."""
     if jobs == 1:
         return bring_up_in_turn(planned, splits, device)
-    todo = sum(not evaluated(run, splits) for run in planned)
+    todo = sum(not (run.run_dir / SUMMARY).is_file() for run in planned)  # left to train
     at_once, threads = share(torch.get_num_threads(), jobs, todo)
     console.print(f"{len(planned)} runs, {at_once} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")
