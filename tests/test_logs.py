@@ -64,7 +64,7 @@ def test_the_report_says_when_timings_mix_machines_or_loads():
 def test_a_study_in_a_log_says_when_each_run_starts_and_ends(toy_dir, tmp_path):
     from tests.compare.test_compare import write_spec
 
-    spec = write_spec(tmp_path, toy_dir, {"global": []}, seeds=(1, 2))
+    spec = write_spec(tmp_path, toy_dir, {"global": []}, seeds=(1, 2, 3))
     log = tmp_path / "compare.log"
     with open(log, "w") as stderr:
         done = subprocess.run(
@@ -76,5 +76,8 @@ def test_a_study_in_a_log_says_when_each_run_starts_and_ends(toy_dir, tmp_path):
         )
     text = log.read_text()
     assert done.returncode == 0, text[-2000:]
-    for seed in (1, 2):
+    for seed in (1, 2, 3):
         assert f"global seed {seed}: started" in text and f"global seed {seed}: trained" in text
+    # two workers: the third run starts when one of the first two has ended, not when it
+    # is queued for them (a study's log once said three runs were running)
+    assert text.index("global seed 3: started") > text.index(": trained")

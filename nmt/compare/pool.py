@@ -10,7 +10,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,7 +63,7 @@ def bring_up_all(
     at_once, threads = share(torch.get_num_threads(), jobs, todo)
     console.print(f"{len(planned)} runs, {at_once} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")
-    stopping = context.Event()
+    stopping, begun = context.Event(), context.SimpleQueue()
     run_dirs = [r.run_dir for r in planned]
     start, (first, _) = time.perf_counter(), study_progress(run_dirs)
     plugins = tuple(dict.fromkeys(p for r in planned for p in r.cfg.plugins))
@@ -69,32 +71,23 @@ def bring_up_all(
         at_once,
         mp_context=context,
         initializer=_start_worker,
-        initargs=(stopping, os.getpid(), plugins),
+        initargs=(stopping, os.getpid(), plugins, begun),
     )
     with pool, progress_bar() as bar:
         task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
         futures = [pool.submit(_bring_up_in_worker, r, splits, device, threads) for r in planned]
-        waiting, started, logged = set(futures), set(), start
+        waiting, started, logged = set(futures), set[Path](), start
         try:
             while waiting:
                 finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-                log_started(futures, planned, started)
-                for future in finished:
-                    result = future.result()
-                    bar.console.print(f"{result.variant} seed {result.seed}: {result.status}")
+                log_news(begun, finished, futures, planned, started, bar.console.print)
                 done, total = study_progress(run_dirs)
                 elapsed = time.perf_counter() - start
                 rate = (done - first) / max(elapsed, 1e-9)
                 bar.update(task, completed=done, total=total, rate=rate)
                 if time.perf_counter() - logged >= SUMMARY_SECONDS:  # in a log: a summary
                     logged = time.perf_counter()
-                    ended = len(futures) - len(waiting)
-                    left = eta(done - first, total - first if total else None, elapsed)
-                    log_line(
-                        f"study: {done:,}/{total or '?'} updates, {ended} runs done, "
-                        f"{len(started) - ended} running, {rate:,.1f} updates/s, "
-                        f"elapsed {clock(elapsed)}, ETA {left}"
-                    )
+                    log_summary(futures, planned, started, (first, done, total), elapsed)
         except (KeyboardInterrupt, Terminated) as e:
             code = 130 if isinstance(e, KeyboardInterrupt) else 143
             stop_workers(stopping, futures)
@@ -118,12 +111,53 @@ def bring_up_in_turn(
     return outcomes
 
 
-def log_started(futures: list[Future], planned: list[PlannedRun], started: set[Future]) -> None:
-    """In a log: a line when a worker takes up a run (``started``: those said already)."""
-    for future, run in zip(futures, planned):
-        if future not in started and (future.running() or future.done()):
-            started.add(future)
-            log_line(f"{run.variant} seed {run.seed}: started")
+def log_summary(
+    futures: list[Future],
+    planned: list[PlannedRun],
+    started: set[Path],
+    updates: tuple[int, int, int | None],
+    elapsed: float,
+) -> None:
+    """Where a study stands, in one log line: ``updates`` (done when this process
+    started, done now, the total), runs done and running, the rate and an ETA."""
+    first, done, total = updates
+    ended = sum(f.done() for f in futures)
+    running = sum(r.run_dir in started and not f.done() for f, r in zip(futures, planned))
+    rate = (done - first) / max(elapsed, 1e-9)
+    left = eta(done - first, total - first if total else None, elapsed)
+    log_line(
+        f"study: {done:,}/{total or '?'} updates, {ended} runs done, {running} running, "
+        f"{rate:,.1f} updates/s, elapsed {clock(elapsed)}, ETA {left}"
+    )
+
+
+def log_news(
+    begun: Any,
+    finished: set[Future],
+    futures: list[Future],
+    planned: list[PlannedRun],
+    started: set[Path],
+    say: Callable[[str], None],
+) -> None:
+    """What happened since the last poll, in its order: the runs a worker took up (as
+    it says on ``begun``; ``started``: those said already) that have also ended, the
+    runs that ended (``say``), then the runs taken up that go on. Not from the
+    futures: a future counts as running from the moment it is queued for the workers,
+    before any takes it up."""
+    fresh = []
+    while not begun.empty():
+        fresh.append(Path(begun.get()))
+    started.update(fresh)
+    runs = {r.run_dir: (f, r) for f, r in zip(futures, planned)}
+    ended = [d for d in fresh if runs[d][0] in finished]
+    for run_dir in ended:
+        log_line(f"{runs[run_dir][1].variant} seed {runs[run_dir][1].seed}: started")
+    for future in finished:
+        result = future.result()
+        say(f"{result.variant} seed {result.seed}: {result.status}")
+    for run_dir in fresh:
+        if run_dir not in ended:
+            log_line(f"{runs[run_dir][1].variant} seed {runs[run_dir][1].seed}: started")
 
 
 def stop_workers(stopping: Any, futures: list[Future]) -> None:
@@ -148,18 +182,19 @@ class _Worker:
     """This process's state as a study's worker (set by :func:`_start_worker`)."""
 
     stopping: Any = None  # the study's "stop" event
+    begun: Any = None  # where it says which run it takes up
     parent = 0  # the study process's pid
     busy = False  # bringing up a run (else waiting for one)
 
 
-def _start_worker(stopping: Any, parent: int, plugins: tuple[str, ...] = ()) -> None:
+def _start_worker(stopping: Any, parent: int, plugins: tuple[str, ...], begun: Any) -> None:
     """A worker's set-up: the study's plug-ins imported before any run reaches it (a run's
     config may be of a class that a plug-in defines). SIGTERM or SIGINT (Ctrl-C reaches
     the whole process group) unwinds a run it is bringing up (training turns it into a
     saved ``last.pt``) and is only noted while it waits for a run (the study then gives
     it none). A worker whose study process died without passing the signal on (kill -9)
     stops itself, so that no orphan trains on."""
-    _Worker.stopping, _Worker.parent = stopping, parent
+    _Worker.stopping, _Worker.parent, _Worker.begun = stopping, parent, begun
     import_plugins(plugins)
     signal.signal(signal.SIGTERM, _on_signal)
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background study's stays
@@ -187,6 +222,7 @@ def _bring_up_in_worker(
     if _Worker.stopping.is_set():
         return RunResult(run.variant, run.seed, run.run_dir, "failed", "not started (stopped)")
     _Worker.busy = True
+    _Worker.begun.put(str(run.run_dir))
     torch.set_num_threads(threads)
     try:
         run.run_dir.mkdir(parents=True, exist_ok=True)
