@@ -76,7 +76,7 @@ def test_local_ps_tiled_bands_compile_to_the_eager_gradients():
     """``train.compile`` on local_p: the graph before the band's width is read (its
     tiles, each query's rank in its tile) once crashed inductor's CPU code generation
     (exit 1 in nmt train for every local_p recipe); compiled, the gradients are
-    eager.s."""
+    eager's."""
     torch.manual_seed(0)
     eager = build("local_p", window=3, path="windowed").train()
     compiled = build("local_p", window=3, path="windowed").train()
