@@ -12,17 +12,15 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.compare.runs import Launch, Launcher, RunResult, bring_up
+from nmt.compare.runs import Launch, Launcher, RunResult, bring_up, done
 from nmt.compare.spec import PlannedRun
 from nmt.compare.watch import study_progress
 from nmt.progress import clock, console, eta, log_line, progress_bar
 from nmt.setup.plugins import import_plugins
-from nmt.training.run import SUMMARY
 from nmt.training.signals import Interrupted, Terminated, terminable
 
 POLL_SECONDS = 2.0  # how often the study's bar reads the runs' logs under --jobs
@@ -39,8 +37,9 @@ class LocalLauncher(Launcher):
 
 def share(threads: int, jobs: int, runs: int) -> tuple[int, int]:
     """How many runs train at once under ``--jobs`` and on how many of the CPU's
-    ``threads`` each: never more at once than there are ``runs`` left to train,
-    so that the last run of a resumed study is not left on a share meant for two."""
+    ``threads`` each: never more at once than there are ``runs`` left to bring up
+    (to train or evaluate), so that the last run of a resumed study is not left on a
+    share meant for two."""
     at_once = max(1, min(jobs, runs))
     return at_once, max(1, threads // at_once)
 
@@ -59,11 +58,11 @@ def bring_up_all(
     has gone, so that running it again resumes."""
     if jobs == 1:
         return bring_up_in_turn(planned, splits, device)
-    todo = sum(not (run.run_dir / SUMMARY).is_file() for run in planned)  # left to train
+    todo = sum(not done(run, splits) for run in planned)  # to train or to evaluate
     at_once, threads = share(torch.get_num_threads(), jobs, todo)
     console.print(f"{len(planned)} runs, {at_once} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")
-    stopping, begun = context.Event(), context.SimpleQueue()
+    stopping, news = context.Event(), context.SimpleQueue()
     run_dirs = [r.run_dir for r in planned]
     start, (first, _) = time.perf_counter(), study_progress(run_dirs)
     plugins = tuple(dict.fromkeys(p for r in planned for p in r.cfg.plugins))
@@ -71,23 +70,25 @@ def bring_up_all(
         at_once,
         mp_context=context,
         initializer=_start_worker,
-        initargs=(stopping, os.getpid(), plugins, begun),
+        initargs=(stopping, os.getpid(), plugins, news),
     )
     with pool, progress_bar() as bar:
         task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
         futures = [pool.submit(_bring_up_in_worker, r, splits, device, threads) for r in planned]
-        waiting, started, logged = set(futures), set[Path](), start
+        waiting, running, logged = set(futures), set[str](), start
         try:
             while waiting:
                 finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-                log_news(begun, finished, futures, planned, started, bar.console.print)
-                done, total = study_progress(run_dirs)
+                log_news(news, running, bar.console.print)
+                for future in finished:
+                    future.result()  # a broken pool raises here, as it breaks
+                updates, total = study_progress(run_dirs)
                 elapsed = time.perf_counter() - start
-                rate = (done - first) / max(elapsed, 1e-9)
-                bar.update(task, completed=done, total=total, rate=rate)
+                rate = (updates - first) / max(elapsed, 1e-9)
+                bar.update(task, completed=updates, total=total, rate=rate)
                 if time.perf_counter() - logged >= SUMMARY_SECONDS:  # in a log: a summary
                     logged = time.perf_counter()
-                    log_summary(futures, planned, started, (first, done, total), elapsed)
+                    log_summary(futures, len(running), (first, updates, total), elapsed)
         except (KeyboardInterrupt, Terminated) as e:
             code = 130 if isinstance(e, KeyboardInterrupt) else 143
             stop_workers(stopping, futures)
@@ -112,52 +113,33 @@ def bring_up_in_turn(
 
 
 def log_summary(
-    futures: list[Future],
-    planned: list[PlannedRun],
-    started: set[Path],
-    updates: tuple[int, int, int | None],
-    elapsed: float,
+    futures: list[Future], running: int, updates: tuple[int, int, int | None], elapsed: float
 ) -> None:
     """Where a study stands, in one log line: ``updates`` (done when this process
-    started, done now, the total), runs done and running, the rate and an ETA."""
-    first, done, total = updates
-    ended = sum(f.done() for f in futures)
-    running = sum(r.run_dir in started and not f.done() for f, r in zip(futures, planned))
-    rate = (done - first) / max(elapsed, 1e-9)
-    left = eta(done - first, total - first if total else None, elapsed)
+    started, done now, the total), runs done and ``running``, the rate and an ETA."""
+    first, now, total = updates
+    rate = (now - first) / max(elapsed, 1e-9)
+    left = eta(now - first, total - first if total else None, elapsed)
     log_line(
-        f"study: {done:,}/{total or '?'} updates, {ended} runs done, {running} running, "
-        f"{rate:,.1f} updates/s, elapsed {clock(elapsed)}, ETA {left}"
+        f"study: {now:,}/{total or '?'} updates, {sum(f.done() for f in futures)} runs "
+        f"done, {running} running, {rate:,.1f} updates/s, elapsed {clock(elapsed)}, ETA {left}"
     )
 
 
-def log_news(
-    begun: Any,
-    finished: set[Future],
-    futures: list[Future],
-    planned: list[PlannedRun],
-    started: set[Path],
-    say: Callable[[str], None],
-) -> None:
-    """What happened since the last poll, in its order: the runs a worker took up (as
-    it says on ``begun``; ``started``: those said already) that have also ended, the
-    runs that ended (``say``), then the runs taken up that go on. Not from the
-    futures: a future counts as running from the moment it is queued for the workers,
-    before any takes it up."""
-    fresh = []
-    while not begun.empty():
-        fresh.append(Path(begun.get()))
-    started.update(fresh)
-    runs = {r.run_dir: (f, r) for f, r in zip(futures, planned)}
-    ended = [d for d in fresh if runs[d][0] in finished]
-    for run_dir in ended:
-        log_line(f"{runs[run_dir][1].variant} seed {runs[run_dir][1].seed}: started")
-    for future in finished:
-        result = future.result()
-        say(f"{result.variant} seed {result.seed}: {result.status}")
-    for run_dir in fresh:
-        if run_dir not in ended:
-            log_line(f"{runs[run_dir][1].variant} seed {runs[run_dir][1].seed}: started")
+def log_news(news: Any, running: set[str], say: Callable[[str], None]) -> None:
+    """The workers' news since the last poll, in the order they sent it (one queue): a
+    run taken up (a log line; ``running`` gains it), a run ended (``say``, on the
+    terminal too). Not from the futures: a future counts as running from the moment
+    it is queued for the workers, before any takes it up, and its result arrives
+    apart from the next run's start."""
+    while not news.empty():
+        run_dir, ended, line = news.get()
+        if ended:
+            running.discard(run_dir)
+            say(line)
+        else:
+            running.add(run_dir)
+            log_line(line)
 
 
 def stop_workers(stopping: Any, futures: list[Future]) -> None:
@@ -182,19 +164,19 @@ class _Worker:
     """This process's state as a study's worker (set by :func:`_start_worker`)."""
 
     stopping: Any = None  # the study's "stop" event
-    begun: Any = None  # where it says which run it takes up
+    news: Any = None  # where it says which run it takes up, and how each ended
     parent = 0  # the study process's pid
     busy = False  # bringing up a run (else waiting for one)
 
 
-def _start_worker(stopping: Any, parent: int, plugins: tuple[str, ...], begun: Any) -> None:
+def _start_worker(stopping: Any, parent: int, plugins: tuple[str, ...], news: Any) -> None:
     """A worker's set-up: the study's plug-ins imported before any run reaches it (a run's
     config may be of a class that a plug-in defines). SIGTERM or SIGINT (Ctrl-C reaches
     the whole process group) unwinds a run it is bringing up (training turns it into a
     saved ``last.pt``) and is only noted while it waits for a run (the study then gives
     it none). A worker whose study process died without passing the signal on (kill -9)
     stops itself, so that no orphan trains on."""
-    _Worker.stopping, _Worker.parent, _Worker.begun = stopping, parent, begun
+    _Worker.stopping, _Worker.parent, _Worker.news = stopping, parent, news
     import_plugins(plugins)
     signal.signal(signal.SIGTERM, _on_signal)
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background study's stays
@@ -222,7 +204,8 @@ def _bring_up_in_worker(
     if _Worker.stopping.is_set():
         return RunResult(run.variant, run.seed, run.run_dir, "failed", "not started (stopped)")
     _Worker.busy = True
-    _Worker.begun.put(str(run.run_dir))
+    name = f"{run.variant} seed {run.seed}"
+    _Worker.news.put((str(run.run_dir), False, f"{name}: started"))
     torch.set_num_threads(threads)
     try:
         run.run_dir.mkdir(parents=True, exist_ok=True)
@@ -231,10 +214,12 @@ def _bring_up_in_worker(
             contextlib.redirect_stdout(log),
             contextlib.redirect_stderr(log),
         ):
-            return bring_up(run, splits, device)
+            result = bring_up(run, splits, device)
     except (Interrupted, KeyboardInterrupt, Terminated):  # last.pt is saved: the next resumes
-        return RunResult(run.variant, run.seed, run.run_dir, "failed", "interrupted")
+        result = RunResult(run.variant, run.seed, run.run_dir, "failed", "interrupted")
     finally:
         _Worker.busy = False
         if os.getppid() != _Worker.parent:
             os._exit(143)  # an orphan: nobody is left to take the result or give more work
+    _Worker.news.put((str(run.run_dir), True, f"{name}: {result.status}"))
+    return result
