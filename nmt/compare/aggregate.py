@@ -11,19 +11,18 @@ import numpy as np
 
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
 from nmt.compare.diagnostics import (
-    SENTENCE_KEYS,
     f_measure,
     frequency_labels,
     ratio,
     repetition,
 )
+from nmt.compare.metrics import per_sentence
 from nmt.compare.rows import ATTENTION_KEYS, ContrastRow, Row
 from nmt.compare.significance import adjust_family, judge
 from nmt.compare.spec import SignificanceSpec
 from nmt.decoding.metrics import Bootstrap, bleu_from_stats, paired_bootstrap
 from nmt.errors import NmtError
 
-DIAGNOSTICS = ("length_ratio", *SENTENCE_KEYS)  # nmt.compare.diagnostics
 EXAMPLES = 2  # sentences shown each way where a variant differs most from the baseline
 
 
@@ -113,7 +112,7 @@ def diagnostic_figures(
     whole: dict[str, float] = {}
     buckets: list[dict[str, float]] = [{} for _ in range(len(edges) + 1)]
     seeds = [(sentence_pairs(p), bucket_index(p.src_words, edges)) for p in parts]
-    for key in DIAGNOSTICS:
+    for key in per_sentence():
         per_seed = [(pairs[key], which) for pairs, which in seeds if key in pairs]
         if not per_seed:
             continue

@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 from nmt.compare.diagnostics import (
-    SENTENCE_KEYS,
     backward,
     caption_covered,
     center_distance,
@@ -20,10 +19,10 @@ from nmt.compare.diagnostics import (
     diagonal,
     dropped,
     ratio,
-    repetition,
     word_accuracy,
     word_counts,
 )
+from nmt.compare.metrics import text_metrics
 from nmt.data.alignment import Alignment, aer, read_alignments
 from nmt.data.corpus import n_lines, read_documents, read_lines
 from nmt.data.pipeline import load_split, split_files
@@ -60,7 +59,8 @@ class SplitAnalysis:
     src_words: np.ndarray  # (N,) source length in words, for the length buckets
     attention: dict[str, float]  # entropy, peak_distance, [center_spread, center_distance], [aer]
     src: list[str] = field(default_factory=list)
-    # per sentence (N,2) numerator and denominator of each of diagnostics.SENTENCE_KEYS
+    # per sentence (N,2) numerator and denominator of each figure measured per sentence
+    # (nmt.compare.metrics) but the length ratio, which is read from stats
     sentences: dict[str, np.ndarray] = field(default_factory=dict)
     words: np.ndarray | None = None  # (buckets, 3) diagnostics.word_accuracy counts
     maps: dict[int, AttentionMap] = field(default_factory=dict)  # lines to draw
@@ -163,19 +163,18 @@ def output_figures(
     loaded: Loaded, src: list[str], hyps: list[str], parts: Captions | None = None
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """Per sentence, the diagnostics read while the model reads its own translations
-    (the attention it paid when it wrote them): repetition, dropped source words and
-    backward moves of the attention's peak (nmt.compare.diagnostics), each (N,2); on a
-    joined split (``parts``: its captions), each caption's covered share and recall
+    (the attention it paid when it wrote them): dropped source words and backward
+    moves of the attention's peak (nmt.compare.diagnostics), each (N,2); on a joined
+    split (``parts``: its captions), each caption's covered share and recall
     (N,K,2)."""
     limit = loaded.model.cfg.max_positions - 1
     v = loaded.vocabs
     src_ids, hyp_ids = encode_source(v.src, src, limit), encode_source(v.tgt, hyps, limit)
-    out: dict[str, list[tuple[float, float]]] = {key: [] for key in SENTENCE_KEYS}
+    out: dict[str, list[tuple[float, float]]] = {"dropped": [], "backward": []}
     captions = []
     for i, amap in each_attention_map(
         loaded.model, v.src, v.tgt, src_ids, hyp_ids, range(len(src))
     ):
-        out["repetition"].append(repetition(hyps[i]))
         out["dropped"].append(dropped(amap))
         out["backward"].append(backward(amap))
         if parts is not None:
@@ -193,14 +192,22 @@ def padded(figures: np.ndarray, k: int) -> np.ndarray:
     return np.concatenate([figures, np.full((k - len(figures), 2), np.nan)])
 
 
-def text_figures(
-    hyps: list[str], parts: Captions | None = None
-) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
-    """What :func:`output_figures` gives without the model: repetition per sentence,
-    and on a joined split each caption's recall, its covered share NaN (not read)."""
-    pairs = {"repetition": np.array([repetition(h) for h in hyps], np.float64).reshape(-1, 2)}
+def text_figures(text: SplitText) -> dict[str, np.ndarray]:
+    """Per sentence, the (N,2) pairs of each metric of the translations alone
+    (nmt.compare.metrics.TextMetric: repetition, and those of plug-ins)."""
+    return {
+        m.key: np.array(
+            [m.pair(h, r, s) for h, r, s in zip(text.hyps, text.refs, text.src)], np.float64
+        ).reshape(-1, 2)
+        for m in text_metrics()
+    }
+
+
+def text_captions(hyps: list[str], parts: Captions | None) -> np.ndarray | None:
+    """The per-caption figures of :func:`output_figures` without the model: on a
+    joined split each caption's recall, its covered share NaN (not read)."""
     if parts is None:
-        return pairs, None
+        return None
     recall = np.array(
         [
             [chrf_recall(h, ref) for ref in refs] + [np.nan] * (parts.k - len(refs))
@@ -208,7 +215,7 @@ def text_figures(
         ],
         np.float64,
     )  # (N,K)
-    return pairs, np.stack([np.full_like(recall, np.nan), recall], -1)  # (N,K,2)
+    return np.stack([np.full_like(recall, np.nan), recall], -1)  # (N,K,2)
 
 
 @dataclass(frozen=True)
@@ -367,12 +374,13 @@ def run_figures(
     for the run, no maps), and its per-sentence and per-caption figures; without the
     model (``loaded`` None), the figures the translations alone give."""
     if loaded is None:
-        return {}, {}, *text_figures(text.hyps, text.parts)
+        return {}, {}, text_figures(text), text_captions(text.hyps, text.parts)
     if known is not None:
         attention, maps = known, {}
     else:
         attention, maps = attention_figures(loaded, text.src, text.refs, text.gold, keep)
-    return attention, maps, *output_figures(loaded, text.src, text.hyps, text.parts)
+    sentences, captions = output_figures(loaded, text.src, text.hyps, text.parts)
+    return attention, maps, text_figures(text) | sentences, captions
 
 
 def recipe_of(run_dir: Path) -> RunConfig:

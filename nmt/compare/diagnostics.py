@@ -56,7 +56,6 @@ from nmt.inspection.maps import AttentionMap
 
 DROPPED_BELOW = 0.5  # attention mass over the whole output under which a word counts as dropped
 FREQUENCY_EDGES = (1, 2, 3, 4, 5, 10, 100, 1000)  # compare-mt's default bucket cutoffs
-SENTENCE_KEYS = ("repetition", "dropped", "backward")  # kept per sentence, besides length
 WORD_START = "▁"  # SentencePiece marks the first piece of a word
 
 _tokenize = Tokenizer13a()

@@ -24,28 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from nmt.compare.rows import Row, plain
-from nmt.compare.significance import p_text
+from nmt.compare.metrics import shown_in
+from nmt.compare.rows import Row, p_text, plain
 from nmt.inspection.maps import AttentionMap
 from nmt.io.files import write_text
 
-# (header, key, digits) of the sortable table; a None key is the row's verdict
-TABLE = [
-    ("variant", "variant", None),
-    ("seeds", "seeds", 0),
-    ("BLEU", "bleu", 2),
-    ("± std", "bleu_std", 2),
-    ("p", "p_value", 3),
-    ("chrF", "chrf", 2),
-    ("chrF++", "chrf++", 2),
-    ("TER", "ter", 2),
-    ("length ratio", "length_ratio", 3),
-    ("dropped", "dropped", 3),
-    ("backward", "backward", 2),
-    ("centre dist", "center_distance", 2),
-    ("train min", "train_minutes", 1),
-    ("verdict", None, None),
-]
 WORD_START = "▁"  # SentencePiece marks the first piece of a word
 
 
@@ -71,9 +54,16 @@ def heatmap(amap: AttentionMap, boundaries: list[int]) -> dict[str, Any]:
     }
 
 
+def columns() -> list[tuple[str, str | None, int | None]]:
+    """(header, key, digits) of the sortable table: the variant, the metrics shown in
+    report.html (nmt.compare.metrics), the verdict (a None key)."""
+    shown = [(m.header, m.key, m.digits) for m in shown_in("html")]
+    return [("variant", "variant", None), *shown, ("verdict", None, None)]
+
+
 def row_data(typed: Row) -> dict[str, Any]:
     row = typed.record()
-    cells = {key: row.get(key) for _, key, _ in TABLE if key is not None}
+    cells = {key: row.get(key) for _, key, _ in columns() if key is not None}
     cells["p_text"] = "baseline" if row.get("is_baseline") else p_text(row.get("p_value"))
     cells["significant"] = bool(row.get("significant"))
     cells["verdict"] = row.get("verdict", "")
@@ -101,7 +91,7 @@ def write_html(
     data = {
         "title": title,
         "notes": notes,
-        "columns": [[h, k, d] for h, k, d in TABLE],
+        "columns": [list(c) for c in columns()],
         "splits": [
             {
                 "name": split,

@@ -13,82 +13,23 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from nmt.compare.metrics import csv_keys, shown_in
 from nmt.compare.rows import (
     Column,
     ContrastRow,
     Decision,
     EnsembleRow,
     Row,
-    key_column,
     number,
+    p_text,
     plain,
     table,
 )
 from nmt.compare.runs import RunResult
-from nmt.compare.significance import NAMES, p_text
+from nmt.compare.significance import NAMES
 from nmt.compare.spec import SignificanceSpec
 from nmt.io.files import write_text
 
-
-def _spread(mean: float, std: float, seeds: int) -> str:
-    return f"{mean:.2f} ± {std:.2f}" if seeds > 1 else f"{mean:.2f}"
-
-
-def format_p(row: Row) -> str:
-    """The p-value; * where the difference is significant (p < alpha and every seed
-    agrees in sign, nmt.compare.significance)."""
-    if row.is_baseline:
-        return "baseline"
-    if row.p_value is None:  # the baseline has no finished run to test against
-        return "–"
-    return p_text(row.p_value) + (" *" if row.significant else "")
-
-
-# the main table of each split, in report.md (all) and on the terminal (TERMINAL)
-COLUMNS: list[Column[Row]] = [
-    Column("variant", lambda r: r.variant, numeric=False),
-    key_column("seeds", "seeds", "{}"),
-    Column("BLEU", lambda r: _spread(r.bleu, r.bleu_std, r.seeds)),
-    Column("95% CI", lambda r: f"{r.bleu_ci_low:.1f}–{r.bleu_ci_high:.1f}"),
-    Column("p", format_p),
-    Column(
-        "p, Holm",
-        lambda r: "" if r.is_baseline else p_text(None if r.test is None else r.test.p_holm),
-    ),
-    Column("chrF", lambda r: _spread(r.chrf, r.chrf_std, r.seeds)),
-    *(
-        Column(name, lambda r, m=m: _spread(*r.scores[m], r.seeds) if m in r.scores else "–")
-        for m, name in (("chrf++", "chrF++"), ("ter", "TER"))
-    ),
-    key_column("params", "params", "{:,}"),
-    key_column("train min", "train_minutes", "{:.1f}"),
-    key_column("tok/s", "tokens_per_s", "{:,.0f}"),
-    key_column("sent/s", "sentences_per_s", "{:.1f}"),
-    key_column("entropy", "entropy", "{:.2f}"),
-    key_column("peak dist", "peak_distance", "{:.2f}"),
-    key_column("centre spread", "center_spread", "{:.2f}"),
-    key_column("centre dist", "center_distance", "{:.2f}"),
-    key_column("AER", "aer", "{:.3f}"),
-]
-TERMINAL = ("variant", "BLEU", "95% CI", "p", "chrF", "train min", "sent/s", "entropy", "AER")
-CSV_KEYS = [
-    "variant", "split", "seeds", "bleu", "bleu_std", "bleu_ci_low", "bleu_ci_high", "p_value",
-    "signs_agree", "significant", "p_holm", "significant_holm", "chrf", "chrf_std", "chrf++",
-    "chrf++_std", "ter", "ter_std", "params",
-    "train_steps", "train_minutes", "tokens_per_s", "sentences_per_s", "entropy",
-    "peak_distance", "center_spread", "center_distance", "aer", "length_ratio", "repetition",
-    "dropped", "backward",
-]  # fmt: skip
-# (key, name, format) of the diagnostics (nmt.compare.diagnostics), whole split and by length
-DIAGNOSTIC_COLUMNS = [
-    ("length_ratio", "length ratio", "{:.3f}"),
-    ("repetition", "repetition", "{:.3f}"),
-    ("dropped", "dropped", "{:.3f}"),
-    ("backward", "backward", "{:.2f}"),
-    ("entropy", "entropy", "{:.2f}"),
-    ("center_distance", "centre dist", "{:.2f}"),
-]
-BY_LENGTH = [("bleu", "BLEU", "{:.2f}"), *DIAGNOSTIC_COLUMNS[:4]]
 VARIANT: Column[Any] = Column("variant", lambda r: r.variant, numeric=False)
 
 
@@ -111,13 +52,14 @@ def print_tables(
         out.width = 120
     for split in splits:
         shown = Table(title=f"{split}: beam search, mean over seeds; all columns in report.md")
-        for header in TERMINAL:
-            shown.add_column(header, justify="left" if header == "variant" else "right")
+        columns = [VARIANT] + [m.column() for m in shown_in("terminal")]
+        for c in columns:
+            shown.add_column(c.header, justify="right" if c.numeric else "left")
         for row in rows:
             if row.split == split:
-                shown.add_row(*(c.cell(row) for c in COLUMNS if c.header in TERMINAL))
+                shown.add_row(*(c.cell(row) for c in columns))
         for f in failures:
-            shown.add_row(*_failed_cells(f, len(TERMINAL)), style="red")
+            shown.add_row(*_failed_cells(f, len(columns)), style="red")
         out.print(shown)
         for line in verdicts(rows, split) + verdicts(contrasts or [], split):
             out.print(f"  {line}")
@@ -129,8 +71,9 @@ def verdicts(rows: Sequence[Row | ContrastRow], split: str) -> list[str]:
 
 
 def markdown_table(rows: list[Row], split: str, failures: list[RunResult]) -> str:
-    failed = [_failed_cells(f, len(COLUMNS)) for f in failures]
-    return table(COLUMNS, [r for r in rows if r.split == split], failed)
+    columns = [VARIANT] + [m.column() for m in shown_in("report")]
+    failed = [_failed_cells(f, len(columns)) for f in failures]
+    return table(columns, [r for r in rows if r.split == split], failed)
 
 
 def bucket_table(rows: list[Row], split: str, key: str = "bleu", fmt: str = "{:.2f}") -> str:
@@ -146,7 +89,10 @@ def bucket_table(rows: list[Row], split: str, key: str = "bleu", fmt: str = "{:.
 
 def diagnostics_table(rows: list[Row], split: str) -> str:
     """The diagnostics over the whole split, one row per variant."""
-    columns = [VARIANT] + [key_column(name, k, f) for k, name, f in DIAGNOSTIC_COLUMNS]
+    columns = [VARIANT] + [
+        Column(m.header, lambda r, m=m: number(r.figure(m.key), m.format))
+        for m in shown_in("diagnostics")
+    ]
     return table(columns, [r for r in rows if r.split == split])
 
 
@@ -351,9 +297,9 @@ def diagnostics_section(rows: list[Row], split: str, baseline: str) -> list[str]
             table,
             "",
         ]
-    for key, name, fmt in BY_LENGTH:
-        parts += [f"{name} by source length (words; sentences per bucket):", ""]
-        parts += [bucket_table(rows, split, key, fmt), ""]
+    for m in shown_in("by_length"):
+        parts += [f"{m.header} by source length (words; sentences per bucket):", ""]
+        parts += [bucket_table(rows, split, m.key, m.format), ""]
     if table := word_table(rows, split):
         parts += [
             "Word accuracy by frequency (F-measure of output words matched in the reference, "
@@ -368,10 +314,11 @@ def diagnostics_section(rows: list[Row], split: str, baseline: str) -> list[str]
 
 def write_csv(path: Path, rows: list[Row]) -> None:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_KEYS, extrasaction="ignore", lineterminator="\n")
+    keys = csv_keys()
+    writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in map(Row.record, rows):
-        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in CSV_KEYS})
+        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in keys})
     write_text(path, buf.getvalue())
 
 

@@ -75,7 +75,7 @@ class Row:
     tokens_per_s: float
     sentences_per_s: float
     attention: dict[str, float | None]  # ATTENTION_KEYS
-    diagnostics: dict[str, float]  # length_ratio and those measured of SENTENCE_KEYS
+    diagnostics: dict[str, float]  # the metrics measured per sentence (nmt.compare.metrics)
     length_buckets: dict[str, dict[str, float]]  # label -> sentences, bleu, range, diagnostics
     ref_repetition: float
     signatures: dict[str, str]  # sacreBLEU's, of bleu, chrf and each of scores
@@ -192,9 +192,11 @@ def number(value: Any, fmt: str) -> str:
     return fmt.format(value)
 
 
-def key_column(header: str, key: str, fmt: str) -> Column[Row]:
-    """A column of one figure of the flat record."""
-    return Column(header, lambda row: number(row.figure(key), fmt))
+def p_text(p: float | None) -> str:
+    """0.0123 -> "0.012"; below 0.001 -> "<0.001"; none -> "–"."""
+    if p is None:
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def table(columns: Sequence[Column[R]], rows: Sequence[R], extra: Sequence[list[str]] = ()) -> str:

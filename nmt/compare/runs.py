@@ -51,9 +51,14 @@ LOGGING_KEYS = (
 
 
 def without_logging(recipe: Any) -> Any:
-    """A recipe without where its run logs (``train.log_to`` and the trackers' keys):
-    logging elsewhere does not make another run, so it does not stop reuse."""
-    if not isinstance(recipe, dict) or not isinstance(recipe.get("train"), dict):
+    """A recipe without where its run logs (``train.log_to`` and the trackers' keys)
+    and which plug-ins it imports: logging elsewhere does not make another run, nor
+    does a plug-in that the rest of the recipe does not name (a study metric's), so
+    neither stops reuse."""
+    if not isinstance(recipe, dict):
+        return recipe
+    recipe = {k: v for k, v in recipe.items() if k != "plugins"}
+    if not isinstance(recipe.get("train"), dict):
         return recipe
     train = {k: v for k, v in recipe["train"].items() if k not in LOGGING_KEYS}
     return {**recipe, "train": train}

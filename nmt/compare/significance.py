@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
-from nmt.compare.rows import Decision
+from nmt.compare.rows import Decision, p_text
 from nmt.compare.spec import SignificanceSpec
 from nmt.decoding.metrics import corpus_score, paired_test
 
@@ -72,13 +72,6 @@ def judge(
     significant = p is not None and p < spec.alpha and agree and len(shared) >= 2
     words = verdict(name, baseline, NAMES[metric], deltas, p, significant, spec.alpha)
     return Decision(p, p_values, deltas, agree, significant, words)
-
-
-def p_text(p: float | None) -> str:
-    """0.0123 -> "0.012"; below 0.001 -> "<0.001"; none -> "–"."""
-    if p is None:
-        return "–"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def verdict(

@@ -1,0 +1,69 @@
+"""The study's metric table (nmt.compare.metrics): each output reads its columns from
+it, and a metric registered from a plug-in is measured and shown everywhere."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nmt.compare import metrics
+from nmt.compare.metrics import METRICS, Metric, csv_keys, register, shown_in
+from nmt.compare.study import run_study
+from tests.compare.test_compare import write_spec
+
+PLUGIN = Path(__file__).parents[1] / "plugins" / "copy_rate_metric.py"
+
+
+def test_every_place_lists_its_metrics_in_the_tables_order():
+    keys = list(METRICS)
+    for place in ("terminal", "report", "by_length", "csv", "html"):
+        shown = [keys.index(m.key) for m in shown_in(place)]
+        assert shown == sorted(shown), place
+    diagnostics = [m.measured for m in shown_in("diagnostics")]
+    assert diagnostics == sorted(diagnostics, key=lambda m: m != "sentence")
+    assert csv_keys()[:4] == ["variant", "split", "seeds", "bleu"]
+    assert len(csv_keys()) == len(set(csv_keys()))
+
+
+def test_a_key_registered_twice_is_refused(monkeypatch):
+    monkeypatch.setattr(metrics, "METRICS", dict(METRICS))
+    with pytest.raises(ValueError, match="study metric 'bleu' registered twice"):
+        register(Metric("bleu", "BLEU again", 2, "score", frozenset({"csv"})))
+
+
+def test_a_metric_from_a_plug_in_is_in_every_output(tmp_path, toy_dir, monkeypatch):
+    """The copy rate of tests/plugins/copy_rate_metric.py, added to a finished study
+    (its run is reused, not trained again) and registered when the spec's plug-in is
+    imported: its figure per row and per length bucket in results.json (the ratio of
+    its per-sentence sums, recomputed here from the translations), its column in
+    results.csv and report.html, its column of report.md's diagnostics and its
+    by-length table."""
+    monkeypatch.setattr(metrics, "METRICS", dict(METRICS))  # the plug-in's stays here
+    spec = write_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
+    run_study(spec, device="cpu")
+    trained = (tmp_path / "study/runs/global/seed1/best.pt").stat().st_mtime_ns
+    raw = yaml.safe_load(spec.read_text())
+    raw["plugins"] = [str(PLUGIN)]
+    spec.write_text(yaml.safe_dump(raw))
+    out = run_study(spec, device="cpu")
+    assert (out / "runs/global/seed1/best.pt").stat().st_mtime_ns == trained
+
+    (row,) = json.loads((out / "results.json").read_text())["rows"]
+    run = out / "runs/global/seed1"
+    hyps = (run / "test.hyp").read_text().splitlines()
+    srcs = (toy_dir / "test.src").read_text().splitlines()
+    copied = sum(w in set(s.split()) for h, s in zip(hyps, srcs) for w in h.split())
+    words = sum(len(h.split()) for h in hyps)
+    assert row["copy_rate"] == pytest.approx(copied / words)
+    assert all("copy_rate" in b for b in row["length_buckets"].values())
+    with (out / "results.csv").open() as f:
+        (record,) = csv.DictReader(f)
+    assert float(record["copy_rate"]) == pytest.approx(copied / words)
+    report = (out / "report.md").read_text()
+    assert "| variant | length ratio | repetition | dropped | backward | copied |" in report
+    assert "copied by source length (words; sentences per bucket):" in report
+    assert '["copied", "copy_rate", 3]' in (out / "report.html").read_text()
