@@ -12,8 +12,9 @@ from typing import Any, Literal
 from nmt.errors import ConfigError, NmtError
 from nmt.setup.config import apply_overrides, check, check_seed, from_dict, read_yaml
 from nmt.setup.decoding import decoding, with_overrides
+from nmt.setup.migrations import refuse_moved_keys
 from nmt.setup.plugins import with_plugins
-from nmt.setup.recipe import RunConfig, check_moved_keys
+from nmt.setup.recipe import RunConfig, read_recipe
 from nmt.setup.registry import Registry
 from nmt.setup.training import TrainConfig
 
@@ -281,7 +282,7 @@ def load_spec(
         spec = from_dict(CompareSpec, with_plugins(raw, plugins))
     except (ConfigError, NmtError) as e:
         raise NmtError(f"{path}: {e}") from None
-    base = read_yaml(spec.base)
+    base = read_recipe(spec.base)
     out = Path(spec.out_dir)
     runs = []
     for variant, overrides in spec.variants.items():
@@ -290,7 +291,7 @@ def load_spec(
             sets = [*spec.set, *overrides, f"train.seed={seed}", f"run_dir={run_dir}"]
             try:
                 recipe = with_plugins(apply_overrides(base, sets), spec.plugins)
-                check_moved_keys(recipe, "the recipe")
+                refuse_moved_keys(recipe, "the recipe")
                 logging = tracking(from_dict(RunConfig, recipe).train, out, variant, seed)
                 recipe = {**recipe, "train": {**recipe.get("train", {}), **logging}}
                 cfg = from_dict(RunConfig, recipe)

@@ -43,6 +43,7 @@ from nmt.progress import console, warn
 from nmt.setup.config import read_yaml
 from nmt.setup.decoding import decode_tag, decoding
 from nmt.setup.device import resolve_device
+from nmt.setup.migrations import RESULTS_VERSION
 from nmt.setup.recipe import RunConfig
 
 
@@ -257,6 +258,7 @@ def report(
     write_html(out / "report.html", title, splits, rows, maps, notes, plots)
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {
+        "version": RESULTS_VERSION,
         "baseline": baseline,
         "splits": splits,
         "bootstrap_samples": spec.bootstrap,

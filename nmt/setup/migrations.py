@@ -1,12 +1,14 @@
 """What earlier versions wrote, brought to today's layout on load, in one place.
 
 A checkpoint carries a format ``version``; each step below takes a checkpoint's
-weights from one version to the next, and :func:`upgrade_checkpoint` applies
-them in turn when a checkpoint loads (nmt.io.checkpoint). A stored recipe (in a
-checkpoint, or ``recipe.yaml`` beside a run) has no version of its own: each of
-its earlier layouts is recognised by its keys (:func:`upgrade_recipe`). Every
-migration has a test that loads what the earlier layout wrote
-(tests/setup/test_migrations.py).
+payload from one version to the next, and :func:`upgrade_checkpoint` applies
+them in turn when a checkpoint loads (nmt.io.checkpoint). A recipe carries one
+too (its ``version`` key): :func:`upgrade_recipe` takes it step by step to
+:data:`RECIPE_VERSION`. A recipe that nmt stored before recipes had versions (in a
+checkpoint, or ``recipe.yaml`` beside a run) is version 1; one that a user writes
+without a version is today's, and a key of it in an earlier place is refused,
+naming today's (:func:`refuse_moved_keys`). Every migration has a test that loads
+what the earlier layout wrote (tests/setup/test_migrations.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from typing import Any
 
 from nmt.errors import NmtError
 
-VERSION = 2  # what nmt writes today
+VERSION = 3  # the checkpoint format nmt writes today
+RECIPE_VERSION = 2  # the recipe layout nmt writes today
+# a study's results.json (for scripts that read it: nmt reads back none); the version
+# goes up when a key changes its meaning or place, not when one is added
+RESULTS_VERSION = 1
 
 # Version 1 -> 2 (the model interface of Reshape III): the output layer is named
 # ``output`` (it was ``generator``), hard attention keeps no update counter (the
@@ -34,9 +40,12 @@ _RENAMED_1 = (
 _DROPPED_1 = re.compile(r"^decoder\.\d+\.cross_attn\.updates$")
 
 
-def _weights_1_to_2(weights: dict[str, Any]) -> dict[str, Any]:
-    """Renamed in the same order, so that an optimiser's state, kept by position,
-    still fits."""
+def _checkpoint_1_to_2(payload: dict[str, Any]) -> dict[str, Any]:
+    """The weights renamed in the same order, so that an optimiser's state, kept by
+    position, still fits."""
+    weights = payload.get("model")
+    if not isinstance(weights, dict):
+        return payload
     out = {}
     for name, value in weights.items():
         for pattern, new in _RENAMED_1:
@@ -45,27 +54,39 @@ def _weights_1_to_2(weights: dict[str, Any]) -> dict[str, Any]:
                 break
         if not _DROPPED_1.match(name):
             out[name] = value
-    return out
+    return {**payload, "model": out}
 
 
+def _checkpoint_2_to_3(payload: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 keeps the optimiser's state as its parts' (``{"parts": [...]}``,
+    Muon's then Adam's); version 2 kept Adam's alone as Adam's own state dict."""
+    state = payload.get("optimizer")
+    if isinstance(state, dict) and "parts" not in state:
+        return {**payload, "optimizer": {"parts": [state]}}
+    return payload
+
+
+Step = Callable[[dict[str, Any]], dict[str, Any]]
 # version -> the step from it to the next
-WEIGHT_STEPS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _weights_1_to_2}
+CHECKPOINT_STEPS: dict[int, Step] = {1: _checkpoint_1_to_2, 2: _checkpoint_2_to_3}
+
+
+def _known(version: Any, today: int) -> bool:
+    return isinstance(version, int) and not isinstance(version, bool) and 1 <= version <= today
 
 
 def upgrade_checkpoint(payload: dict[str, Any], path: object) -> dict[str, Any]:
-    """A loaded checkpoint's payload at today's :data:`VERSION` (its weights renamed
-    step by step); a version this nmt does not know is an error naming ``path``."""
+    """A loaded checkpoint's payload at today's :data:`VERSION`, step by step; a
+    version this nmt does not know is an error naming ``path``."""
     version = payload.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= VERSION:
+    if not _known(version, VERSION):
         raise NmtError(
             f"{path}: checkpoint format version {version!r} is not supported (this nmt "
             f"reads versions 1 to {VERSION})"
         )
-    weights = payload.get("model")
     for step in range(version, VERSION):
-        if isinstance(weights, dict):
-            weights = WEIGHT_STEPS[step](weights)
-    return {**payload, "version": VERSION, "model": weights}
+        payload = CHECKPOINT_STEPS[step](payload)
+    return {**payload, "version": VERSION}
 
 
 # Options every earlier checkpoint stored for each encoder block and decoder kind,
@@ -76,17 +97,14 @@ _OTHER_KINDS = {
 }
 
 
-def upgrade_recipe(stored: Any) -> Any:
-    """A recipe stored (in a checkpoint or a run directory) before trainers, encoder
-    blocks and decoders had configs of their own, in today's layout: ``train.trainer``
-    was a name with its options under ``train.scheduled_sampling``, a checkpoint
-    held every block's and decoder's options whichever was chosen, and fusion was
-    ``model.attention.fusion`` (now ``model.decoder.fusion``). Today's layout is
-    returned as it is, so that such runs still load, resume and are reused by
-    ``compare``."""
-    if not isinstance(stored, dict):
-        return stored
-    data = copy.deepcopy(stored)
+def _recipe_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 came before trainers, encoder blocks and decoders had configs of
+    their own: ``train.trainer`` was a name with its options under
+    ``train.scheduled_sampling``, a checkpoint held every block's and decoder's
+    options whichever was chosen, and fusion was ``model.attention.fusion`` (now
+    ``model.decoder.fusion``). Recipes that nmt stored before recipes had versions
+    are version 1 whatever their keys, so each change applies only where its earlier
+    key is there."""
     train = data.get("train")
     if isinstance(train, dict) and (
         isinstance(train.get("trainer"), str) or "scheduled_sampling" in train
@@ -110,3 +128,47 @@ def upgrade_recipe(stored: Any) -> Any:
             for name in keys:
                 part.pop(name, None)
     return data
+
+
+# version -> the step from it to the next
+RECIPE_STEPS: dict[int, Step] = {1: _recipe_1_to_2}
+
+
+def upgrade_recipe(data: Any, where: str = "the run's recipe", stored: bool = True) -> Any:
+    """A recipe at today's :data:`RECIPE_VERSION`, step by step from its ``version``:
+    one that nmt ``stored`` without a version (before recipes had one) is version 1,
+    one a user wrote without a version is today's. A version this nmt does not know
+    is an error naming ``where``; a recipe of today's version that names a key in
+    its earlier place is refused (:func:`refuse_moved_keys`)."""
+    if not isinstance(data, dict):
+        return data
+    version = data.get("version", 1 if stored else RECIPE_VERSION)
+    if not _known(version, RECIPE_VERSION):
+        raise NmtError(
+            f"{where}: version: {version!r} is not a recipe format this nmt reads "
+            f"(versions 1 to {RECIPE_VERSION}; a newer nmt wrote it?)"
+        )
+    if version == RECIPE_VERSION:
+        refuse_moved_keys(data, where)
+        return {**data, "version": RECIPE_VERSION}
+    data = copy.deepcopy(data)
+    for step in range(version, RECIPE_VERSION):
+        data = RECIPE_STEPS[step](data)
+    return {**data, "version": RECIPE_VERSION}
+
+
+def refuse_moved_keys(data: dict[str, Any], where: str) -> None:
+    """Refuse a recipe of today's version that names a key in its earlier place,
+    naming today's (a stored recipe of version 1 is upgraded instead)."""
+    if isinstance(data.get("train"), dict) and "scheduled_sampling" in data["train"]:
+        raise NmtError(
+            f"{where}: train.scheduled_sampling: its options now go under train.trainer, "
+            "beside kind: scheduled_sampling (docs/training.md)"
+        )
+    model = data.get("model")
+    attention = model.get("attention") if isinstance(model, dict) else None
+    if isinstance(attention, dict) and "fusion" in attention:
+        raise NmtError(
+            f"{where}: model.attention.fusion: fusion is now a decoder option that wraps "
+            "any attention kind: set model.decoder.fusion instead"
+        )

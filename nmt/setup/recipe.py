@@ -2,9 +2,9 @@
 
 ``load_recipe`` reads a YAML file, applies ``--set`` overrides and validates it
 into a :class:`RunConfig` (errors name the file and the dotted key);
-``config_from_dict`` rebuilds one stored in a checkpoint or a run directory
-(:func:`nmt.setup.migrations.upgrade_recipe` first brings a stored recipe of an
-earlier layout to today's).
+``config_from_dict`` rebuilds one stored in a checkpoint or a run directory. Either
+is first brought from its ``version`` to today's layout
+(:func:`nmt.setup.migrations.upgrade_recipe`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from nmt.errors import ConfigError, NmtError
 from nmt.setup.config import apply_overrides, check, from_dict, read_yaml
 from nmt.setup.data import DataConfig
 from nmt.setup.decoding import DecodeConfig
-from nmt.setup.migrations import upgrade_recipe
+from nmt.setup.migrations import RECIPE_VERSION, refuse_moved_keys, upgrade_recipe
 from nmt.setup.model import ModelConfig
 from nmt.setup.plugins import with_plugins
 from nmt.setup.training import TrainConfig
@@ -38,8 +38,15 @@ class RunConfig:
     # modules (or .py files) imported before the rest is read: a user's attention
     # kinds, trainers, blocks (nmt.setup.plugins); stored with the run so that it loads again
     plugins: tuple[str, ...] = ()
+    # the recipe layout it is written in (nmt.setup.migrations); none: today's
+    version: int = RECIPE_VERSION
 
     def __post_init__(self) -> None:
+        check(
+            self.version == RECIPE_VERSION,
+            "version",
+            f"{self.version!r}: this nmt writes recipes of version {RECIPE_VERSION}",
+        )
         positions, max_len = self.model.max_positions, self.data.max_len
         check(
             positions > max_len,
@@ -99,37 +106,27 @@ def load_recipe(
 ) -> RunConfig:
     """Load a recipe file, apply ``--set`` overrides, import its plug-ins and those
     given (``--plugin``), validate into a RunConfig."""
-    data = apply_overrides(read_yaml(path), overrides or [])
+    data = read_yaml(path)
     if "variants" in data and "run_dir" not in data:
         raise NmtError(f"{path}: a comparison spec, not a recipe; run it with: nmt compare {path}")
-    check_moved_keys(data, str(path))
+    data = apply_overrides(read_recipe(path, data), overrides or [])
+    refuse_moved_keys(data, f"{path}")
     try:
         return from_dict(RunConfig, with_plugins(data, plugins))
     except (ConfigError, NmtError) as e:
         raise NmtError(f"{path}: {e}") from None
 
 
-def check_moved_keys(data: dict[str, Any], where: str) -> None:
-    """Refuse a recipe that names a key in its earlier place, naming today's (a stored
-    recipe is upgraded instead: :func:`nmt.setup.migrations.upgrade_recipe`)."""
-    if isinstance(data.get("train"), dict) and "scheduled_sampling" in data["train"]:
-        raise NmtError(
-            f"{where}: train.scheduled_sampling: its options now go under train.trainer, "
-            "beside kind: scheduled_sampling (docs/training.md)"
-        )
-    model = data.get("model")
-    attention = model.get("attention") if isinstance(model, dict) else None
-    if isinstance(attention, dict) and "fusion" in attention:
-        raise NmtError(
-            f"{where}: model.attention.fusion: fusion is now a decoder option that wraps "
-            "any attention kind: set model.decoder.fusion instead"
-        )
+def read_recipe(path: str | Path, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A recipe file (or its ``data``, read already) in today's layout: upgraded from
+    the ``version`` it names, today's where it names none."""
+    return upgrade_recipe(read_yaml(path) if data is None else data, str(path), stored=False)
 
 
 def config_from_dict(data: dict[str, Any], source: str = "the run") -> RunConfig:
     """Rebuild a RunConfig stored in a checkpoint or a run directory (``source``,
     for messages), importing the plug-ins it was trained with."""
-    data = upgrade_recipe(data)
+    data = upgrade_recipe(data, source)
     if isinstance(data, dict):
         data = with_plugins(data, why=f" ({source} was trained with it)")
     return from_dict(RunConfig, data)

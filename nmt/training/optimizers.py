@@ -90,14 +90,14 @@ class Optimizers:
             part.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self) -> dict[str, Any]:
-        """Adam's own state dict for ``adam`` (the checkpoint format of earlier runs);
-        for ``muon``, both, in order."""
-        if len(self.parts) == 1:
-            return self.parts[0].state_dict()
+        """Each part's state dict, in order (checkpoint format 3; an earlier one is
+        upgraded by nmt.setup.migrations)."""
         return {"parts": [part.state_dict() for part in self.parts]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        states = state.get("parts", [state])
+        states = state.get("parts")
+        if not isinstance(states, list):
+            raise ValueError("the checkpoint's optimiser state has no list of parts")
         if len(states) != len(self.parts):
             raise ValueError(
                 f"the checkpoint holds {len(states)} optimiser(s), train.optimizer "

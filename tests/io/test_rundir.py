@@ -110,7 +110,11 @@ def test_resume_accepts_run_time_keys_and_says_what_changed(two_steps, toy_dir, 
 
 DAMAGED_LAST = {  # how last.pt is damaged -> what the error says
     "no optimizer": (lambda p: p.pop("optimizer"), "not a usable checkpoint: no 'optimizer' entry"),
-    "optimizer": (lambda p: p.update(optimizer={"state": 5}), "(no 'param_groups' entry)"),
+    "optimizer": (lambda p: p.update(optimizer={"state": 5}), "state has no list of parts"),
+    "optimizer part": (
+        lambda p: p.update(optimizer={"parts": [{"state": 5}]}),
+        "(no 'param_groups' entry)",
+    ),
     "rng": (lambda p: p.update(rng=[{"torch": torch.zeros(3)}]), "must be a torch.ByteTensor"),
     "state key": (lambda p: p["state"].update(zzz=1), "(zzz: unknown key)"),
     "state type": (lambda p: p["state"].update(step="x"), "(step: expected an integer"),

@@ -9,6 +9,7 @@ import yaml
 from nmt.attention import ATTENTION
 from nmt.data.pipeline import check_files
 from nmt.errors import NmtError
+from nmt.setup.migrations import RECIPE_VERSION
 from nmt.setup.migrations import upgrade_recipe as upgrade
 from nmt.setup.recipe import RunConfig, config_from_dict, load_recipe
 
@@ -48,6 +49,7 @@ def test_a_recipe_stored_in_the_earlier_layout_loads_as_it_was(base, tmp_path, t
         base["train"]["trainer"].update(schedule="constant", k=0.5)
     cfg = load_recipe(write(tmp_path, base))
     old = cfg.to_dict()
+    assert old.pop("version") == RECIPE_VERSION  # stored before recipes had one: version 1
     options = old["train"].pop("trainer")
     old["train"]["trainer"] = options.pop("kind")
     old["train"]["scheduled_sampling"] = options or {"schedule": "inverse_sigmoid", "k": 2000.0}
@@ -55,6 +57,15 @@ def test_a_recipe_stored_in_the_earlier_layout_loads_as_it_was(base, tmp_path, t
     old["model"]["decoder"] = {"kind": "standard", "order": "left_to_right"}
     assert config_from_dict(old) == cfg
     assert upgrade(cfg.to_dict()) == cfg.to_dict()  # today's layout is left as it is
+    assert load_recipe(write(tmp_path, {**old, "version": 1})) == cfg  # a user's, named
+
+
+@pytest.mark.parametrize("version", [0, RECIPE_VERSION + 1, "2", True])
+def test_a_recipe_version_this_nmt_does_not_know_is_one_line(base, tmp_path, version):
+    msg = recipe_error(tmp_path, {**base, "version": version})
+    assert f"version: {version!r} is not a recipe format this nmt reads" in msg
+    with pytest.raises(NmtError, match="a newer nmt wrote it"):
+        config_from_dict({**base, "version": version})
 
 
 def test_a_recipe_file_in_the_earlier_layout_says_where_the_options_went(base, tmp_path):

@@ -3,6 +3,8 @@ of format version 1 load through the steps to today's and compute the same."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -52,7 +54,9 @@ def rebuilt(tiny_run, model_cfg: dict):
 
 
 def save_version_1(path, payload: dict, config: dict, weights: dict) -> None:
+    """A checkpoint as version 1 wrote it: its recipe without a version of its own."""
     old = {k: v for k, v in payload.items() if k not in ("format", "version", "model")}
+    config = {k: v for k, v in config.items() if k != "version"}
     checkpoint.save(path, {**old, "version": 1, "config": config, "model": weights})
 
 
@@ -102,7 +106,8 @@ def test_a_version_this_nmt_does_not_know_is_one_line(tiny_run, tmp_path, versio
 
 
 def test_every_version_before_todays_has_a_step():
-    assert sorted(migrations.WEIGHT_STEPS) == list(range(1, migrations.VERSION))
+    assert sorted(migrations.CHECKPOINT_STEPS) == list(range(1, migrations.VERSION))
+    assert sorted(migrations.RECIPE_STEPS) == list(range(1, migrations.RECIPE_VERSION))
 
 
 def test_a_checkpoint_from_before_model_positions_loads_as_sinusoidal(tiny_run, tmp_path):
@@ -124,3 +129,30 @@ def test_a_checkpoint_from_before_model_positions_loads_as_sinusoidal(tiny_run, 
     loaded = load_model(tmp_path / "old.pt", torch.device("cpu"))
     assert loaded.cfg.model.positions.kind == "sinusoidal"
     same_outputs(loaded.model, load_model(tiny_run, torch.device("cpu")).model)
+
+
+def test_a_version_2_checkpoint_of_adam_resumes_with_its_optimiser_state(
+    tiny_run, toy_dir, tmp_path
+):
+    """Version 2 kept Adam's state as Adam's own state dict (and its recipe had no
+    version): the run resumes from it, its moments the ones it saved."""
+    from nmt.setup.config import from_dict
+    from nmt.setup.recipe import RunConfig
+    from nmt.training.run import train
+    from tests.conftest import tiny_recipe_dict
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    payload = checkpoint.load(run / "last.pt")
+    (adam,) = payload["optimizer"]["parts"]
+    config = {k: v for k, v in payload["config"].items() if k != "version"}
+    old = {k: v for k, v in payload.items() if k not in ("format", "version")}
+    checkpoint.save(run / "last.pt", {**old, "version": 2, "config": config, "optimizer": adam})
+    upgraded = checkpoint.load(run / "last.pt")
+    assert upgraded["version"] == migrations.VERSION
+    for a, b in zip(upgraded["optimizer"]["parts"][0]["state"].values(), adam["state"].values()):
+        assert torch.equal(a["exp_avg"], b["exp_avg"])
+    step = payload["state"]["step"]
+    sections = {"train": {"max_steps": step + 1, "valid_every": step + 1}}
+    train(from_dict(RunConfig, tiny_recipe_dict(toy_dir, run, **sections)), "cpu", resume=True)
+    assert checkpoint.load(run / "last.pt")["state"]["step"] == step + 1
