@@ -52,12 +52,14 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_temps(target)
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=target.parent
-        )
     except OSError as e:
         raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
+    # A signal can unwind this between the temp file's creation and mkstemp's return:
+    # what fails removes this process's temps of the target by their name, not by a
+    # name that might not have been returned yet.
+    own = f".{target.name}.{os.getpid()}."
     try:
+        fd, tmp = tempfile.mkstemp(prefix=own, suffix=".tmp", dir=target.parent)
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
@@ -72,11 +74,16 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         finally:
             os.close(dir_fd)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
+        _remove_temps(target.parent, own)
         raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _remove_temps(target.parent, own)
         raise
+
+
+def _remove_temps(directory: Path, prefix: str) -> None:
+    for temp in directory.glob(f"{glob.escape(prefix)}*.tmp"):
+        temp.unlink(missing_ok=True)
 
 
 JOURNAL = ".nmt-renames.json"  # the renames of atomic_files, while they are under way

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -125,3 +126,22 @@ def test_an_export_removes_what_a_killed_export_left(tiny_run, tmp_path):
     (left / "model.bin").write_bytes(b"half")
     assert invoke("export", tiny_run, "-o", tmp_path / "ct2").exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]
+
+
+def test_a_signal_as_the_temp_file_is_made_leaves_no_temp_file(tmp_path, monkeypatch):
+    """SIGTERM can unwind a write between the temp file's creation and mkstemp's
+    return (the suite once met it: a test waits for the temp to appear, then signals):
+    the temp is still removed, and what is written stays as it was."""
+    made = tempfile.mkstemp
+
+    def interrupted(*args, **kwargs):
+        fd, _ = made(*args, **kwargs)
+        os.close(fd)
+        raise KeyboardInterrupt
+
+    (tmp_path / "out.txt").write_text("before\n")
+    monkeypatch.setattr(tempfile, "mkstemp", interrupted)
+    with pytest.raises(KeyboardInterrupt), files.atomic_file(tmp_path / "out.txt") as f:
+        f.write(b"after\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+    assert (tmp_path / "out.txt").read_text() == "before\n"
