@@ -30,6 +30,7 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -54,7 +55,8 @@ from nmt.training.signals import Interrupted, Terminated
 
 JOBS = "jobs.json"  # in OUT/slurm: run directory -> the SLURM job id of its last submission
 RESULTS = "results"  # in OUT/slurm: JOB.json, each job's outcome
-POLL_SECONDS = 3.0
+POLL_SECONDS = 3.0  # how often the study asks SLURM about its jobs (squeue)
+RESULT_POLL_SECONDS = 0.5  # how often it looks for the results its jobs wrote
 WARNING_SECONDS = 120  # SIGUSR2 this long before the time limit: requeue, resume
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "SUSPENDED"}
 LOG_LINES = 12  # of a failed job's log, in its error
@@ -268,40 +270,42 @@ def collect(
     known: dict[str, str],
     folder: Path,
 ) -> list[RunResult]:
-    """Wait with a bar of runs queued, running, done and failed; the outcomes."""
+    """Wait with a bar of runs queued, running, done and failed; the outcomes. A job
+    that has written its result is taken at once (a look at one directory, every
+    :data:`RESULT_POLL_SECONDS`); SLURM is asked about the others (squeue) every
+    :data:`POLL_SECONDS`, which also finds those that ended without one."""
     outcomes: dict[int, RunResult] = {}
+    asked, states = -math.inf, {}
     with progress_bar() as bar:
         task = bar.add_task("study", total=len(planned), rate=0.0, unit="runs", info="")
         while True:
-            states, counts = squeue(), Counter()
-            never_starts(states, known)
-            waiting = Counter()
+            if time.monotonic() - asked >= POLL_SECONDS:
+                states, asked = squeue(), time.monotonic()
+                never_starts(states, known)
+            written = {p.stem for p in (folder / RESULTS).glob("*.json")}
+            counts, waiting = Counter(), Counter()
             for i, run in enumerate(planned):
-                if i in outcomes:
-                    counts["failed" if outcomes[i].status == "failed" else "done"] += 1
-                    continue
                 job_id = known.get(str(run.run_dir))
                 state = states.get(job_id or "")
-                if state is not None:
+                if i not in outcomes and (job_id in written or state is None):
+                    if job_id is not None and (job_id in written or not done(run, splits)):
+                        outcomes[i] = outcome(submitit, run, job_id, folder)
+                    else:  # finished before this study submitted anything
+                        outcomes[i] = RunResult(run.variant, run.seed, run.run_dir, "reused")
+                if i in outcomes:
+                    counts["failed" if outcomes[i].status == "failed" else "done"] += 1
+                elif state is not None:
                     queued = state.state in QUEUED
                     counts["queued" if queued else "running"] += 1
                     if queued and state.reason not in ("None", ""):
                         waiting[state.reason] += 1
-                    continue
-                if job_id is not None and (
-                    read_outcome(folder, job_id) is not None or not done(run, splits)
-                ):
-                    outcomes[i] = outcome(submitit, run, job_id, folder)
-                else:  # finished before this study submitted anything
-                    outcomes[i] = RunResult(run.variant, run.seed, run.run_dir, "reused")
-                counts["failed" if outcomes[i].status == "failed" else "done"] += 1
             info = ", ".join(f"{counts[k]} {k}" for k in ("queued", "running", "done", "failed"))
             if waiting:  # squeue's reasons: why the queued ones wait
                 info += " (waiting: " + ", ".join(f"{r} {n}" for r, n in waiting.items()) + ")"
             bar.update(task, completed=len(outcomes), info=info)
             if len(outcomes) == len(planned):
                 return [outcomes[i] for i in range(len(planned))]
-            time.sleep(POLL_SECONDS)
+            time.sleep(RESULT_POLL_SECONDS)
 
 
 def read_outcome(folder: Path, job_id: str) -> tuple[str, str | None] | None:
