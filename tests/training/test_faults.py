@@ -40,9 +40,12 @@ def test_a_background_run_ignores_sigint_and_stops_on_sigterm(toy_dir, tmp_path)
     last.pt and stops it."""
     run = tmp_path / "run"
     proc = training_until_logged(toy_dir, run, preexec_fn=as_in_the_background)
+    logged = (run / "metrics.jsonl").read_bytes().count(b"\n")
     proc.send_signal(signal.SIGINT)
-    time.sleep(2)
-    assert proc.poll() is None  # still training
+    deadline = time.time() + 60  # still training: more updates logged after it
+    while (run / "metrics.jsonl").read_bytes().count(b"\n") < logged + 5:
+        assert proc.poll() is None and time.time() < deadline, proc.stderr.read().decode()
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err.decode()[-2000:]
