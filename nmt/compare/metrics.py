@@ -91,13 +91,25 @@ class Repetition(TextMetric):
 
 
 METRICS: dict[str, Metric] = {}
+# what a row's record holds besides the metrics' figures (nmt.compare.rows.Row.record)
+RECORD_KEYS = {
+    "variant", "split", "is_baseline", "length_buckets", "word_f", "word_counts",
+    "ref_repetition", "caption_covered", "caption_recall", "differs_most", "p_values",
+    "seed_deltas", "signs_agree", "significant", "verdict", "significant_holm",
+}  # fmt: skip
 
 
 def register(metric: Metric) -> Metric:
-    """Add ``metric`` to the table, after those registered before it; a key taken
-    already is refused."""
+    """Add ``metric`` to the table, after those registered before it. Refused: a key
+    taken already (by a metric, or by another entry of a row's record), and a
+    :class:`TextMetric` not measured per sentence (its pairs are reduced as those
+    are)."""
     if metric.key in METRICS:
         raise ValueError(f"study metric {metric.key!r} registered twice")
+    if metric.key in RECORD_KEYS:
+        raise ValueError(f"study metric {metric.key!r}: a row's record uses that key")
+    if isinstance(metric, TextMetric) and metric.measured != "sentence":
+        raise ValueError(f"study metric {metric.key!r}: a TextMetric is measured per sentence")
     METRICS[metric.key] = metric
     return metric
 

@@ -29,10 +29,15 @@ def test_every_place_lists_its_metrics_in_the_tables_order():
     assert len(csv_keys()) == len(set(csv_keys()))
 
 
-def test_a_key_registered_twice_is_refused(monkeypatch):
+def test_a_key_taken_or_a_text_metric_not_per_sentence_is_refused(monkeypatch):
     monkeypatch.setattr(metrics, "METRICS", dict(METRICS))
     with pytest.raises(ValueError, match="study metric 'bleu' registered twice"):
         register(Metric("bleu", "BLEU again", 2, "score", frozenset({"csv"})))
+    with pytest.raises(ValueError, match="'variant': a row's record uses that key"):
+        register(Metric("variant", "name", 0, "run", frozenset({"csv"})))
+    with pytest.raises(ValueError, match="a TextMetric is measured per sentence"):
+        register(metrics.Repetition("rep", "rep", 3, "score", frozenset({"csv"})))
+    assert "rep" not in metrics.METRICS
 
 
 def test_a_metric_from_a_plug_in_is_in_every_output(tmp_path, toy_dir, monkeypatch):
@@ -67,3 +72,19 @@ def test_a_metric_from_a_plug_in_is_in_every_output(tmp_path, toy_dir, monkeypat
     assert "| variant | length ratio | repetition | dropped | backward | copied |" in report
     assert "copied by source length (words; sentences per bucket):" in report
     assert '["copied", "copy_rate", 3]' in (out / "report.html").read_text()
+
+
+def test_every_key_of_a_rows_record_is_a_metrics_or_reserved():
+    """A row's record (results.json) holds the metrics' figures and RECORD_KEYS alone,
+    so that a plug-in metric cannot take a key the record already uses."""
+    from tests.compare.test_report import row
+
+    full = row(
+        "local_m", "test*3", 41.0, length_ratio=0.9, repetition=0.1, dropped=0.2,
+        backward=0.3, scores={"chrf++": (50.0, 1.0), "ter": (55.0, 0.0)},
+        word_f={"1": 0.5}, word_counts={"1": 3}, caption_covered=[0.5], caption_recall=[9.0],
+        differs_most=[],
+    )  # fmt: skip
+    keys = {k for k in full.record() if not k.endswith("_signature")}
+    known = set(METRICS) | {k for m in METRICS.values() for k in m.csv} | metrics.RECORD_KEYS
+    assert keys - known == set()
