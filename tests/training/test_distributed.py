@@ -211,6 +211,7 @@ print("threads", before, threads())
 """
 
 
+@pytest.mark.slow  # two rank processes
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
 def test_closing_the_group_after_ddp_joins_gloos_threads(tmp_path):
     """A rank that built a DDP module and closed its group has no gloo thread left:
