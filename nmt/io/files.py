@@ -54,12 +54,8 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         remove_dead_temps(target)
     except OSError as e:
         raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
-    # A signal can unwind this between the temp file's creation and mkstemp's return:
-    # what fails removes this process's temps of the target by their name, not by a
-    # name that might not have been returned yet.
-    own = f".{target.name}.{os.getpid()}."
     try:
-        fd, tmp = tempfile.mkstemp(prefix=own, suffix=".tmp", dir=target.parent)
+        fd, tmp = _temp_file(target)
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
@@ -74,15 +70,25 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         finally:
             os.close(dir_fd)
     except OSError as e:
-        _remove_temps(target.parent, own)
+        _remove_own_temps(target)
         raise NmtError(f"{path}: cannot write ({e.strerror or e})") from None
     except BaseException:
-        _remove_temps(target.parent, own)
+        _remove_own_temps(target)
         raise
 
 
-def _remove_temps(directory: Path, prefix: str) -> None:
-    for temp in directory.glob(f"{glob.escape(prefix)}*.tmp"):
+def _temp_file(path: Path) -> tuple[int, str]:
+    """A new temp file beside ``path`` for this process to write it through:
+    ``.NAME.PID.*.tmp`` (what :func:`remove_dead_temps` parses)."""
+    return tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+
+
+def _remove_own_temps(path: Path) -> None:
+    """Delete this process's temp files of ``path``, found by their name: a signal can
+    unwind a write between a temp file's creation and mkstemp's return, before the
+    writer holds its name."""
+    prefix = f".{path.name}.{os.getpid()}."
+    for temp in path.parent.glob(f"{glob.escape(prefix)}*.tmp"):
         temp.unlink(missing_ok=True)
 
 
@@ -109,9 +115,7 @@ def atomic_files(paths: list[Path]) -> Iterator[list[BinaryIO]]:
         with ExitStack() as stack:
             handles = []
             for path in paths:
-                fd, tmp = tempfile.mkstemp(
-                    prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=directory
-                )
+                fd, tmp = _temp_file(path)
                 temps.append(Path(tmp))
                 handles.append(stack.enter_context(os.fdopen(fd, "wb")))
             yield handles
@@ -124,8 +128,8 @@ def atomic_files(paths: list[Path]) -> Iterator[list[BinaryIO]]:
     except OSError as e:
         raise NmtError(f"{directory}: cannot write ({e.strerror or e})") from None
     finally:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
+        for path in paths:
+            _remove_own_temps(path)
 
 
 def finish_renames(directory: Path) -> None:

@@ -128,7 +128,8 @@ def test_an_export_removes_what_a_killed_export_left(tiny_run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]
 
 
-def test_a_signal_as_the_temp_file_is_made_leaves_no_temp_file(tmp_path, monkeypatch):
+@pytest.mark.parametrize("writer", ["atomic_file", "atomic_files"])
+def test_a_signal_as_the_temp_file_is_made_leaves_no_temp_file(tmp_path, monkeypatch, writer):
     """SIGTERM can unwind a write between the temp file's creation and mkstemp's
     return (the suite once met it: a test waits for the temp to appear, then signals):
     the temp is still removed, and what is written stays as it was."""
@@ -141,7 +142,12 @@ def test_a_signal_as_the_temp_file_is_made_leaves_no_temp_file(tmp_path, monkeyp
 
     (tmp_path / "out.txt").write_text("before\n")
     monkeypatch.setattr(tempfile, "mkstemp", interrupted)
-    with pytest.raises(KeyboardInterrupt), files.atomic_file(tmp_path / "out.txt") as f:
-        f.write(b"after\n")
+    with pytest.raises(KeyboardInterrupt):
+        if writer == "atomic_file":
+            with files.atomic_file(tmp_path / "out.txt") as f:
+                f.write(b"after\n")
+        else:
+            with files.atomic_files([tmp_path / "out.txt"]) as (f,):
+                f.write(b"after\n")
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
     assert (tmp_path / "out.txt").read_text() == "before\n"
