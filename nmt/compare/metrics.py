@@ -60,7 +60,7 @@ class Metric:
         return f"{{:{',' if self.thousands else ''}.{self.digits}f}}"
 
     def column(self) -> Column[Row]:
-        """Its column in report.md's main table and on the terminal."""
+        """Its column in report.md's tables and on the terminal."""
         if self.cell is not None:
             return Column(self.header, self.cell)
         if self.spread:

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from nmt.compare.metrics import csv_keys, shown_in
+from nmt.compare.metrics import Place, csv_keys, shown_in
 from nmt.compare.rows import (
     Column,
     ContrastRow,
@@ -31,6 +31,11 @@ from nmt.compare.spec import SignificanceSpec
 from nmt.io.files import write_text
 
 VARIANT: Column[Any] = Column("variant", lambda r: r.variant, numeric=False)
+
+
+def metric_columns(place: Place) -> list[Column[Row]]:
+    """The variant, then the columns of the metrics shown in ``place``."""
+    return [VARIANT] + [m.column() for m in shown_in(place)]
 
 
 def _failed_cells(failure: RunResult, width: int) -> list[str]:
@@ -52,14 +57,14 @@ def print_tables(
         out.width = 120
     for split in splits:
         shown = Table(title=f"{split}: beam search, mean over seeds; all columns in report.md")
-        columns = [VARIANT] + [m.column() for m in shown_in("terminal")]
-        for c in columns:
+        terminal = metric_columns("terminal")
+        for c in terminal:
             shown.add_column(c.header, justify="right" if c.numeric else "left")
         for row in rows:
             if row.split == split:
-                shown.add_row(*(c.cell(row) for c in columns))
+                shown.add_row(*(c.cell(row) for c in terminal))
         for f in failures:
-            shown.add_row(*_failed_cells(f, len(columns)), style="red")
+            shown.add_row(*_failed_cells(f, len(terminal)), style="red")
         out.print(shown)
         for line in verdicts(rows, split) + verdicts(contrasts or [], split):
             out.print(f"  {line}")
@@ -71,9 +76,9 @@ def verdicts(rows: Sequence[Row | ContrastRow], split: str) -> list[str]:
 
 
 def markdown_table(rows: list[Row], split: str, failures: list[RunResult]) -> str:
-    columns = [VARIANT] + [m.column() for m in shown_in("report")]
-    failed = [_failed_cells(f, len(columns)) for f in failures]
-    return table(columns, [r for r in rows if r.split == split], failed)
+    main = metric_columns("report")
+    failed = [_failed_cells(f, len(main)) for f in failures]
+    return table(main, [r for r in rows if r.split == split], failed)
 
 
 def bucket_table(rows: list[Row], split: str, key: str = "bleu", fmt: str = "{:.2f}") -> str:
@@ -89,11 +94,7 @@ def bucket_table(rows: list[Row], split: str, key: str = "bleu", fmt: str = "{:.
 
 def diagnostics_table(rows: list[Row], split: str) -> str:
     """The diagnostics over the whole split, one row per variant."""
-    columns = [VARIANT] + [
-        Column(m.header, lambda r, m=m: number(r.figure(m.key), m.format))
-        for m in shown_in("diagnostics")
-    ]
-    return table(columns, [r for r in rows if r.split == split])
+    return table(metric_columns("diagnostics"), [r for r in rows if r.split == split])
 
 
 def caption_table(rows: list[Row], split: str) -> str:
