@@ -44,7 +44,10 @@ def test_a_background_run_ignores_sigint_and_stops_on_sigterm(toy_dir, tmp_path)
     proc.send_signal(signal.SIGINT)
     deadline = time.time() + 60  # still training: more updates logged after it
     while (run / "metrics.jsonl").read_bytes().count(b"\n") < logged + 5:
-        assert proc.poll() is None and time.time() < deadline, proc.stderr.read().decode()
+        assert proc.poll() is None, proc.stderr.read().decode()  # it ended: its output
+        if time.time() > deadline:
+            proc.kill()
+            raise AssertionError("no update logged in 60 s after SIGINT")
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
