@@ -49,7 +49,7 @@ def test_a_recipe_stored_in_the_earlier_layout_loads_as_it_was(base, tmp_path, t
         base["train"]["trainer"].update(schedule="constant", k=0.5)
     cfg = load_recipe(write(tmp_path, base))
     old = cfg.to_dict()
-    assert old.pop("version") == RECIPE_VERSION  # stored before recipes had one: version 1
+    assert old.pop("version") == RECIPE_VERSION  # stored before versions: none, read as 1
     options = old["train"].pop("trainer")
     old["train"]["trainer"] = options.pop("kind")
     old["train"]["scheduled_sampling"] = options or {"schedule": "inverse_sigmoid", "k": 2000.0}
