@@ -1,6 +1,6 @@
 """A user's study metric, written outside the nmt package: the share of output words
 copied from the source (a word of the translation that is also a word of its source
-sentence), the untranslated-copy diagnostic of Koehn and Knowles (2017, sec. 3.4).
+sentence), a rough view of source words left untranslated.
 
 tests/compare/test_metrics.py names it in a spec's ``plugins`` and finds it in every
 output of the study."""
