@@ -547,8 +547,8 @@ def test_evaluations_at_once_keep_each_other_scores(tmp_path, monkeypatch):
 
 def test_damaged_summary_and_requested_recipe_are_named(tiny_run, tmp_path):
     from nmt.compare.analysis import training_figures
-    from nmt.compare.runs import check_reusable, finished_run
-    from nmt.compare.spec import PlannedRun
+    from nmt.launch.runs import check_reusable, finished_run
+    from nmt.setup.compare import PlannedRun
 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)

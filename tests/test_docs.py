@@ -17,8 +17,8 @@ import yaml
 
 from nmt.attention.base import SCORES
 from nmt.cli import app
-from nmt.compare.spec import CompareSpec, load_spec
 from nmt.setup.attention import ATTENTION
+from nmt.setup.compare import CompareSpec, load_spec
 from nmt.setup.model import DECODERS, ENCODER_BLOCKS
 from nmt.setup.recipe import RunConfig, load_recipe
 from nmt.setup.training import TRAINERS

@@ -212,11 +212,11 @@ def loaded_after(argv: list[str], names: str) -> str:
 
 def test_training_loads_no_plotting_or_study_module(tiny_recipe):
     """``nmt train`` imports what training needs: no matplotlib, nothing of attention
-    inspection or of nmt compare (a cluster job starts faster, and a broken plotting
-    install cannot stop a run)."""
+    inspection or of a study (nmt compare, its launchers): a cluster job starts
+    faster, and a broken plotting install cannot stop a run."""
     recipe = tiny_recipe(train={"max_steps": 2, "valid_every": 2})
     heavy = "sorted(m for m in sys.modules if m.startswith(('matplotlib', 'nmt.inspection',"
-    heavy += " 'nmt.compare')))"
+    heavy += " 'nmt.compare', 'nmt.launch')))"
     assert loaded_after(["train", str(recipe), "--device", "cpu"], heavy) == "LOADED []"
 
 

@@ -10,18 +10,18 @@ from typing import Any
 import numpy as np
 
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
-from nmt.compare.diagnostics import (
+from nmt.compare.metrics import per_sentence
+from nmt.compare.rows import ATTENTION_KEYS, ContrastRow, Row
+from nmt.compare.significance import adjust_family, judge
+from nmt.decoding.metrics import Bootstrap, bleu_from_stats, paired_bootstrap
+from nmt.errors import NmtError
+from nmt.inspection.diagnostics import (
     f_measure,
     frequency_labels,
     ratio,
     repetition,
 )
-from nmt.compare.metrics import per_sentence
-from nmt.compare.rows import ATTENTION_KEYS, ContrastRow, Row
-from nmt.compare.significance import adjust_family, judge
-from nmt.compare.spec import SignificanceSpec
-from nmt.decoding.metrics import Bootstrap, bleu_from_stats, paired_bootstrap
-from nmt.errors import NmtError
+from nmt.setup.compare import SignificanceSpec
 
 EXAMPLES = 2  # sentences shown each way where a variant differs most from the baseline
 

@@ -11,7 +11,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nmt.compare.diagnostics import (
+from nmt.compare.metrics import text_metrics
+from nmt.data.alignment import Alignment, aer, read_alignments
+from nmt.data.corpus import n_lines, read_documents, read_lines
+from nmt.data.pipeline import load_split, split_files
+from nmt.data.splits import IN_DOCUMENTS, JOINED, base_split, groups, needs_documents
+from nmt.decoding.evaluate import read_results
+from nmt.decoding.metrics import corpus_score, sentence_stats
+from nmt.decoding.search import encode_source
+from nmt.errors import ConfigError, NmtError
+from nmt.inspection.diagnostics import (
     backward,
     caption_covered,
     center_distance,
@@ -22,15 +31,6 @@ from nmt.compare.diagnostics import (
     word_accuracy,
     word_counts,
 )
-from nmt.compare.metrics import text_metrics
-from nmt.data.alignment import Alignment, aer, read_alignments
-from nmt.data.corpus import n_lines, read_documents, read_lines
-from nmt.data.pipeline import load_split, split_files
-from nmt.data.splits import IN_DOCUMENTS, JOINED, base_split, groups, needs_documents
-from nmt.decoding.evaluate import read_results
-from nmt.decoding.metrics import corpus_score, sentence_stats
-from nmt.decoding.search import encode_source
-from nmt.errors import ConfigError, NmtError
 from nmt.inspection.maps import (
     AttentionMap,
     attention_entropy,
@@ -164,7 +164,7 @@ def output_figures(
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """Per sentence, the diagnostics read while the model reads its own translations
     (the attention it paid when it wrote them): dropped source words and backward
-    moves of the attention's peak (nmt.compare.diagnostics), each (N,2); on a joined
+    moves of the attention's peak (nmt.inspection.diagnostics), each (N,2); on a joined
     split (``parts``: its captions), each caption's covered share and recall
     (N,K,2)."""
     limit = loaded.model.cfg.max_positions - 1

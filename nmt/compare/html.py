@@ -22,22 +22,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from nmt.compare.metrics import shown_in
 from nmt.compare.rows import Row, p_text, plain
 from nmt.inspection.maps import AttentionMap
 from nmt.io.files import write_text
-
-WORD_START = "▁"  # SentencePiece marks the first piece of a word
-
-
-def caption_starts(amap: AttentionMap, counts: list[int]) -> list[int]:
-    """The source piece at which each caption after the first starts, for captions of
-    ``counts`` words (SentencePiece words, as nmt.compare.diagnostics counts them)."""
-    starts = [i for i, p in enumerate(amap.src[:-1]) if i == 0 or p.startswith(WORD_START)]
-    firsts = np.cumsum(counts)[:-1]
-    return [starts[k] for k in firsts if k < len(starts)]
 
 
 def heatmap(amap: AttentionMap, boundaries: list[int]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ How a figure is measured (``Metric.measured``) decides how it is reduced over se
   references (nmt.compare.analysis), the mean;
 - ``"sentence"``: a (numerator, denominator) pair per sentence of each seed's
   translations, a ratio of sums per seed (over the split, and per source-length
-  bucket), the mean over seeds (nmt.compare.diagnostics).
+  bucket), the mean over seeds (nmt.inspection.diagnostics).
 
 A metric of the translations alone is a :class:`TextMetric`: one method gives its
 pair for one sentence; registered with :func:`register`, it is measured on every run,
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nmt.compare.diagnostics import repetition
 from nmt.compare.rows import Column, Row, number, p_text
+from nmt.inspection.diagnostics import repetition
 
 # where a metric can be shown: the terminal's table, report.md's main table, its
 # diagnostics table and by-length tables, results.csv, report.html's sortable table
@@ -84,7 +84,7 @@ class TextMetric(Metric):
 
 
 class Repetition(TextMetric):
-    """seq-rep-2 (Welleck et al. 2020): nmt.compare.diagnostics.repetition."""
+    """seq-rep-2 (Welleck et al. 2020): nmt.inspection.diagnostics.repetition."""
 
     def pair(self, hyp: str, ref: str, src: str) -> tuple[float, float]:
         return repetition(hyp)

@@ -25,10 +25,10 @@ from nmt.compare.rows import (
     plain,
     table,
 )
-from nmt.compare.runs import RunResult
 from nmt.compare.significance import NAMES
-from nmt.compare.spec import SignificanceSpec
 from nmt.io.files import write_text
+from nmt.launch.runs import RunResult
+from nmt.setup.compare import SignificanceSpec
 
 VARIANT: Column[Any] = Column("variant", lambda r: r.variant, numeric=False)
 
@@ -275,7 +275,7 @@ def diagnostics_section(rows: list[Row], split: str, baseline: str) -> list[str]
     accuracy by frequency, and the sentences where each differs most."""
     ref = next((r.ref_repetition for r in rows if r.split == split), None)
     parts = [
-        "Diagnostics (nmt/compare/diagnostics.py), read on the variants' own translations: "
+        "Diagnostics (nmt/inspection/diagnostics.py), read on the variants' own translations: "
         "length ratio (hypothesis / reference words; below 1: stops early), repetition "
         f"(share of repeated word bigrams; the references: {number(ref, '{:.3f}')}), dropped "
         "(share of source words whose attention mass over the whole output is under 0.5: "

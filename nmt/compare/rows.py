@@ -56,7 +56,7 @@ class Decision:
 class Row:
     """One variant on one split, over its finished seeds: means and spreads, the
     attention figures (None where not read), the diagnostics of
-    nmt.compare.diagnostics, the figures per source-length bucket, and the test
+    nmt.inspection.diagnostics, the figures per source-length bucket, and the test
     against the baseline (None for the baseline itself)."""
 
     variant: str

@@ -23,8 +23,8 @@ import numpy as np
 
 from nmt.compare.analysis import RunAnalysis
 from nmt.compare.rows import Decision, p_text
-from nmt.compare.spec import SignificanceSpec
 from nmt.decoding.metrics import corpus_score, paired_test
+from nmt.setup.compare import SignificanceSpec
 
 NAMES = {"bleu": "BLEU", "chrf": "chrF", "chrf++": "chrF++", "ter": "TER"}
 

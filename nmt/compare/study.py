@@ -24,24 +24,23 @@ from nmt.compare.analysis import (
     read_gold,
     recipe_of,
 )
-from nmt.compare.diagnostics import ratio
 from nmt.compare.ensembles import ensemble_rows
-from nmt.compare.html import caption_starts, heatmap, write_html
+from nmt.compare.html import heatmap, write_html
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import Report, print_tables, write_csv, write_json, write_markdown
 from nmt.compare.rows import Row
-from nmt.compare.runs import Launch, RunResult, check_reusable, failed
-from nmt.compare.spec import LAUNCHERS, CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
 from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
+from nmt.inspection.diagnostics import caption_starts, ratio
 from nmt.io.checkpoint import no_best
 from nmt.io.files import write_text
 from nmt.io.rundir import is_run, owned
+from nmt.launch.runs import Launch, RunResult, check_reusable, decoded, fail_if_any_failed, failed
 from nmt.progress import console, warn
+from nmt.setup.compare import LAUNCHERS, CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.setup.config import read_yaml
-from nmt.setup.decoding import decode_tag, decoding
 from nmt.setup.device import resolve_device
 from nmt.setup.migrations import RESULTS_VERSION
 from nmt.setup.recipe import RunConfig
@@ -85,29 +84,6 @@ def run_study(
     return out
 
 
-def decoded(spec: CompareSpec, outcomes: list[RunResult], device: str) -> list[RunResult]:
-    """Every finished run evaluated again under each of the spec's ``decodings`` (what
-    ``nmt evaluate --set ... --length ...`` keeps as SPLIT@TAG; reused when there), as
-    the variants VARIANT@DECODING."""
-    out = []
-    for name, entries in spec.decodings.items():
-        overrides, length = decoding(entries)
-        tag = decode_tag(overrides, length)
-        for o in outcomes:
-            if o.status == "failed":
-                continue
-            result = RunResult(f"{o.variant}@{name}", o.seed, o.run_dir, "reused", tag=tag)
-            todo = [s for s in spec.splits or () if f"{s}@{tag}" not in read_results(o.run_dir)]
-            try:
-                if todo:
-                    console.print(f"decoding {o.variant} seed {o.seed} as {name} ({tag})")
-                    evaluate(o.run_dir, todo, device, overrides, length)
-                out.append(result)
-            except Exception as e:  # reported as a failed run, the others still compared
-                out.append(failed(result, e))
-    return out
-
-
 def check_not_a_run(out: Path, key: str) -> None:
     """A report written into a run directory would replace the run's own
     results.json (its scores) with the report's."""
@@ -136,19 +112,6 @@ def check_data(spec: CompareSpec, planned: list[PlannedRun]) -> None:
                     f"heatmaps: line {past[0]} is past the end of {split} "
                     f"({n_lines(lines)}, numbered from 0)"
                 )
-
-
-def fail_if_any_failed(outcomes: list[RunResult], out: Path) -> None:
-    """After the report of what worked: an error (a non-zero exit) naming the runs that
-    failed, so that scripts and CI notice."""
-    failures = [r for r in outcomes if r.status == "failed"]
-    if failures:
-        named = "; ".join(f"{r.variant} seed {r.seed}: {r.error}" for r in failures[:3])
-        more = f" and {len(failures) - 3} more" if len(failures) > 3 else ""
-        raise NmtError(
-            f"{len(failures)} of {len(outcomes)} runs failed ({named}{more}); the report in "
-            f"{out} covers the others, each failed run's RUN/error.log has its traceback"
-        )
 
 
 def compare_runs(

@@ -1,2 +1,2 @@
-"""Inspecting attention: a sentence's attention maps, heatmaps and their plotting,
-and the word alignments read from attention."""
+"""Inspecting a translation: a sentence's attention maps, heatmaps and their plotting,
+the word alignments read from attention, and the per-sentence diagnostics."""

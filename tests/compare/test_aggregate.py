@@ -10,8 +10,8 @@ import pytest
 
 from nmt.compare.aggregate import summarise
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
-from nmt.compare.spec import SignificanceSpec
 from nmt.decoding.metrics import bleu, corpus_score, sentence_stats
+from nmt.setup.compare import SignificanceSpec
 from tests.helpers import noisy
 
 RNG = np.random.default_rng(0)

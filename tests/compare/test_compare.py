@@ -15,13 +15,13 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.compare.analysis import recipe_of
 from nmt.compare.report import Report, write_markdown
-from nmt.compare.runs import RunResult, check_reusable
-from nmt.compare.spec import SignificanceSpec, load_spec
 from nmt.data.pipeline import load_split
 from nmt.data.splits import documents
 from nmt.decoding.metrics import corpus_score
 from nmt.errors import NmtError
 from nmt.io.rundir import owned
+from nmt.launch.runs import RunResult, check_reusable
+from nmt.setup.compare import SignificanceSpec, load_spec
 from nmt.setup.recipe import load_recipe
 from tests.conftest import tiny_recipe_dict
 from tests.data.test_documents import with_documents

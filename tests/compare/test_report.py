@@ -18,8 +18,8 @@ from nmt.compare.report import (
     write_markdown,
 )
 from nmt.compare.rows import ContrastRow, Decision, Row
-from nmt.compare.runs import RunResult
-from nmt.compare.spec import SignificanceSpec
+from nmt.launch.runs import RunResult
+from nmt.setup.compare import SignificanceSpec
 
 
 def row(variant: str, split: str, bleu: float, **extra) -> Row:

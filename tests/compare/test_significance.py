@@ -11,8 +11,8 @@ import pytest
 from nmt.compare.aggregate import contrast_rows, summarise
 from nmt.compare.analysis import RunAnalysis, SplitAnalysis
 from nmt.compare.significance import adjust_family, holm, judge
-from nmt.compare.spec import SignificanceSpec
 from nmt.decoding.metrics import bleu, sentence_stats
+from nmt.setup.compare import SignificanceSpec
 from tests.helpers import noisy
 
 

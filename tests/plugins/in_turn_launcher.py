@@ -7,8 +7,8 @@ tests/compare/test_launchers.py imports it as a plug-in and runs a study with
 
 from __future__ import annotations
 
-from nmt.compare.runs import Launch, Launcher, RunResult, bring_up
-from nmt.compare.spec import LAUNCHERS
+from nmt.launch.runs import Launch, Launcher, RunResult, bring_up
+from nmt.setup.compare import LAUNCHERS
 
 
 class InTurn(Launcher):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt.compare.runs import PlannedRun, check_reusable
-from nmt.compare.spec import load_spec
 from nmt.errors import NmtError
+from nmt.launch.runs import check_reusable
+from nmt.setup.compare import PlannedRun, load_spec
 from nmt.training.run import train
 from nmt.training.tensorboard import TensorBoardLog
 from nmt.training.trackers import tag

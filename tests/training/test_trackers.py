@@ -17,9 +17,9 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.compare.spec import load_spec
 from nmt.errors import ConfigError, NmtError
 from nmt.io.rundir import recipe_changes
+from nmt.setup.compare import load_spec
 from nmt.setup.recipe import config_from_dict
 from nmt.training.run import train
 from nmt.training.trackers import hyperparameters, tag

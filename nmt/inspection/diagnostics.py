@@ -75,12 +75,17 @@ def repetition(hyp: str) -> tuple[float, int]:
     return 1 - len(set(grams)) / len(grams), 1
 
 
+def word_starts(amap: AttentionMap) -> list[int]:
+    """The source pieces that start a SentencePiece word (``</s>`` left out)."""
+    return [i for i, piece in enumerate(amap.src[:-1]) if i == 0 or piece.startswith(WORD_START)]
+
+
 def source_word_mass(amap: AttentionMap) -> np.ndarray:
     """(source words,) attention mass each source word receives over the whole output:
     the layer- and head-mean weights summed over target positions and over the word's
     pieces (``</s>`` left out)."""
     mass = amap.weights.mean((0, 1)).sum(0)[:-1]  # (S−1,) per source piece
-    starts = [i for i, piece in enumerate(amap.src[:-1]) if i == 0 or piece.startswith(WORD_START)]
+    starts = word_starts(amap)
     return np.add.reduceat(mass, starts) if starts else np.zeros(0)
 
 
@@ -106,6 +111,13 @@ def caption_covered(
         float((mass[a:b] >= below).mean()) if b > a else float("nan")
         for a, b in itertools.pairwise(edges)
     ]
+
+
+def caption_starts(amap: AttentionMap, counts: list[int]) -> list[int]:
+    """The source piece at which each caption after the first starts, for captions of
+    ``counts`` SentencePiece words each."""
+    starts = word_starts(amap)
+    return [starts[k] for k in np.cumsum(counts)[:-1] if k < len(starts)]
 
 
 def chrf_recall(hyp: str, ref: str, order: int = 6) -> float:

@@ -10,7 +10,7 @@ from nmt.errors import NmtError
 def test_a_recipe_key_on_the_command_line_points_to_the_specs_set(tmp_path):
     """``nmt compare SPEC --set train.lr=...`` names the way: ``set+=`` appends a recipe
     override to the spec's set list, which every variant takes."""
-    from nmt.compare.spec import with_spec_overrides
+    from nmt.setup.compare import with_spec_overrides
 
     raw = {"set": ["train.max_steps=4"], "seeds": [1]}
     with pytest.raises(

@@ -1,4 +1,5 @@
-"""Comparison specs: a base recipe, named variants as ``--set`` overrides, seeds."""
+"""A study's spec (`nmt compare`'s recipe): a base recipe, named variants as ``--set``
+overrides, seeds, splits, the significance rule, the launcher; and its plan of runs."""
 
 from __future__ import annotations
 
@@ -27,18 +28,18 @@ MAX_ITEMS = 100
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # becomes a directory name
 
 
-# Where a study's runs train, by launcher.kind: each a nmt.compare.runs.Launcher,
+# Where a study's runs train, by launcher.kind: each a nmt.launch.runs.Launcher,
 # imported when a study uses it; a plug-in adds one with LAUNCHERS.register.
-LAUNCHERS = Registry("launcher", base="nmt.compare.runs:Launcher")
-LAUNCHERS.register("local", target="nmt.compare.pool:LocalLauncher")
-LAUNCHERS.register("slurm", target="nmt.compare.slurm:SlurmLauncher")
+LAUNCHERS = Registry("launcher", base="nmt.launch.runs:Launcher")
+LAUNCHERS.register("local", target="nmt.launch.pool:LocalLauncher")
+LAUNCHERS.register("slurm", target="nmt.launch.slurm:SlurmLauncher")
 
 
 @dataclass(frozen=True)
 class LauncherSpec:
     """Where a study's runs train (docs/cluster.md): ``local``, this machine, ``--jobs``
     at a time; ``slurm``, every unfinished run as one job of a SLURM job array
-    through submitit (nmt.compare.slurm), with these resources per run."""
+    through submitit (nmt.launch.slurm), with these resources per run."""
 
     kind: str = "local"  # a name in LAUNCHERS
     partition: str | None = None  # null: the cluster's default

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nmt.compare.watch import run_progress, study_progress
+from nmt.launch.watch import run_progress, study_progress
 
 
 def log(run_dir, *records, summary=None):

@@ -1,4 +1,4 @@
-"""Where a study's runs train is a registry (nmt.compare.spec.LAUNCHERS): the local
+"""Where a study's runs train is a registry (nmt.setup.compare.LAUNCHERS): the local
 and SLURM launchers are two entries, and a user's launcher is one class and one
 registration line (tests/plugins/in_turn_launcher.py)."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nmt.compare.pool import share
-from nmt.compare.spec import LAUNCHERS, load_spec
 from nmt.compare.study import run_study
 from nmt.errors import NmtError
+from nmt.launch.pool import share
+from nmt.setup.compare import LAUNCHERS, load_spec
 from nmt.setup.plugins import import_plugins
 from tests.compare.test_compare import write_spec
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from nmt.compare.runs import Launch, Launcher, RunResult, bring_up, done
-from nmt.compare.spec import PlannedRun
-from nmt.compare.watch import study_progress
+from nmt.launch.runs import Launch, Launcher, RunResult, bring_up, done
+from nmt.launch.watch import study_progress
 from nmt.progress import clock, console, eta, log_line, progress_bar
+from nmt.setup.compare import PlannedRun
 from nmt.setup.plugins import import_plugins
 from nmt.training.signals import Interrupted, Terminated, terminable
 

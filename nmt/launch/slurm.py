@@ -3,7 +3,7 @@ submitit (the ``slurm`` extra), as fairseq and Hydra users submit.
 
 Every run that is not finished and evaluated becomes one job of the array, with
 the spec's ``launcher`` resources; ``max_running`` caps how many run at once.
-A job runs :func:`nmt.compare.runs.bring_up`, so a run resumes from its
+A job runs :func:`nmt.launch.runs.bring_up`, so a run resumes from its
 ``last.pt`` wherever it was stopped. Pre-emption and time limits: the array is
 submitted with ``--requeue`` and asks for SIGUSR2 two minutes before the limit;
 on that warning the job asks SLURM to requeue it, SLURM stops it with SIGTERM,
@@ -43,11 +43,11 @@ from typing import Any, NamedTuple
 import torch
 
 from nmt import install_hint
-from nmt.compare.runs import Launch, Launcher, RunResult, bring_up, done
-from nmt.compare.spec import LauncherSpec, PlannedRun
 from nmt.errors import NmtError, brief
 from nmt.io.files import write_text
+from nmt.launch.runs import Launch, Launcher, RunResult, bring_up, done
 from nmt.progress import console, progress_bar
+from nmt.setup.compare import LauncherSpec, PlannedRun
 from nmt.setup.config import from_dict
 from nmt.setup.plugins import with_plugins
 from nmt.setup.recipe import RunConfig

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from nmt.compare import diagnostics as d
+from nmt.inspection import diagnostics as d
 from nmt.inspection.maps import AttentionMap
 from tests.conftest import require_extra
 

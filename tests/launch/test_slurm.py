@@ -19,8 +19,8 @@ import yaml
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.compare.slurm import read_outcome
 from nmt.errors import NmtError
+from nmt.launch.slurm import read_outcome
 from nmt.progress import flag
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra, subprocess_env
@@ -167,8 +167,8 @@ def test_a_job_holds_plain_data_that_a_fresh_process_unpickles_before_any_plugin
     attention kind comes from a plug-in file must not need the plug-in to unpickle,
     and builds its config once the plug-in is imported."""
     submitit = require_extra("submitit", "slurm")
-    from nmt.compare.slurm import RunJob
-    from nmt.compare.spec import load_spec
+    from nmt.launch.slurm import RunJob
+    from nmt.setup.compare import load_spec
 
     plugin = ROOT / "tests/plugins/uniform_attention.py"
     variants = {"global": [], "uniform": ["model.attention.kind=uniform"]}
@@ -291,7 +291,7 @@ def test_jobs_the_study_cannot_record_are_cancelled_and_said_in_one_line(
     """A full disk after sbatch accepted the array: jobs.json cannot be written, so a
     second run of the study would not find the jobs and would submit them again; they
     are cancelled, and the error says so."""
-    import nmt.compare.slurm as launcher
+    import nmt.launch.slurm as launcher
 
     spec = slurm_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
     real = launcher.write_text

@@ -1,8 +1,9 @@
 """A study's run bookkeeping: what a run was asked for (and whether a finished one can
 be reused for it), what "done" means, bringing one run to "trained and evaluated"
-(reuse what is finished, resume what was interrupted, train the rest), and a
-failure recorded, not fatal. The launchers that run many (nmt.compare.pool on this
-machine, nmt.compare.slurm on a cluster) build on these."""
+(reuse what is finished, resume what was interrupted, train the rest), every
+finished run evaluated again under the study's other decodings, and failures
+recorded, not fatal, then named in one error. The launchers that run many
+(nmt.launch.pool on this machine, nmt.launch.slurm on a cluster) build on these."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from typing import Any
 
 import yaml
 
-from nmt.compare.spec import LauncherSpec, PlannedRun
 from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
 from nmt.io.files import write_text
 from nmt.io.rundir import flatten
 from nmt.progress import console, warn
+from nmt.setup.compare import CompareSpec, LauncherSpec, PlannedRun
+from nmt.setup.decoding import decode_tag, decoding
 from nmt.setup.migrations import upgrade_recipe
 from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.signals import Interrupted
@@ -125,7 +127,7 @@ class Launch:
 
 class Launcher:
     """Where a study's runs train (``launcher.kind``, registered in
-    nmt.compare.spec.LAUNCHERS): :meth:`launch` brings up every planned run (trains,
+    nmt.setup.compare.LAUNCHERS): :meth:`launch` brings up every planned run (trains,
     resumes or reuses it and evaluates its splits, :func:`bring_up`) and returns the
     outcomes in plan order. ``detaches``: whether it can return once the runs are
     submitted (``nmt compare --no-wait``), leaving them to train elsewhere."""
@@ -186,3 +188,39 @@ def done(run: PlannedRun, splits: tuple[str, ...]) -> bool:
     if not finished_run(run.run_dir):
         return False
     return all(s in read_results(run.run_dir) for s in splits)
+
+
+def decoded(spec: CompareSpec, outcomes: list[RunResult], device: str) -> list[RunResult]:
+    """Every finished run evaluated again under each of the spec's ``decodings`` (what
+    ``nmt evaluate --set ... --length ...`` keeps as SPLIT@TAG; reused when there), as
+    the variants VARIANT@DECODING."""
+    out = []
+    for name, entries in spec.decodings.items():
+        overrides, length = decoding(entries)
+        tag = decode_tag(overrides, length)
+        for o in outcomes:
+            if o.status == "failed":
+                continue
+            result = RunResult(f"{o.variant}@{name}", o.seed, o.run_dir, "reused", tag=tag)
+            todo = [s for s in spec.splits or () if f"{s}@{tag}" not in read_results(o.run_dir)]
+            try:
+                if todo:
+                    console.print(f"decoding {o.variant} seed {o.seed} as {name} ({tag})")
+                    evaluate(o.run_dir, todo, device, overrides, length)
+                out.append(result)
+            except Exception as e:  # reported as a failed run, the others still compared
+                out.append(failed(result, e))
+    return out
+
+
+def fail_if_any_failed(outcomes: list[RunResult], out: Path) -> None:
+    """After the report of what worked: an error (a non-zero exit) naming the runs that
+    failed, so that scripts and CI notice."""
+    failures = [r for r in outcomes if r.status == "failed"]
+    if failures:
+        named = "; ".join(f"{r.variant} seed {r.seed}: {r.error}" for r in failures[:3])
+        more = f" and {len(failures) - 3} more" if len(failures) > 3 else ""
+        raise NmtError(
+            f"{len(failures)} of {len(outcomes)} runs failed ({named}{more}); the report in "
+            f"{out} covers the others, each failed run's RUN/error.log has its traceback"
+        )
