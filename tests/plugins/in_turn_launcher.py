@@ -2,7 +2,7 @@
 another in this process, each named in OUT/launched.txt as it starts (where a
 cluster's launcher would submit a job).
 
-tests/compare/test_launchers.py imports it as a plug-in and runs a study with
+tests/launch/test_launchers.py imports it as a plug-in and runs a study with
 ``launcher: {kind: in_turn}``."""
 
 from __future__ import annotations
