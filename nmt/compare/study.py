@@ -37,7 +37,14 @@ from nmt.inspection.diagnostics import caption_starts, ratio
 from nmt.io.checkpoint import no_best
 from nmt.io.files import write_text
 from nmt.io.rundir import is_run, owned
-from nmt.launch.runs import Launch, RunResult, check_reusable, decoded, fail_if_any_failed, failed
+from nmt.launch.runs import (
+    Launch,
+    RunResult,
+    check_reusable,
+    evaluate_decodings,
+    fail_if_any_failed,
+    failed,
+)
 from nmt.progress import console, warn
 from nmt.setup.compare import LAUNCHERS, CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.setup.config import read_yaml
@@ -78,7 +85,7 @@ def run_study(
         outcomes = launcher.launch(job)
         if outcomes is None:  # submitted; a later nmt compare reports
             return out
-        outcomes += decoded(spec, outcomes, device)
+        outcomes += evaluate_decodings(spec, outcomes, device)
         report(spec, outcomes, out, device, title=f"Comparison: {Path(spec_path).name}")
     fail_if_any_failed(outcomes, out)
     return out
@@ -249,7 +256,7 @@ def analyse_all(
     runs: dict[str, list[RunAnalysis]] = {name: [] for name in spec.names}
     failures = [o for o in outcomes if o.status == "failed"]
     read: dict[Path, dict[str, dict[str, float]]] = {}  # a run's attention, for its decodings
-    for o in outcomes:  # the runs themselves before their other decodings (decoded())
+    for o in outcomes:  # the runs themselves before their other decodings (evaluate_decodings)
         if o.status == "failed":
             continue
         console.print(f"analysing {o.variant} seed {o.seed}")

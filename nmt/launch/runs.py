@@ -190,7 +190,9 @@ def done(run: PlannedRun, splits: tuple[str, ...]) -> bool:
     return all(s in read_results(run.run_dir) for s in splits)
 
 
-def decoded(spec: CompareSpec, outcomes: list[RunResult], device: str) -> list[RunResult]:
+def evaluate_decodings(
+    spec: CompareSpec, outcomes: list[RunResult], device: str
+) -> list[RunResult]:
     """Every finished run evaluated again under each of the spec's ``decodings`` (what
     ``nmt evaluate --set ... --length ...`` keeps as SPLIT@TAG; reused when there), as
     the variants VARIANT@DECODING."""
