@@ -18,6 +18,10 @@
 #                                         # each call starts what is not yet running,
 #                                         # waits WAIT seconds (default 540), reports and
 #                                         # packs the reports; SPECS names the specs
+#                                         # (SPECS=compare-docsub-zh-en: the Wikipedia
+#                                         # zh-en study, three seeds; its corpus first
+#                                         # made here by scripts/docsub-zh-en.sh into
+#                                         # data/docsub-zh-en and carried along)
 #
 # DATA_DIR holds Multi30k (train/val/test_2016_flickr .de/.en, gzipped or not).
 set -uo pipefail
