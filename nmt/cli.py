@@ -588,7 +588,17 @@ def data_prepare(
     )
 
 
+# oneDNN compiles a matrix kernel for each shape it meets and keeps 1,024 of them by
+# default: under bf16 on a CPU, every batch shape of training is one more, and that
+# cache was a third of a run's memory; 16 kept the same rate (docs/benchmarks.md,
+# "Where bf16's memory goes"). oneDNN reads the variable once, at the process's first
+# product, so it is set at the command's start (and reaches the processes it starts),
+# unless the user set it.
+ONEDNN_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
+
+
 def main() -> None:
+    os.environ.setdefault(*ONEDNN_CACHE)
     app(prog_name="nmt")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,8 +13,9 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from nmt.cli import app
+from nmt.cli import ONEDNN_CACHE, app
 from nmt.io import checkpoint
+from tests.conftest import subprocess_env
 
 runner = CliRunner()
 
@@ -323,3 +326,17 @@ def test_help_shows_a_flag_as_a_flag():
     result = runner.invoke(app, ["translate", "--help"], env={"COLUMNS": "120"})
     (line,) = [x for x in result.output.splitlines() if "--sample " in x]
     assert "bool" not in line.lower() and "Draw each token" in line
+
+
+@pytest.mark.parametrize(("given", "expect"), [(None, "16"), ("64", "64")])
+def test_a_command_keeps_onednns_kernel_cache_small_unless_told(given, expect):
+    """``nmt`` sets oneDNN's kernel cache to 16 kernels before anything runs (bf16 on
+    a CPU kept one per batch shape: a third of a run's memory), and a user's own
+    setting wins; the processes a command starts inherit it."""
+    env = {k: v for k, v in subprocess_env().items() if k != ONEDNN_CACHE[0]}
+    if given is not None:
+        env[ONEDNN_CACHE[0]] = given
+    code = "import os, sys; from nmt.cli import main; sys.argv = ['nmt', '--version']\n"
+    code += f"try:\n    main()\nexcept SystemExit:\n    print(os.environ[{ONEDNN_CACHE[0]!r}])"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.split()[-1] == expect, done.stderr[-2000:]
