@@ -588,12 +588,11 @@ def data_prepare(
     )
 
 
-# oneDNN compiles a matrix kernel for each shape it meets and keeps 1,024 of them by
-# default: under bf16 on a CPU, every batch shape of training is one more, and that
-# cache was a third of a run's memory; 16 kept the same rate (docs/benchmarks.md,
-# "Where bf16's memory goes"). oneDNN reads the variable once, at the process's first
-# product, so it is set at the command's start (and reaches the processes it starts),
-# unless the user set it.
+# oneDNN compiles a matrix kernel for each shape it meets and by default keeps 1,024 of
+# them: under bf16 on a CPU every batch shape of training adds one, and the cache held
+# much of a run's memory at no gain in rate (docs/benchmarks.md, "Where bf16's memory
+# goes"). oneDNN reads the variable once, at the process's first product, so it is set
+# at the command's start (the processes it starts inherit it), unless the user set it.
 ONEDNN_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
 
 

@@ -331,8 +331,7 @@ def test_help_shows_a_flag_as_a_flag():
 @pytest.mark.parametrize(("given", "expect"), [(None, "16"), ("64", "64")])
 def test_a_command_keeps_onednns_kernel_cache_small_unless_told(given, expect):
     """``nmt`` sets oneDNN's kernel cache to 16 kernels before anything runs (bf16 on
-    a CPU kept one per batch shape: a third of a run's memory), and a user's own
-    setting wins; the processes a command starts inherit it."""
+    a CPU kept one kernel per batch shape), and a user's own setting wins."""
     env = {k: v for k, v in subprocess_env().items() if k != ONEDNN_CACHE[0]}
     if given is not None:
         env[ONEDNN_CACHE[0]] = given
