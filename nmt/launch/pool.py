@@ -32,7 +32,7 @@ class LocalLauncher(Launcher):
     """``launcher.kind: local``: this machine, ``--jobs`` runs at a time."""
 
     def launch(self, job: Launch) -> list[RunResult]:
-        return bring_up_all(job.planned, job.splits, job.device, job.jobs)
+        return bring_up_all(job.planned, job.splits, job.device, job.jobs, job.decodings)
 
 
 def share(threads: int, jobs: int, runs: int) -> tuple[int, int]:
@@ -45,7 +45,11 @@ def share(threads: int, jobs: int, runs: int) -> tuple[int, int]:
 
 
 def bring_up_all(
-    planned: list[PlannedRun], splits: tuple[str, ...], device: str, jobs: int = 1
+    planned: list[PlannedRun],
+    splits: tuple[str, ...],
+    device: str,
+    jobs: int = 1,
+    decodings: tuple[tuple[str, ...], ...] = (),
 ) -> list[RunResult]:
     """Bring up every run, ``jobs`` at a time; results in plan order. With more than
     one job each run trains in its own process (a fresh interpreter, so that each has
@@ -57,7 +61,7 @@ def bring_up_all(
     starts after it, and the study raises :class:`Interrupted` once every worker
     has gone, so that running it again resumes."""
     if jobs == 1:
-        return bring_up_in_turn(planned, splits, device)
+        return bring_up_in_turn(planned, splits, device, decodings)
     todo = sum(not done(run, splits) for run in planned)  # to train or to evaluate
     at_once, threads = share(torch.get_num_threads(), jobs, todo)
     console.print(f"{len(planned)} runs, {at_once} at a time ({threads} CPU threads each)")
@@ -74,7 +78,9 @@ def bring_up_all(
     )
     with pool, progress_bar() as bar:
         task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
-        futures = [pool.submit(_bring_up_in_worker, r, splits, device, threads) for r in planned]
+        futures = [
+            pool.submit(_bring_up_in_worker, r, splits, device, threads, decodings) for r in planned
+        ]
         waiting, running, logged = set(futures), set[str](), start
         try:
             while waiting:
@@ -101,13 +107,16 @@ def bring_up_all(
 
 
 def bring_up_in_turn(
-    planned: list[PlannedRun], splits: tuple[str, ...], device: str
+    planned: list[PlannedRun],
+    splits: tuple[str, ...],
+    device: str,
+    decodings: tuple[tuple[str, ...], ...] = (),
 ) -> list[RunResult]:
     """One run after another in this process, each start and end a log line."""
     outcomes = []
     for run in planned:
         log_line(f"{run.variant} seed {run.seed}: started")
-        outcomes.append(bring_up(run, splits, device))
+        outcomes.append(bring_up(run, splits, device, decodings))
         log_line(f"{run.variant} seed {run.seed}: {outcomes[-1].status}")
     return outcomes
 
@@ -199,7 +208,11 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def _bring_up_in_worker(
-    run: PlannedRun, splits: tuple[str, ...], device: str, threads: int
+    run: PlannedRun,
+    splits: tuple[str, ...],
+    device: str,
+    threads: int,
+    decodings: tuple[tuple[str, ...], ...],
 ) -> RunResult:
     if _Worker.stopping.is_set():
         return RunResult(run.variant, run.seed, run.run_dir, "failed", "not started (stopped)")
@@ -214,7 +227,7 @@ def _bring_up_in_worker(
             contextlib.redirect_stdout(log),
             contextlib.redirect_stderr(log),
         ):
-            result = bring_up(run, splits, device)
+            result = bring_up(run, splits, device, decodings)
     except (Interrupted, KeyboardInterrupt, Terminated):  # last.pt is saved: the next resumes
         result = RunResult(run.variant, run.seed, run.run_dir, "failed", "interrupted")
     finally:

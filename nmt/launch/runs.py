@@ -1,7 +1,8 @@
 """A study's run bookkeeping: what a run was asked for (and whether a finished one can
 be reused for it), what "done" means, bringing one run to "trained and evaluated"
 (reuse what is finished, resume what was interrupted, train the rest), every
-finished run evaluated again under the study's other decodings, and failures
+finished run evaluated again under the study's other decodings (by whoever trained
+it, as soon as it is tested, so that a study stopped later keeps them), and failures
 recorded, not fatal, then named in one error. The launchers that run many
 (nmt.launch.pool on this machine, nmt.launch.slurm on a cluster) build on these."""
 
@@ -113,8 +114,10 @@ def default_changes(run: PlannedRun) -> list[str]:
 class Launch:
     """What a study asks its launcher to bring up: the planned runs, the splits each is
     evaluated on, the device, the spec's launcher section and the study's directory,
-    whether to wait for the runs (``nmt compare --no-wait``: no) and how many to train
-    at once on this machine (``--jobs``)."""
+    whether to wait for the runs (``nmt compare --no-wait``: no), how many to train
+    at once on this machine (``--jobs``) and the spec's other decodings (each a
+    ``decodings`` entry's ``decode.KEY=VALUE`` and ``length=`` strings: plain data,
+    for a SLURM job to unpickle)."""
 
     planned: list[PlannedRun]
     splits: tuple[str, ...]
@@ -123,6 +126,7 @@ class Launch:
     out: Path
     wait: bool = True
     jobs: int = 1
+    decodings: tuple[tuple[str, ...], ...] = ()
 
 
 class Launcher:
@@ -149,8 +153,14 @@ def finished_run(run_dir: Path) -> bool:
         return False
 
 
-def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult:
-    """Train (or resume, or reuse) one run and make sure every split is evaluated."""
+def bring_up(
+    run: PlannedRun,
+    splits: tuple[str, ...],
+    device: str,
+    decodings: tuple[tuple[str, ...], ...] = (),
+) -> RunResult:
+    """Train (or resume, or reuse) one run and make sure every split is evaluated, as
+    trained and under each of ``decodings`` (:func:`decode_again`)."""
     finished = finished_run(run.run_dir)
     resume = not finished and (run.run_dir / "last.pt").is_file()
     status = "reused" if finished else "resumed" if resume else "trained"
@@ -170,8 +180,31 @@ def bring_up(run: PlannedRun, splits: tuple[str, ...], device: str) -> RunResult
         raise
     except Exception as e:  # one broken variant must not stop the study
         return failed(RunResult(run.variant, run.seed, run.run_dir, status), e)
+    decode_again(run, splits, decodings, device)
     (run.run_dir / "error.log").unlink(missing_ok=True)  # an earlier try's, now stale
     return RunResult(run.variant, run.seed, run.run_dir, status)
+
+
+def decode_again(
+    run: PlannedRun, splits: tuple[str, ...], decodings: tuple[tuple[str, ...], ...], device: str
+) -> None:
+    """The tested run's splits under each of the study's other decodings, where its
+    results.json lacks them. A decoding that fails is left to the study, which tries
+    it again with the others' (:func:`evaluate_decodings`) and reports it as that
+    decoding's failure, not the run's."""
+    for entries in decodings:
+        overrides, length = decoding(entries)
+        tag = decode_tag(overrides, length)
+        todo = [s for s in splits if f"{s}@{tag}" not in read_results(run.run_dir)]
+        try:
+            if todo:
+                console.print(f"decoding {run.variant} seed {run.seed} as {tag}")
+                evaluate(run.run_dir, todo, device, overrides, length)
+        except (Interrupted, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            message = " ".join(str(e).split()) or type(e).__name__
+            warn(f"{run.variant} seed {run.seed} as {tag}: {message} (the study tries again)")
 
 
 def failed(run: RunResult, error: Exception) -> RunResult:

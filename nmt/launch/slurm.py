@@ -92,10 +92,17 @@ class RunJob:
     plain data only (the requested recipe, not its config objects), so that the job
     unpickles it before importing the recipe's plug-ins, and then builds the run."""
 
-    def __init__(self, run: PlannedRun, splits: tuple[str, ...], device: str, folder: Path) -> None:
+    def __init__(
+        self,
+        run: PlannedRun,
+        splits: tuple[str, ...],
+        device: str,
+        folder: Path,
+        decodings: tuple[tuple[str, ...], ...] = (),
+    ) -> None:
         self.variant, self.seed, self.run_dir = run.variant, run.seed, run.run_dir
         self.recipe, self.splits, self.device = run.recipe, splits, device
-        self.folder = folder
+        self.folder, self.decodings = folder, decodings
 
     def __call__(self) -> RunResult:
         torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", torch.get_num_threads())))
@@ -104,7 +111,7 @@ class RunJob:
             recipe = with_plugins(self.recipe)  # imports them, as load_spec did
             cfg = from_dict(RunConfig, recipe)
             run = PlannedRun(self.variant, self.seed, self.run_dir, recipe, cfg)
-            result = bring_up(run, self.splits, self.device)
+            result = bring_up(run, self.splits, self.device, self.decodings)
         except (Interrupted, Terminated, KeyboardInterrupt) as e:
             # Stopped by the scheduler (requeued, pre-empted, cancelled): last.pt is
             # saved. No result, so that the study waits for the requeued job.
@@ -149,7 +156,9 @@ class SlurmLauncher(Launcher):
     detaches = True
 
     def launch(self, job: Launch) -> list[RunResult] | None:
-        return launch(job.planned, job.splits, job.device, job.spec, job.out, job.wait)
+        return launch(
+            job.planned, job.splits, job.device, job.spec, job.out, job.wait, job.decodings
+        )
 
 
 def launch(
@@ -159,6 +168,7 @@ def launch(
     launcher: LauncherSpec,
     out: Path,
     wait: bool = True,
+    decodings: tuple[tuple[str, ...], ...] = (),
 ) -> list[RunResult] | None:
     """Submit every run not yet done (nor queued or running from an earlier call), then
     wait for all of them and return their outcomes in plan order; None with
@@ -173,7 +183,7 @@ def launch(
         if not done(r, splits) and states.get(known.get(str(r.run_dir), "")) is None
     ]
     if todo:
-        jobs = submit(submitit, todo, splits, device, launcher, folder)
+        jobs = submit(submitit, todo, splits, device, launcher, folder, decodings)
         known.update({str(r.run_dir): j.job_id for r, j in zip(todo, jobs)})
         try:
             write_text(folder / JOBS, json.dumps(known, indent=2) + "\n")
@@ -196,6 +206,7 @@ def submit(
     device: str,
     launcher: LauncherSpec,
     folder: Path,
+    decodings: tuple[tuple[str, ...], ...] = (),
 ) -> list[Any]:
     """One job array of ``runs`` with the launcher's resources."""
     executor = submitit.SlurmExecutor(folder=folder / "%A", max_num_timeout=100)
@@ -224,7 +235,7 @@ def submit(
     quiet = contextlib.redirect_stderr(io.StringIO())
     try:
         with quiet, silenced("submitit"), executor.batch():
-            jobs = [executor.submit(RunJob(run, splits, device, folder)) for run in runs]
+            jobs = [executor.submit(RunJob(run, splits, device, folder, decodings)) for run in runs]
     except Exception as e:  # sbatch's refusal, a write, or its pickling on a full disk
         for left in sorted(set(folder.rglob("*")) - before, reverse=True):  # files, then dirs
             if left.is_file() or left.is_symlink():

@@ -621,6 +621,46 @@ def test_decodings_evaluate_every_run_again_without_training(tmp_path, toy_dir, 
     assert json.loads((out / "results.json").read_text())["rows"] == results["rows"]
 
 
+def test_a_study_stopped_mid_way_keeps_the_decodings_of_its_finished_runs(
+    tmp_path, toy_dir, monkeypatch
+):
+    """Each run is decoded the spec's other ways as soon as it is tested, not after
+    every run has trained: a study stopped (Ctrl-C) while its second run starts keeps
+    the first run's decodings, and the next call decodes only the second run."""
+    from nmt.launch import runs
+
+    spec = write_spec(tmp_path, toy_dir, {"global": []})
+    data = yaml.safe_load(spec.read_text())
+    data["decodings"] = {"greedy": ["decode.beam=1"]}
+    spec.write_text(yaml.safe_dump(data))
+    real_train, real_evaluate, trained, evaluated = runs.train, runs.evaluate, [], []
+
+    def train_then_stop(cfg, **kwargs):
+        if trained:  # the second run: the user presses Ctrl-C as it starts
+            raise KeyboardInterrupt
+        trained.append(cfg.train.seed)
+        return real_train(cfg, **kwargs)
+
+    monkeypatch.setattr(runs, "train", train_then_stop)
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 130, result.output
+    first = tmp_path / "study/runs/global/seed1"
+    assert {"test", "test@decode.beam=1"} <= set(json.loads((first / "results.json").read_text()))
+    assert (first / "test@decode.beam=1.hyp").read_text().count("\n") == 15
+
+    monkeypatch.setattr(runs, "train", real_train)
+    monkeypatch.setattr(
+        runs,
+        "evaluate",
+        lambda run, *a, **k: evaluated.append(run.name) or real_evaluate(run, *a, **k),
+    )
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert evaluated == ["seed2", "seed2"]  # its test split, then its decoding: seed 1 reused
+    rows = json.loads((tmp_path / "study/results.json").read_text())["rows"]
+    assert {r["variant"] for r in rows} == {"global", "global@greedy"}
+
+
 def test_a_decoding_that_makes_no_sense_is_refused_before_training(tmp_path, toy_dir):
     spec = write_spec(tmp_path, toy_dir, {"global": []}, seeds=(1,))
     data = yaml.safe_load(spec.read_text())

@@ -17,7 +17,7 @@ class InTurn(Launcher):
         for run in job.planned:
             with open(job.out / "launched.txt", "a", encoding="utf-8") as f:
                 f.write(f"{run.variant} {run.seed}\n")
-            outcomes.append(bring_up(run, job.splits, job.device))
+            outcomes.append(bring_up(run, job.splits, job.device, job.decodings))
         return outcomes
 
 
