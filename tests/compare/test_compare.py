@@ -439,18 +439,24 @@ def test_report_with_every_run_failed(tmp_path):
 @pytest.mark.slow
 def test_jobs_give_the_outputs_of_one_job(tmp_path, toy_dir):
     """Two runs at a time, each in its own process on half the threads: every run's
-    translations and scores are those of the runs one at a time."""
+    translations and scores are those of the runs one at a time, and each worker
+    decodes its run the spec's other ways (its log says so)."""
     variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
     outs = {}
     for jobs in (1, 2):
         spec = write_spec(tmp_path / f"jobs{jobs}", toy_dir, variants, seeds=(1,))
+        data = yaml.safe_load(spec.read_text())
+        data["decodings"] = {"greedy": ["decode.beam=1"]}
+        spec.write_text(yaml.safe_dump(data))
         result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--jobs", str(jobs)])
         assert result.exit_code == 0, result.output
         outs[jobs] = spec.parent / "study"
-    assert (outs[2] / "runs/local_m/seed1/compare.log").is_file()
+    log = (outs[2] / "runs/local_m/seed1/compare.log").read_text()
+    assert "decoding local_m seed 1 as decode.beam=1" in " ".join(log.split())
     for run in ("global/seed1", "local_m/seed1"):
         one, two = (outs[j] / "runs" / run for j in (1, 2))
-        assert (one / "test.hyp").read_text() == (two / "test.hyp").read_text()
+        for hyp in ("test.hyp", "test@decode.beam=1.hyp"):
+            assert (one / hyp).read_text() == (two / hyp).read_text()
     rows = [json.loads((outs[j] / "results.json").read_text())["rows"] for j in (1, 2)]
     assert [r["bleu"] for r in rows[0]] == [r["bleu"] for r in rows[1]]
 
