@@ -83,14 +83,21 @@ def trained_alone(run: Path, out: Path) -> Path:
 
 
 def test_a_study_through_slurm_reports_as_a_local_one(slurm, tmp_path, toy_dir):
+    """Every job trains, tests and decodes its run the spec's other ways (the study
+    process decodes nothing), and the report is the local one's."""
     variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
     spec = slurm_spec(tmp_path, toy_dir, variants, seeds=(1,))
+    data = yaml.safe_load(spec.read_text())
+    data["decodings"] = {"greedy": ["decode.beam=1"]}
+    spec.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert "submitted 2 of 2 runs as SLURM job array" in result.output
+    assert "as greedy" not in result.output  # the jobs decoded: nothing left here
     out = tmp_path / "study"
     local = local_twin(spec, tmp_path / "local")
     ours, theirs = (json.loads((d / "results.json").read_text())["rows"] for d in (out, local))
+    assert {r["variant"] for r in ours} == {"global", "local_m", "global@greedy", "local_m@greedy"}
     keys = ("variant", "split", "bleu", "chrf", "bleu_ci_low", "p_value", "length_ratio")
     assert [{k: r[k] for k in keys} for r in ours] == [{k: r[k] for k in keys} for r in theirs]
     for variant in variants:
