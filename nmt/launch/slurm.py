@@ -92,6 +92,10 @@ class RunJob:
     plain data only (the requested recipe, not its config objects), so that the job
     unpickles it before importing the recipe's plug-ins, and then builds the run."""
 
+    # a job queued by an nmt before jobs decoded their runs has none in its pickle:
+    # the study decodes those runs when it collects them
+    decodings: tuple[tuple[str, ...], ...] = ()
+
     def __init__(
         self,
         run: PlannedRun,

@@ -7,6 +7,7 @@ finish."""
 from __future__ import annotations
 
 import json
+import pickle
 import shutil
 import subprocess
 import sys
@@ -167,6 +168,18 @@ def test_a_failing_variant_is_reported_with_its_job_and_the_rest_finish(slurm, t
     (failure,) = results["failed"]
     assert failure["error"].startswith("SLURM job ") and "not UTF-8" in failure["error"]
     assert "error: 1 of 2 runs failed (broken seed 1: SLURM job" in " ".join(result.output.split())
+
+
+def test_a_job_queued_before_jobs_decoded_their_runs_still_runs(tmp_path, toy_dir):
+    """A job pickled by an nmt whose jobs did not decode (no ``decodings`` in its
+    state) unpickles with none, so that the study decodes its run when it collects it."""
+    from nmt.launch.slurm import RunJob
+    from nmt.setup.compare import load_spec
+
+    _, (run,) = load_spec(write_spec(tmp_path, toy_dir, {"global": []}, (1,)))
+    job = RunJob(run, ("test",), "cpu", tmp_path, (("decode.beam=1",),))
+    del job.decodings  # the state an older nmt pickled
+    assert pickle.loads(pickle.dumps(job)).decodings == ()
 
 
 def test_a_job_holds_plain_data_that_a_fresh_process_unpickles_before_any_plugin(tmp_path, toy_dir):
