@@ -81,7 +81,7 @@ def run_study(
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = with_spec_overrides(read_yaml(spec_path), overrides or [])
         write_text(out / "spec.yaml", yaml.safe_dump(raw, sort_keys=False))
-        decodings = tuple(spec.decodings.values())  # decoded as each run is tested
+        decodings = tuple(spec.decodings.items())  # decoded as each run is tested
         job = Launch(planned, spec.splits or (), device, spec.launcher, out, wait, jobs, decodings)
         outcomes = launcher.launch(job)
         if outcomes is None:  # submitted; a later nmt compare reports

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from nmt.launch.runs import Launch, Launcher, RunResult, bring_up, done
+from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
 from nmt.launch.watch import study_progress
 from nmt.progress import clock, console, eta, log_line, progress_bar
 from nmt.setup.compare import PlannedRun
@@ -49,7 +49,7 @@ def bring_up_all(
     splits: tuple[str, ...],
     device: str,
     jobs: int = 1,
-    decodings: tuple[tuple[str, ...], ...] = (),
+    decodings: Decodings = (),
 ) -> list[RunResult]:
     """Bring up every run, ``jobs`` at a time; results in plan order. With more than
     one job each run trains in its own process (a fresh interpreter, so that each has
@@ -110,7 +110,7 @@ def bring_up_in_turn(
     planned: list[PlannedRun],
     splits: tuple[str, ...],
     device: str,
-    decodings: tuple[tuple[str, ...], ...] = (),
+    decodings: Decodings = (),
 ) -> list[RunResult]:
     """One run after another in this process, each start and end a log line."""
     outcomes = []
@@ -212,7 +212,7 @@ def _bring_up_in_worker(
     splits: tuple[str, ...],
     device: str,
     threads: int,
-    decodings: tuple[tuple[str, ...], ...],
+    decodings: Decodings,
 ) -> RunResult:
     if _Worker.stopping.is_set():
         return RunResult(run.variant, run.seed, run.run_dir, "failed", "not started (stopped)")

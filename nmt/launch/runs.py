@@ -27,6 +27,10 @@ from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.signals import Interrupted
 from nmt.training.tracking import publish_results
 
+# a spec's other decodings as plain data (for a SLURM job to unpickle): each its name
+# and its decode.KEY=VALUE and length= entries
+Decodings = tuple[tuple[str, tuple[str, ...]], ...]
+
 REQUESTED = "requested.yaml"  # the recipe a compare run was asked for, before resolution
 RESOLVED = "recipe.yaml"  # the recipe it was trained with, every default filled in
 
@@ -115,9 +119,7 @@ class Launch:
     """What a study asks its launcher to bring up: the planned runs, the splits each is
     evaluated on, the device, the spec's launcher section and the study's directory,
     whether to wait for the runs (``nmt compare --no-wait``: no), how many to train
-    at once on this machine (``--jobs``) and the spec's other decodings (each a
-    ``decodings`` entry's ``decode.KEY=VALUE`` and ``length=`` strings: plain data,
-    for a SLURM job to unpickle)."""
+    at once on this machine (``--jobs``) and the spec's other decodings."""
 
     planned: list[PlannedRun]
     splits: tuple[str, ...]
@@ -126,7 +128,7 @@ class Launch:
     out: Path
     wait: bool = True
     jobs: int = 1
-    decodings: tuple[tuple[str, ...], ...] = ()
+    decodings: Decodings = ()
 
 
 class Launcher:
@@ -157,7 +159,7 @@ def bring_up(
     run: PlannedRun,
     splits: tuple[str, ...],
     device: str,
-    decodings: tuple[tuple[str, ...], ...] = (),
+    decodings: Decodings = (),
 ) -> RunResult:
     """Train (or resume, or reuse) one run and make sure every split is evaluated, as
     trained and under each of ``decodings`` (:func:`decode_again`)."""
@@ -185,26 +187,40 @@ def bring_up(
     return RunResult(run.variant, run.seed, run.run_dir, status)
 
 
+def decode(
+    run: PlannedRun | RunResult,
+    splits: tuple[str, ...],
+    name: str,
+    entries: tuple[str, ...],
+    device: str,
+) -> str:
+    """The run's ``splits`` under the spec's decoding ``name`` (its ``entries``), where
+    its results.json lacks them (what ``nmt evaluate --set ... --length ...`` keeps as
+    SPLIT@TAG); the decoding's tag."""
+    overrides, length = decoding(entries)
+    tag = decode_tag(overrides, length)
+    todo = [s for s in splits if f"{s}@{tag}" not in read_results(run.run_dir)]
+    if todo:
+        console.print(f"decoding {run.variant} seed {run.seed} as {name} ({tag})")
+        evaluate(run.run_dir, todo, device, overrides, length)
+    return tag
+
+
 def decode_again(
-    run: PlannedRun, splits: tuple[str, ...], decodings: tuple[tuple[str, ...], ...], device: str
+    run: PlannedRun, splits: tuple[str, ...], decodings: Decodings, device: str
 ) -> None:
-    """The tested run's splits under each of the study's other decodings, where its
-    results.json lacks them. A decoding that fails is left to the study, which tries
-    it again with the others' (:func:`evaluate_decodings`) and reports it as that
-    decoding's failure, not the run's."""
-    for entries in decodings:
-        overrides, length = decoding(entries)
-        tag = decode_tag(overrides, length)
-        todo = [s for s in splits if f"{s}@{tag}" not in read_results(run.run_dir)]
+    """The tested run under each of the study's other decodings. A decoding that fails
+    is left to the study, which tries it again with the others'
+    (:func:`evaluate_decodings`) and reports it as that decoding's failure, not the
+    run's."""
+    for name, entries in decodings:
         try:
-            if todo:
-                console.print(f"decoding {run.variant} seed {run.seed} as {tag}")
-                evaluate(run.run_dir, todo, device, overrides, length)
+            decode(run, splits, name, entries, device)
         except (Interrupted, KeyboardInterrupt):
             raise
         except Exception as e:
             message = " ".join(str(e).split()) or type(e).__name__
-            warn(f"{run.variant} seed {run.seed} as {tag}: {message} (the study tries again)")
+            warn(f"{run.variant} seed {run.seed} as {name}: {message} (the study tries again)")
 
 
 def failed(run: RunResult, error: Exception) -> RunResult:
@@ -226,22 +242,17 @@ def done(run: PlannedRun, splits: tuple[str, ...]) -> bool:
 def evaluate_decodings(
     spec: CompareSpec, outcomes: list[RunResult], device: str
 ) -> list[RunResult]:
-    """Every finished run evaluated again under each of the spec's ``decodings`` (what
-    ``nmt evaluate --set ... --length ...`` keeps as SPLIT@TAG; reused when there), as
-    the variants VARIANT@DECODING."""
+    """Every finished run under each of the spec's ``decodings`` (:func:`decode`: reused
+    where its launcher decoded it already), as the variants VARIANT@DECODING."""
     out = []
     for name, entries in spec.decodings.items():
-        overrides, length = decoding(entries)
-        tag = decode_tag(overrides, length)
+        tag = decode_tag(*decoding(entries))
         for o in outcomes:
             if o.status == "failed":
                 continue
             result = RunResult(f"{o.variant}@{name}", o.seed, o.run_dir, "reused", tag=tag)
-            todo = [s for s in spec.splits or () if f"{s}@{tag}" not in read_results(o.run_dir)]
             try:
-                if todo:
-                    console.print(f"decoding {o.variant} seed {o.seed} as {name} ({tag})")
-                    evaluate(o.run_dir, todo, device, overrides, length)
+                decode(o, spec.splits or (), name, entries, device)
                 out.append(result)
             except Exception as e:  # reported as a failed run, the others still compared
                 out.append(failed(result, e))

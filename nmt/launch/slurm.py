@@ -45,7 +45,7 @@ import torch
 from nmt import install_hint
 from nmt.errors import NmtError, brief
 from nmt.io.files import write_text
-from nmt.launch.runs import Launch, Launcher, RunResult, bring_up, done
+from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
 from nmt.progress import console, progress_bar
 from nmt.setup.compare import LauncherSpec, PlannedRun
 from nmt.setup.config import from_dict
@@ -94,7 +94,7 @@ class RunJob:
 
     # a job queued by an nmt before jobs decoded their runs has none in its pickle:
     # the study decodes those runs when it collects them
-    decodings: tuple[tuple[str, ...], ...] = ()
+    decodings: Decodings = ()
 
     def __init__(
         self,
@@ -102,7 +102,7 @@ class RunJob:
         splits: tuple[str, ...],
         device: str,
         folder: Path,
-        decodings: tuple[tuple[str, ...], ...] = (),
+        decodings: Decodings = (),
     ) -> None:
         self.variant, self.seed, self.run_dir = run.variant, run.seed, run.run_dir
         self.recipe, self.splits, self.device = run.recipe, splits, device
@@ -172,7 +172,7 @@ def launch(
     launcher: LauncherSpec,
     out: Path,
     wait: bool = True,
-    decodings: tuple[tuple[str, ...], ...] = (),
+    decodings: Decodings = (),
 ) -> list[RunResult] | None:
     """Submit every run not yet done (nor queued or running from an earlier call), then
     wait for all of them and return their outcomes in plan order; None with
@@ -210,7 +210,7 @@ def submit(
     device: str,
     launcher: LauncherSpec,
     folder: Path,
-    decodings: tuple[tuple[str, ...], ...] = (),
+    decodings: Decodings = (),
 ) -> list[Any]:
     """One job array of ``runs`` with the launcher's resources."""
     executor = submitit.SlurmExecutor(folder=folder / "%A", max_num_timeout=100)

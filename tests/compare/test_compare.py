@@ -452,7 +452,7 @@ def test_jobs_give_the_outputs_of_one_job(tmp_path, toy_dir):
         assert result.exit_code == 0, result.output
         outs[jobs] = spec.parent / "study"
     log = (outs[2] / "runs/local_m/seed1/compare.log").read_text()
-    assert "decoding local_m seed 1 as decode.beam=1" in " ".join(log.split())
+    assert "decoding local_m seed 1 as greedy (decode.beam=1)" in " ".join(log.split())
     for run in ("global/seed1", "local_m/seed1"):
         one, two = (outs[j] / "runs" / run for j in (1, 2))
         for hyp in ("test.hyp", "test@decode.beam=1.hyp"):
@@ -610,10 +610,11 @@ def test_decodings_evaluate_every_run_again_without_training(tmp_path, toy_dir, 
     assert oracle.count("\n") == (run / "test*3.hyp").read_text().count("\n") == 5
     assert [c["variant"] for c in results["contrasts"]] == ["global@cov", "global@cov"]
 
-    from nmt.compare import analysis, study
+    from nmt.compare import analysis
+    from nmt.launch import runs
 
     calls, read = [], []
-    monkeypatch.setattr(study, "evaluate", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(runs, "evaluate", lambda *a, **k: calls.append(a))
     reading = analysis.attention_figures
     monkeypatch.setattr(
         analysis, "attention_figures", lambda *a, **k: read.append(a) or reading(*a, **k)
@@ -627,6 +628,7 @@ def test_decodings_evaluate_every_run_again_without_training(tmp_path, toy_dir, 
     assert json.loads((out / "results.json").read_text())["rows"] == results["rows"]
 
 
+@pytest.mark.slow
 def test_a_study_stopped_mid_way_keeps_the_decodings_of_its_finished_runs(
     tmp_path, toy_dir, monkeypatch
 ):

@@ -177,7 +177,7 @@ def test_a_job_queued_before_jobs_decoded_their_runs_still_runs(tmp_path, toy_di
     from nmt.setup.compare import load_spec
 
     _, (run,) = load_spec(write_spec(tmp_path, toy_dir, {"global": []}, (1,)))
-    job = RunJob(run, ("test",), "cpu", tmp_path, (("decode.beam=1",),))
+    job = RunJob(run, ("test",), "cpu", tmp_path, (("greedy", ("decode.beam=1",)),))
     del job.decodings  # the state an older nmt pickled
     assert pickle.loads(pickle.dumps(job)).decodings == ()
 
