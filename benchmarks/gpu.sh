@@ -2,6 +2,14 @@
 # The GPU checks and figures, for a machine with one CUDA device (the CPU-only
 # project never needs this). Results go to $OUT (default gpu-out/).
 #
+#   benchmarks/gpu.sh speed    DATA_DIR   # at most BUDGET seconds (default 470): nmt's
+#                                         # step against plain PyTorch (vs_reference.py)
+#                                         # at the shipped shape and Transformer-base,
+#                                         # eager, then compiled from empty caches; time
+#                                         # to 40 test BLEU, seeds 1-3 one after another;
+#                                         # the CUDA tests; the profiles as Chrome traces
+#                                         # in $OUT/speed-traces.tar.gz. A part starts
+#                                         # only if its usual time fits what is left.
 #   benchmarks/gpu.sh checks   DATA_DIR   # CUDA tests, throughput (bf16, +compile),
 #                                         # attention scaling, DDP over NCCL (>= 2 GPUs)
 #   benchmarks/gpu.sh converge DATA_DIR   # reference recipes for MINUTES (default 7):
@@ -25,13 +33,71 @@
 #
 # DATA_DIR holds Multi30k (train/val/test_2016_flickr .de/.en, gzipped or not).
 set -uo pipefail
-mode=${1:?usage: benchmarks/gpu.sh checks|converge|ttq|study DATA_DIR}
-data=$(realpath "${2:?usage: benchmarks/gpu.sh checks|converge|ttq|study DATA_DIR}")
+usage="usage: benchmarks/gpu.sh speed|checks|converge|ttq|study DATA_DIR"
+mode=${1:?$usage}
+data=$(realpath "${2:?$usage}")
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 step() { echo; echo "=== $*"; }
+
+speed() {
+    local deadline=$((SECONDS + ${BUDGET:-470}))
+    # fits SECONDS PART: whether PART's usual time is left before the deadline
+    fits() {
+        ((SECONDS + $1 <= deadline)) && return
+        echo "skipped $2: it takes about $1 s and $((deadline > SECONDS ? deadline - SECONDS : 0)) s are left"
+        return 1
+    }
+    # cap SECONDS: a part's limit, twice its usual time but not past the deadline
+    cap() { echo $((2 * $1 < deadline - SECONDS ? 2 * $1 : deadline - SECONDS)); }
+    step "device"
+    nvidia-smi -L
+    $py -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
+    local -A shapes=(
+        [shipped]="--set train.batch_tokens=8192"
+        [base]="--set model.d_model=512 --set model.ffn=2048 --set model.heads=8
+            --set model.encoder_layers=6 --set model.decoder_layers=6
+            --set train.batch_tokens=16384 --set train.optimizer=adam"
+    )
+    mkdir -p "$out/traces"
+    for compiled in "" "--compile"; do
+        for shape in shipped base; do
+            local name=$shape${compiled:+-compiled} need=45
+            [[ -n $compiled ]] && need=120
+            fits $need "vs_reference $name" || continue
+            step "nmt against plain PyTorch: $name (bf16 autocast)"
+            start=$SECONDS
+            # shellcheck disable=SC2086  # the shape is a list of options
+            TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d) \
+                timeout "$(cap $need)" $py benchmarks/vs_reference.py --device cuda \
+                --data "$data" --steps 30 --warmup-steps 10 --rows 12 --profile-steps 3 $compiled \
+                ${shapes[$shape]} --trace "$out/traces/$name.json" 2>&1 | grep -v Warning
+            echo "wall time, setup and compiling included: $((SECONDS - start)) s"
+        done
+    done
+    tar czf "$out/speed-traces.tar.gz" -C "$out" traces && rm -r "$out/traces"
+    # the setting of docs/benchmarks.md's GPU rows of time to 40 BLEU
+    local sets=(--set train.optimizer=muon --set train.batch_tokens=8192
+        --set train.max_steps=1200 --set train.warmup=120 --set train.lr=3e-3
+        --set train.max_minutes=2)
+    for seed in 1 2 3; do
+        fits 100 "time to quality, seed $seed" || continue
+        step "time to 40 test BLEU, seed $seed (from the command's start)"
+        rm -rf "/tmp/nmt-ttq-seed$seed"
+        timeout "$(cap 100)" $py benchmarks/time_to_quality.py \
+            recipes/multi30k-de-en.yaml --device cuda --data "$data" \
+            --split test_2016_flickr --every 200 --run-dir "/tmp/nmt-ttq-seed$seed" \
+            "${sets[@]}" --set "train.seed=$seed" 2>&1 | grep -v Warning | tail -n 12
+        cp "/tmp/nmt-ttq-seed$seed/time_to_quality-test_2016_flickr.json" \
+            "$out/ttq-seed$seed-test_2016_flickr.json" 2>/dev/null
+    done
+    fits 60 "the CUDA tests" || return 0
+    step "CUDA tests"
+    timeout "$(cap 60)" $py -m pytest -q -p no:cacheprovider tests/test_cuda.py \
+        2>&1 | tail -n 15
+}
 
 checks() {
     step "device"

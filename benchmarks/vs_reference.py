@@ -16,6 +16,11 @@ and the step time outside every operator (Python, the data, host waits).
     python benchmarks/vs_reference.py --set train.precision=bf16
     python benchmarks/vs_reference.py --device cuda --set train.batch_tokens=8192
     python benchmarks/vs_reference.py --device cuda --compile          # both compiled
+    python benchmarks/vs_reference.py --trace step.json --profile-steps 3   # a trace
+
+``--trace`` writes the profiled steps as a Chrome trace (open it in Perfetto or
+chrome://tracing). Each model's first step is printed apart: with ``--compile`` it is
+where the compiling happens, from whatever caches TorchInductor has.
 
 The figures: docs/benchmarks.md ("nmt against plain PyTorch").
 """
@@ -28,6 +33,7 @@ import statistics
 import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +42,8 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.data.vocab import PAD
+from nmt.errors import NmtError
+from nmt.io.files import atomic_write
 
 
 class Reference(nn.Module):
@@ -116,8 +124,16 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile both")
     p.add_argument("--rows", type=int, default=15, help="operators in the profile")
     p.add_argument("--set", action="append", default=[], dest="overrides")
+    p.add_argument("--trace", help="write nmt's profiled steps here (Chrome trace JSON)")
+    p.add_argument(
+        "--profile-steps", type=int, help="the timed batches profiled (default: all of them)"
+    )
     args = p.parse_args()
     overrides = [*args.overrides, *(["train.compile=true"] if args.compile else [])]
+    if args.profile_steps is not None and args.profile_steps < 1:
+        raise NmtError("--profile-steps must be at least 1")
+    if args.trace and Path(args.trace).is_dir():  # before minutes of benchmarking, not after
+        raise NmtError(f"{args.trace}: is a directory (--trace names a file)")
 
     with tempfile.TemporaryDirectory() as run_dir:
         nmt = recipe_trainer(args.recipe, args.data, run_dir, args.device, overrides)
@@ -157,6 +173,7 @@ def main() -> None:
         total = args.warmup_steps + args.steps
         batches = [nmt.data.train.collate(plan[i % len(plan)]).to(device) for i in range(total)]
         seconds: dict[str, list[float]] = {"nmt": [], "reference": []}
+        first: dict[str, float] = {}
         for i, batch in enumerate(batches):
             order = ["nmt", "reference"] if i % 2 == 0 else ["reference", "nmt"]
             for name in order:
@@ -166,6 +183,11 @@ def main() -> None:
                 sync()
                 if i >= args.warmup_steps:
                     seconds[name].append(time.perf_counter() - start)
+                first.setdefault(name, time.perf_counter() - start)
+        print(
+            f"first step (compiling included with --compile): nmt {first['nmt']:.1f} s, "
+            f"reference {first['reference']:.1f} s"
+        )
         tokens = sum(b.tgt_tokens for b in batches[args.warmup_steps :])
         dtype = torch.bfloat16 if nmt.bf16 else torch.float32
         probe = MatmulProbe(8192 if device.type == "cuda" else 2048, device.type, dtype)
@@ -194,21 +216,27 @@ def main() -> None:
         )
         sync()
         start = time.perf_counter()
+        profiled = batches[args.warmup_steps :][: args.profile_steps]
         with profile(activities=activities) as prof:
-            for batch in batches[args.warmup_steps :]:
+            for batch in profiled:
                 nmt.train_step([batch])
             sync()
         wall = time.perf_counter() - start
         table = prof.key_averages()
         inside = sum(e.self_cpu_time_total for e in table) / 1e6
         print(
-            f"\nnmt's step under the profiler: {wall / args.steps * 1000:.1f} ms a step; "
+            f"\nnmt's step under the profiler: {wall / len(profiled) * 1000:.1f} ms a step; "
             f"{max(wall - inside, 0) / wall:.0%} of the wall time outside every operator "
             "(Python, data, host waits)"
         )
         print(table.table(sort_by="self_cpu_time_total", row_limit=args.rows))
         if device.type == "cuda":
             print(table.table(sort_by="self_cuda_time_total", row_limit=args.rows))
+        if args.trace:  # torch writes to a path; the trace reaches args.trace whole
+            prof.export_chrome_trace(f"{run_dir}/trace.json")
+            trace = Path(run_dir, "trace.json").read_bytes()
+            atomic_write(args.trace, lambda f: f.write(trace))
+            print(f"trace: {args.trace}")
 
 
 if __name__ == "__main__":

@@ -45,20 +45,27 @@ def test_every_benchmark_imports(script, monkeypatch):
         ("profile_step.py", ["--steps", "2", "--rows", "3"], "Self CPU time total"),
         (
             "vs_reference.py",
-            ["--steps", "2", "--warmup-steps", "1", "--rows", "3"],
+            [
+                *("--steps", "2", "--warmup-steps", "1", "--rows", "3"),
+                *("--profile-steps", "1", "--trace", "{tmp}/t.json"),
+            ],
             "nmt / reference",
         ),
     ],
 )
 def test_the_trainer_benchmarks_run_a_few_steps(script, args, expect, toy_dir, tmp_path):
     command = [sys.executable, str(BENCHMARKS / script), "--recipe", "recipes/toy.yaml"]
-    command += ["--data", str(toy_dir), *args, *TINY]
+    command += ["--data", str(toy_dir), *(a.format(tmp=tmp_path) for a in args), *TINY]
     env = {**subprocess_env(), "NMT_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=300, cwd=BENCHMARKS.parent
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert expect in done.stdout
+    if "--trace" in args:  # the profiled steps as a Chrome trace, and each first step
+        events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+        assert any(e.get("name") == "aten::mm" for e in events)
+        assert "first step (compiling included with --compile): nmt" in done.stdout
 
 
 @pytest.mark.slow
