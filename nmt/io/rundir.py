@@ -42,6 +42,7 @@ RUN_TIME_KEYS = (
     "train.tags",
     "train.log_checkpoint",
     "train.valid_every",
+    "train.save_every",
     "train.keep_checkpoints",
     "train.valid_bleu",
     "train.max_bad_steps",

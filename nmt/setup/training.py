@@ -172,6 +172,10 @@ class TrainConfig:
     max_steps: int | None = None
     max_minutes: float | None = None
     valid_every: int = 1000  # steps between validations (and last.pt saves)
+    # also save last.pt every this many steps between validations, so that a run
+    # killed outright (SIGKILL, a lost machine: no signal to save on) resumes from at
+    # most this far back; null: at validations (and on SIGINT/SIGTERM) only
+    save_every: int | None = None
     keep_checkpoints: int = 0  # also keep the last N validations' weights, RUN/step-STEP.pt
     # an exponential moving average of the weights with this decay per update, which
     # validation scores and checkpoints hold (nmt.training.ema); null: off
@@ -247,6 +251,11 @@ class TrainConfig:
     def check_outputs(self) -> None:
         """What a run keeps: checkpoints, EMA weights, and where it logs."""
         check(0 <= self.keep_checkpoints <= 10_000, "keep_checkpoints", "must be in 0..10,000")
+        check(
+            self.save_every is None or self.save_every >= 1,
+            "save_every",
+            "must be at least 1 (or null: last.pt at validations only)",
+        )
         check(self.ema is None or 0 < self.ema < 1, "ema", "must be in (0, 1) (or null: off)")
         check(0 <= self.ema_start <= 2**31 - 1, "ema_start", "must be in 0..2,147,483,647")
         unknown = sorted(set(self.log_to) - set(LOG_TO))

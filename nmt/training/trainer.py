@@ -361,6 +361,8 @@ class Trainer:
                 if s.step % t.valid_every == 0 and self._validate_and_save(bar):
                     stop_reason = "early stopping"
                     break
+                if t.save_every and s.step % t.save_every == 0 and self.saved_step != s.step:
+                    self.save("last.pt")
                 self._stop_if_signalled()
             # The last update is validated, also when a stop cut its validation short
             # (a resume then finds the budget spent, and validates here)

@@ -10,9 +10,11 @@ from torch._dynamo.utils import counters
 
 from nmt.errors import NmtError
 from nmt.io import checkpoint
+from nmt.training.build import build
 from nmt.training.lr_schedule import inverse_sqrt
 from nmt.training.optimizers import Optimizers
 from nmt.training.run import prepare, train
+from nmt.training.trainer import Trainer
 
 
 def test_run_writes_checkpoints_and_metrics(tiny_config, capsys):
@@ -109,6 +111,39 @@ def test_resume_equals_uninterrupted(tiny_config, tmp_path, sampling):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+class Killed(BaseException):
+    """What SIGKILL is to a process: it ends at once, and saves nothing on the way out."""
+
+
+class DiesAfterUpdate(Trainer):
+    die_at = 5  # the update (1-based) after which the process dies
+
+    def train_step(self, batches):
+        out = super().train_step(batches)
+        if self.state.step + 1 == self.die_at:  # state.step counts it after this returns
+            raise Killed
+        return out
+
+
+def test_save_every_keeps_last_pt_between_validations_so_a_killed_run_resumes(
+    tiny_config, tmp_path
+):
+    """``train.save_every``: a run validated only at its end that dies outright after
+    update 5 has last.pt from update 4, and resumed from it ends with the parameters of
+    a run never killed."""
+    steps = {"max_steps": 8, "valid_every": 8, "save_every": 2}
+    whole = tiny_config(train=steps)
+    train(whole, device="cpu")
+    killed = type(whole)(**{**whole.__dict__, "run_dir": str(tmp_path / "killed")})
+    with pytest.raises(Killed):
+        DiesAfterUpdate(*build(killed, print)).run()
+    assert checkpoint.load(tmp_path / "killed" / "last.pt")["state"]["step"] == 4
+    train(killed, device="cpu", resume=True)
+    a = checkpoint.load(f"{whole.run_dir}/last.pt")["model"]
+    b = checkpoint.load(f"{killed.run_dir}/last.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_refuses_to_overwrite_or_resume_nothing(tiny_config):
