@@ -72,7 +72,7 @@ RECIPE_CASES = {
     "missing data dir": ({"data": {"dir": "/nonexistent/corpus"}}, "data.dir: /nonexistent/corpus"),
     "missing split": ({"data": {"dev": "nosuchsplit"}}, "nosuchsplit.src: no such file"),
     "no budget": ({"train": {"max_steps": None}}, "set a budget"),
-    "no steps between saves": ({"train": {"save_every": 0}}, "train.save_every: must be at least 1"),
+    "no steps between saves": ({"train": {"save_every": 0}}, "train.save_every: must be at least"),
     "absurd size": ({"model": {"d_model": 10**30}}, "model.d_model: must be at most 65,536"),
     "too big to train": (
         {"model": {"d_model": 8192, "ffn": 2**20, "heads": 8}},

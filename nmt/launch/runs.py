@@ -54,14 +54,16 @@ LOGGING_KEYS = (
     "run_name",
     "tags",
     "log_checkpoint",
+    "save_every",
 )
 
 
 def without_logging(recipe: Any) -> Any:
-    """A recipe without where its run logs (``train.log_to`` and the trackers' keys)
-    and which plug-ins it imports: logging elsewhere does not make another run, nor
-    does a plug-in that the rest of the recipe does not name (a study metric's), so
-    neither stops reuse."""
+    """A recipe without where its run logs (``train.log_to`` and the trackers' keys),
+    how often it saves ``last.pt`` between validations and which plug-ins it imports:
+    logging elsewhere or saving more often does not make another run, nor does a
+    plug-in that the rest of the recipe does not name (a study metric's), so none of
+    them stops reuse."""
     if not isinstance(recipe, dict):
         return recipe
     recipe = {k: v for k, v in recipe.items() if k != "plugins"}

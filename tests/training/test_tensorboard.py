@@ -68,7 +68,7 @@ def test_every_record_is_mirrored_with_epsilon_reward_and_a_heatmap(tiny_config)
 def test_compare_gives_each_run_its_own_log_dir_and_reuses_across_logging(tmp_path, toy_dir):
     variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
     _, plain = load_spec(write_spec(tmp_path, toy_dir, variants))  # then logging too
-    logging = ["train.log_to=[jsonl, tensorboard]"]
+    logging = ["train.log_to=[jsonl, tensorboard]", "train.save_every=100"]
     loaded, runs = load_spec(write_spec(tmp_path, toy_dir, variants, extra_set=logging))
     study = Path(loaded.out_dir)
     assert {r.cfg.train.tensorboard_dir for r in runs} == {
@@ -77,7 +77,7 @@ def test_compare_gives_each_run_its_own_log_dir_and_reuses_across_logging(tmp_pa
     before = plain[0]
     before.run_dir.mkdir(parents=True)
     (before.run_dir / "requested.yaml").write_text(json.dumps(before.recipe))
-    check_reusable(runs[0])  # the same run, logging to TensorBoard as well: reusable
+    check_reusable(runs[0])  # the same run, logging to TensorBoard, saving more: reusable
     other = PlannedRun(runs[0].variant, 1, before.run_dir, runs[-1].recipe, runs[-1].cfg)
     with pytest.raises(NmtError, match="trained for a different recipe"):
         check_reusable(other)
