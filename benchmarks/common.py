@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,6 +71,21 @@ def synchronizer(device: str | torch.device) -> Callable[[], None]:
     """What waits for ``device``'s queued work before a clock is read: CUDA runs
     asynchronously, the CPU does not."""
     return torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+
+
+def host_syncs(step: Callable[[], object]) -> list[str]:
+    """Where ``step`` makes the host wait for the GPU (a value read back, a copy to
+    pageable memory), as ``file:line``, once per wait: CUDA's sync debug mode warns at
+    each, from the Python line that asked. A wait leaves the GPU idle while the host
+    queues the next work, which a small model's step cannot afford (issue #64)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    return [f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)]
 
 
 class MatmulProbe:

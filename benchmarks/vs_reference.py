@@ -10,7 +10,9 @@ the recipe's (Adam, or Muon for its 2-D hidden matrices beside Adam for the rest
 ``torch.optim``'s own). Prints each one's target tokens/s, the ratio nmt /
 reference, each one's share of the machine's matmul rate (6 × parameters FLOPs a
 target token) and where nmt's step goes: torch.profiler's most expensive operators
-and the step time outside every operator (Python, the data, host waits).
+and the step time outside every operator (Python, the data, host waits); on CUDA
+also each model's waits for the GPU in a step, by the line that asks
+(``common.host_syncs``).
 
     python benchmarks/vs_reference.py --steps 60                       # the shipped recipe, CPU
     python benchmarks/vs_reference.py --set train.precision=bf16
@@ -28,16 +30,25 @@ The figures: docs/benchmarks.md ("nmt against plain PyTorch").
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import tempfile
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from common import SHARED_MULTI30K, MatmulProbe, recipe_trainer, synchronizer, user_errors
+from common import (
+    SHARED_MULTI30K,
+    MatmulProbe,
+    host_syncs,
+    recipe_trainer,
+    synchronizer,
+    user_errors,
+)
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
@@ -210,6 +221,12 @@ def main() -> None:
             f"nmt / reference: {rates['nmt'] / rates['reference']:.3f} "
             f"({args.steps} batches each, interleaved; {device}, {how})"
         )
+
+        if device.type == "cuda":  # each one leaves the GPU idle while the host catches up
+            for name in ("nmt", "reference"):
+                places = Counter(host_syncs(functools.partial(steps[name], batches[0])))
+                where = ", ".join(f"{p} x{n}" for p, n in places.most_common())
+                print(f"{name}: {places.total()} host waits for the GPU in a step ({where})")
 
         activities = [ProfilerActivity.CPU] + (
             [ProfilerActivity.CUDA] if device.type == "cuda" else []

@@ -4,6 +4,8 @@ run on a GPU machine with ``pytest tests/test_cuda.py``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -128,3 +130,19 @@ def test_every_position_scheme_trains_and_decodes_on_cuda(kind, scheme):
         state = model.decoder_state(memory, src_mask, incremental=True)
         steps = [model.decode(tgt[:, t : t + 1], state) for t in range(tgt.size(1))]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-3)
+
+
+def test_host_syncs_names_each_line_that_waits_for_the_gpu(monkeypatch):
+    """benchmarks/vs_reference.py's count of a training step's waits for the GPU."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from common import host_syncs
+
+    x = torch.ones(3, device=CUDA)
+
+    def step():
+        y = x * 2  # queued: the host goes on
+        return float(y.sum()), y.tolist()  # two reads back: two waits
+
+    line = step.__code__.co_firstlineno + 2
+    assert host_syncs(step) == [f"test_cuda.py:{line}"] * 2
+    assert host_syncs(lambda: x * 2) == []
