@@ -9,13 +9,23 @@ chrF as results.json keeps them); and, for each joined split evaluated as traine
 single outputs": the run's outputs of NAME (one sentence a line) joined as NAME*K joins
 its lines (within documents for NAME~K) and scored against the references joined
 alike. The same words scored over longer segments, it separates what translating a
-line of K sentences changes from what scoring over longer lines does. Usage:
+line of K sentences changes from what scoring over longer lines does.
+
+For each joined split decoded with ``decode.split=sentences`` (NAME*K@...), the lines
+in two groups by what the segmenter (the run's ``decode.split_lang``, else its source
+language) made of the joined source: cut into as many pieces as sentences were joined
+("cut into each"), or into fewer ("cut into fewer": a sentence without final
+punctuation runs into the next). For each group: the lines, those whose output equals
+the single outputs joined, and both outputs' BLEU and chrF against the references.
+It tells how much of what split-then-translate loses against the single outputs the
+segmenter's missed boundaries account for. Usage:
 
     python scripts/paragraph_figures.py OUT.json RUN [RUN ...]
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import sys
 from pathlib import Path
@@ -25,7 +35,8 @@ import sacrebleu
 from nmt.compare.analysis import recipe_of
 from nmt.data.corpus import read_documents
 from nmt.data.pipeline import load_split
-from nmt.data.splits import JOINED, base_split, derive, needs_documents
+from nmt.data.sentences import segmenter
+from nmt.data.splits import JOINED, base_split, derive, groups, needs_documents
 from nmt.decoding.evaluate import read_results
 
 
@@ -57,6 +68,37 @@ def run_figures(run: Path) -> dict[str, dict[str, float]]:
         hyps = single.read_text(encoding="utf-8").splitlines()
         docs = read_documents(Path(cfg.data.dir), base, len(src))  # None without a .doc file
         out[f"{split} from single outputs"] = figures(*derive(split, hyps, refs, docs))
+        for cut in sorted(run.glob(f"{glob.escape(split)}@*.hyp")):
+            overrides = dict(o.split("=", 1) for o in cut.stem.partition("@")[2].split(","))
+            if overrides.get("decode.split") == "sentences" and "data" not in overrides:
+                lang = overrides.get("decode.split_lang", cfg.decode.split_lang)
+                seg = segmenter(lang or cfg.data.src_lang)
+                out |= by_segmentation(cut, seg, split, (src, refs, hyps, docs))
+    return out
+
+
+def by_segmentation(cut: Path, seg, split: str, base: tuple) -> dict[str, dict[str, float]]:
+    """``split``'s split-then-translate outputs (``cut``) and its single outputs
+    joined, on the lines the segmenter ``seg`` cut into each joined sentence and on
+    those it cut into fewer pieces."""
+    src, refs, hyps, docs = base
+    made = groups(split, len(src), docs)
+    joined_src, joined_refs = derive(split, src, refs, docs)
+    single, _ = derive(split, hyps, refs, docs)
+    outputs = cut.read_text(encoding="utf-8").splitlines()
+    each = [len(seg(line)) == len(group) for line, group in zip(joined_src, made)]
+    out = {}
+    for name, wanted in (("cut into each", True), ("cut into fewer", False)):
+        rows = [i for i, e in enumerate(each) if e == wanted]
+        if not rows:
+            continue
+        refs_of = [joined_refs[i] for i in rows]
+        out[f"{cut.stem}, {name}"] = {
+            "lines": len(rows),
+            "same_as_single": sum(outputs[i] == single[i] for i in rows),
+            **figures([outputs[i] for i in rows], refs_of),
+            **{f"single_{k}": v for k, v in figures([single[i] for i in rows], refs_of).items()},
+        }
     return out
 
 

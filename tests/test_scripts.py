@@ -21,6 +21,8 @@ def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(tiny_run, toy_
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     evaluate(run, ["test", "test*2"], device="cpu")
+    split = ["decode.split=sentences", "decode.split_lang=en"]
+    evaluate(run, ["test*2"], overrides=split, device="cpu")
     out = tmp_path / "figures.json"
     done = subprocess.run(
         [sys.executable, str(SCRIPT), str(out), str(run)],
@@ -42,3 +44,12 @@ def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(tiny_run, toy_
     refs2 = [" ".join(refs[i : i + 2]) for i in range(0, 14, 2)]
     joined = figures["test*2 from single outputs"]
     assert joined["chrf"] == sacrebleu.corpus_chrf(two, [refs2]).score
+    # split-then-translate, by what the segmenter made of each line: the toy language
+    # has no final punctuation, so English rules cut no pair into its two sentences
+    cut = (run / "test*2@decode.split=sentences,decode.split_lang=en.hyp").read_text()
+    cut = cut.splitlines()
+    fewer = figures["test*2@decode.split=sentences,decode.split_lang=en, cut into fewer"]
+    assert fewer["lines"] == 7 and fewer["same_as_single"] == sum(a == b for a, b in zip(cut, two))
+    assert fewer["bleu"] == sacrebleu.corpus_bleu(cut, [refs2]).score
+    assert fewer["single_bleu"] == figures["test*2 from single outputs"]["bleu"]
+    assert "test*2@decode.split=sentences,decode.split_lang=en, cut into each" not in figures
