@@ -45,7 +45,9 @@ class RunResult:
     tag: str = ""  # another decoding of the run: its results are SPLIT@TAG (nmt evaluate)
 
 
-LOGGING_KEYS = (
+# train keys that keep a run's books, not what it computes: where it logs, and how
+# often it saves last.pt between validations
+BOOKKEEPING_KEYS = (
     "log_to",
     "tensorboard_dir",
     "mlflow_uri",
@@ -58,18 +60,17 @@ LOGGING_KEYS = (
 )
 
 
-def without_logging(recipe: Any) -> Any:
-    """A recipe without where its run logs (``train.log_to`` and the trackers' keys),
-    how often it saves ``last.pt`` between validations and which plug-ins it imports:
-    logging elsewhere or saving more often does not make another run, nor does a
-    plug-in that the rest of the recipe does not name (a study metric's), so none of
-    them stops reuse."""
+def without_bookkeeping(recipe: Any) -> Any:
+    """A recipe without its books (:data:`BOOKKEEPING_KEYS`) and the plug-ins it
+    imports: logging elsewhere or saving more often does not make another run, nor
+    does a plug-in that the rest of the recipe does not name (a study metric's), so
+    none of them stops reuse."""
     if not isinstance(recipe, dict):
         return recipe
     recipe = {k: v for k, v in recipe.items() if k != "plugins"}
     if not isinstance(recipe.get("train"), dict):
         return recipe
-    train = {k: v for k, v in recipe["train"].items() if k not in LOGGING_KEYS}
+    train = {k: v for k, v in recipe["train"].items() if k not in BOOKKEEPING_KEYS}
     return {**recipe, "train": train}
 
 
@@ -82,7 +83,7 @@ def check_reusable(run: PlannedRun) -> None:
         requested = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
-    if without_logging(upgrade_recipe(requested)) != without_logging(run.recipe):
+    if without_bookkeeping(upgrade_recipe(requested)) != without_bookkeeping(run.recipe):
         raise NmtError(
             f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
             "move it away or choose another out_dir"
@@ -104,11 +105,12 @@ def default_changes(run: PlannedRun) -> list[str]:
     if not path.is_file():  # training never started
         return []
     try:
-        trained = flatten(without_logging(upgrade_recipe(yaml.safe_load(path.read_text("utf-8")))))
+        trained = yaml.safe_load(path.read_text("utf-8"))
+        trained = flatten(without_bookkeeping(upgrade_recipe(trained)))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as e:
         warn(f"{path}: damaged ({type(e).__name__}); its defaults are not checked")
         return []
-    planned = flatten(without_logging(yaml.safe_load(run.cfg.to_yaml())))
+    planned = flatten(without_bookkeeping(yaml.safe_load(run.cfg.to_yaml())))
     return [
         f"{key} {trained[key]!r}, now {value!r}"
         for key, value in sorted(planned.items())
