@@ -100,8 +100,23 @@ class StopsAfterUpdate(Trainer):
     def train_step(self, batches):
         out = super().train_step(batches)
         if self.state.step + 1 == self.stop_at:  # state.step counts it after this returns
-            os.kill(os.getpid(), signal.SIGTERM)
+            self.stop()
         return out
+
+    def stop(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+class Killed(BaseException):
+    """What SIGKILL is to a process: it ends at once, and saves nothing on the way out."""
+
+
+class DiesAfterUpdate(StopsAfterUpdate):
+    """A trainer whose process dies outright after update ``stop_at``: no signal, so
+    nothing is saved on the way out."""
+
+    def stop(self) -> None:
+        raise Killed
 
 
 def straight_and_resumed(

@@ -15,6 +15,7 @@ from nmt.training.lr_schedule import inverse_sqrt
 from nmt.training.optimizers import Optimizers
 from nmt.training.run import prepare, train
 from nmt.training.trainer import Trainer
+from tests.helpers import DiesAfterUpdate, Killed
 
 
 def test_run_writes_checkpoints_and_metrics(tiny_config, capsys):
@@ -50,7 +51,6 @@ def test_best_pt_holds_the_best_validation_not_the_last(tiny_config, monkeypatch
     """Dev scores that get worse after the first validation: best.pt keeps the weights
     of that validation (it had been saved at every validation since the resume of an
     interrupted validation was made exact)."""
-    from nmt.training.trainer import Trainer
 
     scores = iter(
         [{"valid_loss": 1.0, "valid_bleu": 30.0}, {"valid_loss": 2.0, "valid_bleu": 20.0}]
@@ -68,7 +68,6 @@ def test_best_pt_holds_the_best_validation_not_the_last(tiny_config, monkeypatch
 def test_logged_rates_leave_out_the_time_validation_takes(tiny_config, monkeypatch):
     """Each log line's tokens/s is over its interval's training steps: a validation
     that takes a second between two steps of one interval must not lower it."""
-    from nmt.training.trainer import Trainer
 
     validate = Trainer._interruptible_validate
 
@@ -113,20 +112,6 @@ def test_resume_equals_uninterrupted(tiny_config, tmp_path, sampling):
         assert torch.equal(a[k], b[k]), k
 
 
-class Killed(BaseException):
-    """What SIGKILL is to a process: it ends at once, and saves nothing on the way out."""
-
-
-class DiesAfterUpdate(Trainer):
-    die_at = 5  # the update (1-based) after which the process dies
-
-    def train_step(self, batches):
-        out = super().train_step(batches)
-        if self.state.step + 1 == self.die_at:  # state.step counts it after this returns
-            raise Killed
-        return out
-
-
 def test_save_every_keeps_last_pt_between_validations_so_a_killed_run_resumes(
     tiny_config, tmp_path
 ):
@@ -137,8 +122,10 @@ def test_save_every_keeps_last_pt_between_validations_so_a_killed_run_resumes(
     whole = tiny_config(train=steps)
     train(whole, device="cpu")
     killed = type(whole)(**{**whole.__dict__, "run_dir": str(tmp_path / "killed")})
+    dying = DiesAfterUpdate(*build(killed, print))
+    dying.stop_at = 5
     with pytest.raises(Killed):
-        DiesAfterUpdate(*build(killed, print)).run()
+        dying.run()
     assert checkpoint.load(tmp_path / "killed" / "last.pt")["state"]["step"] == 4
     train(killed, device="cpu", resume=True)
     a = checkpoint.load(f"{whole.run_dir}/last.pt")["model"]
