@@ -12,13 +12,14 @@ alike. The same words scored over longer segments, it separates what translating
 line of K sentences changes from what scoring over longer lines does.
 
 For each joined split decoded with ``decode.split=sentences`` (NAME*K@...), the lines
-in two groups by what the segmenter (the run's ``decode.split_lang``, else its source
+in groups by what the segmenter (the run's ``decode.split_lang``, else its source
 language) made of the joined source: cut into as many pieces as sentences were joined
-("cut into each"), or into fewer ("cut into fewer": a sentence without final
-punctuation runs into the next). For each group: the lines, those whose output equals
-the single outputs joined, and both outputs' BLEU and chrF against the references.
-It tells how much of what split-then-translate loses against the single outputs the
-segmenter's missed boundaries account for. Usage:
+("cut into each"), into fewer ("cut into fewer": a sentence without final punctuation
+runs into the next) or into more ("cut into more": a sentence cut in two). For each
+group: the lines, those whose output equals the single outputs joined, and both
+outputs' BLEU and chrF against the references. It tells how much of what
+split-then-translate loses against the single outputs the segmenter's boundaries
+account for. Usage:
 
     python scripts/paragraph_figures.py OUT.json RUN [RUN ...]
 """
@@ -67,32 +68,35 @@ def run_figures(run: Path) -> dict[str, dict[str, float]]:
         src, refs = load_split(cfg.data, base)
         hyps = single.read_text(encoding="utf-8").splitlines()
         docs = read_documents(Path(cfg.data.dir), base, len(src))  # None without a .doc file
-        out[f"{split} from single outputs"] = figures(*derive(split, hyps, refs, docs))
+        single, joined_refs = derive(split, hyps, refs, docs)
+        out[f"{split} from single outputs"] = figures(single, joined_refs)
+        joined_src, made = derive(split, src, refs, docs)[0], groups(split, len(src), docs)
         for cut in sorted(run.glob(f"{glob.escape(split)}@*.hyp")):
             overrides = dict(o.split("=", 1) for o in cut.stem.partition("@")[2].split(","))
             if overrides.get("decode.split") == "sentences" and "data" not in overrides:
                 lang = overrides.get("decode.split_lang", cfg.decode.split_lang)
                 seg = segmenter(lang or cfg.data.src_lang)
-                out |= by_segmentation(cut, seg, split, (src, refs, hyps, docs))
+                pieces = [len(seg(line)) - len(group) for line, group in zip(joined_src, made)]
+                out |= by_segmentation(cut, pieces, single, joined_refs)
     return out
 
 
-def by_segmentation(cut: Path, seg, split: str, base: tuple) -> dict[str, dict[str, float]]:
-    """``split``'s split-then-translate outputs (``cut``) and its single outputs
-    joined, on the lines the segmenter ``seg`` cut into each joined sentence and on
-    those it cut into fewer pieces."""
-    src, refs, hyps, docs = base
-    made = groups(split, len(src), docs)
-    joined_src, joined_refs = derive(split, src, refs, docs)
-    single, _ = derive(split, hyps, refs, docs)
+CUTS = {0: "cut into each", -1: "cut into fewer", 1: "cut into more"}  # by the sign
+
+
+def by_segmentation(
+    cut: Path, pieces: list[int], single: list[str], refs: list[str]
+) -> dict[str, dict[str, float]]:
+    """A split-then-translate decoding (``cut``) and the ``single`` outputs joined
+    alike, against ``refs``, on the lines the segmenter cut into each joined sentence,
+    into fewer pieces and into more (``pieces``: each line's pieces less its sentences)."""
     outputs = cut.read_text(encoding="utf-8").splitlines()
-    each = [len(seg(line)) == len(group) for line, group in zip(joined_src, made)]
     out = {}
-    for name, wanted in (("cut into each", True), ("cut into fewer", False)):
-        rows = [i for i, e in enumerate(each) if e == wanted]
+    for sign, name in CUTS.items():
+        rows = [i for i, n in enumerate(pieces) if (n > 0) - (n < 0) == sign]
         if not rows:
             continue
-        refs_of = [joined_refs[i] for i in rows]
+        refs_of = [refs[i] for i in rows]
         out[f"{cut.stem}, {name}"] = {
             "lines": len(rows),
             "same_as_single": sum(outputs[i] == single[i] for i in rows),

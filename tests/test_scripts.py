@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -53,3 +54,20 @@ def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(tiny_run, toy_
     assert fewer["bleu"] == sacrebleu.corpus_bleu(cut, [refs2]).score
     assert fewer["single_bleu"] == figures["test*2 from single outputs"]["bleu"]
     assert "test*2@decode.split=sentences,decode.split_lang=en, cut into each" not in figures
+
+
+def test_segmentation_groups_lines_cut_into_each_fewer_and_more_pieces(tmp_path):
+    """A line the segmenter cut into more pieces than it joins sentences is not one
+    cut into fewer: each sign of the difference is a group of its own."""
+    spec = importlib.util.spec_from_file_location("paragraph_figures", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    cut = tmp_path / "x*2@decode.split=sentences.hyp"
+    cut.write_text("a b c\nd e f\ng h i\n", encoding="utf-8")
+    single, refs = ["a b c", "d e x", "g h i"], ["a b c", "d e f", "g h i"]
+    got = script.by_segmentation(cut, [0, -1, 2], single, refs)
+    assert {k.split(", ")[1]: (v["lines"], v["same_as_single"]) for k, v in got.items()} == {
+        "cut into each": (1, 1),
+        "cut into fewer": (1, 0),
+        "cut into more": (1, 1),
+    }
