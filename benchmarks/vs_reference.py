@@ -141,8 +141,8 @@ def main() -> None:
     )
     args = p.parse_args()
     overrides = [*args.overrides, *(["train.compile=true"] if args.compile else [])]
-    if args.profile_steps is not None and args.profile_steps < 1:
-        raise NmtError("--profile-steps must be at least 1")
+    if args.profile_steps is not None and not 1 <= args.profile_steps <= args.steps:
+        raise NmtError(f"--profile-steps must be in 1..{args.steps} (--steps, the timed batches)")
     if args.trace and Path(args.trace).is_dir():  # before minutes of benchmarking, not after
         raise NmtError(f"{args.trace}: is a directory (--trace names a file)")
 
