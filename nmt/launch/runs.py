@@ -8,6 +8,7 @@ recorded, not fatal, then named in one error. The launchers that run many
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +22,10 @@ from nmt.io.files import write_text
 from nmt.io.rundir import flatten
 from nmt.progress import console, warn
 from nmt.setup.compare import CompareSpec, LauncherSpec, PlannedRun
+from nmt.setup.config import from_dict
 from nmt.setup.decoding import decode_tag, decoding
 from nmt.setup.migrations import upgrade_recipe
+from nmt.setup.recipe import RunConfig
 from nmt.training.run import SUMMARY, read_summary, train
 from nmt.training.signals import Interrupted
 from nmt.training.tracking import publish_results
@@ -83,7 +86,7 @@ def check_reusable(run: PlannedRun) -> None:
         requested = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
-    if without_bookkeeping(upgrade_recipe(requested)) != without_bookkeeping(run.recipe):
+    if _meaning(upgrade_recipe(requested)) != _meaning(run.recipe):
         raise NmtError(
             f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
             "move it away or choose another out_dir"
@@ -94,6 +97,16 @@ def check_reusable(run: PlannedRun) -> None:
             f"{run.run_dir} was trained with {'; '.join(changed)} (a default has changed "
             "since); name the value in the spec's variant, or move the run away"
         )
+
+
+def _meaning(recipe: Any) -> Any:
+    """What a requested recipe asks for: its config with every default filled in,
+    without its books, so that spellings of one recipe (a default named or left out,
+    ``data.join={}`` for no joining) reuse one run. A recipe that no longer reads as
+    a config (a plug-in gone, a key removed) means itself, as written."""
+    with contextlib.suppress(NmtError):  # ConfigError too
+        recipe = yaml.safe_load(from_dict(RunConfig, recipe).to_yaml())
+    return without_bookkeeping(recipe)
 
 
 def default_changes(run: PlannedRun) -> list[str]:

@@ -356,6 +356,34 @@ def test_a_run_trained_under_an_old_default_is_not_reused_as_the_new(tmp_path, t
     check_reusable(local_m)
 
 
+def test_a_run_is_reused_for_what_its_recipe_means_not_how_it_is_spelt(tmp_path, toy_dir):
+    """A run asked for without ``data.join`` is the run a spec asks for with
+    ``data.join={}`` (a recipe that now joins, as it was before) or with a default
+    named; a value that changes what is trained is another run."""
+    spec = write_spec(
+        tmp_path,
+        toy_dir,
+        {
+            "global": [],
+            "as_before": ["data.join={}"],
+            "defaults_named": ["data.join.prob=0", "train.label_smoothing=0.1"],
+            "joined": ["data.join.prob=0.1"],
+        },
+        seeds=(1,),
+    )
+    runs = {run.variant: run for run in load_spec(spec)[1]}
+    plain = runs.pop("global")
+    assert "label_smoothing" not in plain.recipe["train"] and "join" not in plain.recipe["data"]
+    for run in runs.values():  # each holds a run that was asked for as the plain one
+        run.run_dir.mkdir(parents=True)
+        requested = {**plain.recipe, "run_dir": str(run.run_dir)}
+        (run.run_dir / "requested.yaml").write_text(yaml.safe_dump(requested))
+    check_reusable(runs["as_before"])
+    check_reusable(runs["defaults_named"])
+    with pytest.raises(NmtError, match="trained for a different recipe"):
+        check_reusable(runs["joined"])
+
+
 def test_a_second_study_in_one_out_dir_is_refused_before_any_work(tmp_path, toy_dir, tiny_run):
     """Two studies in one out_dir would race for its runs and its report: while one
     holds it, another exits 2 naming the directory, the owner and the key to change,

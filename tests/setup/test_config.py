@@ -9,6 +9,7 @@ import yaml
 from nmt.attention import ATTENTION
 from nmt.data.pipeline import check_files
 from nmt.errors import NmtError
+from nmt.setup.data import JoinConfig
 from nmt.setup.migrations import RECIPE_VERSION
 from nmt.setup.migrations import upgrade_recipe as upgrade
 from nmt.setup.recipe import RunConfig, config_from_dict, load_recipe
@@ -227,11 +228,14 @@ def test_the_scheduled_sampling_recipe_is_the_shipped_one_with_its_trainer():
 
 def test_the_en_de_recipes_are_the_de_en_ones_reversed():
     """English->German trains what German->English trains, in the other direction, so
-    that the two directions' figures compare directions and nothing else."""
+    that the two directions' figures compare directions and nothing else; but the
+    shipped en->de recipe joins a tenth of its examples, which cost its single
+    captions less than de->en's (within seed noise: docs/results.md)."""
     for suffix in ("", "-40ep"):
         de_en = load_recipe(RECIPE_DIR / f"multi30k-de-en{suffix}.yaml")
         en_de = load_recipe(RECIPE_DIR / f"multi30k-en-de{suffix}.yaml")
-        reversed_data = dataclasses.replace(de_en.data, src_lang="en", tgt_lang="de")
+        join = JoinConfig(prob=0.1, max_k=5) if suffix == "" else de_en.data.join
+        reversed_data = dataclasses.replace(de_en.data, src_lang="en", tgt_lang="de", join=join)
         assert en_de.data == reversed_data
         assert (en_de.model, en_de.train, en_de.decode) == (de_en.model, de_en.train, de_en.decode)
 
