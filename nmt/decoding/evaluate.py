@@ -139,7 +139,14 @@ def evaluate(
 
 def other_corpus(data: DataConfig, data_dir: str | Path | None) -> tuple[DataConfig, str | None]:
     """The data section to read splits from, and the name that tags them when it is
-    another corpus than the recipe's (``--data DIR``)."""
+    another corpus than the recipe's (``--data DIR``). A relative ``data.dir`` names
+    the corpus from where the run was trained: read from elsewhere, the error says so."""
+    if data_dir is None and not Path(data.dir).is_dir():
+        fix = "name the corpus with --data DIR"
+        if not Path(data.dir).is_absolute():
+            here = Path.cwd()
+            fix = f"relative to where the run was trained, not {here}: run from there, or {fix}"
+        raise NmtError(f"data.dir: {data.dir}: no such directory (the run's recipe; {fix})")
     if data_dir is None or Path(data_dir).resolve() == Path(data.dir).resolve():
         return data, None
     if not Path(data_dir).is_dir():

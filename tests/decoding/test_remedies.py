@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.decoding.search import Options, encode_source, translate_lines
 from nmt.errors import NmtError
+from nmt.io import checkpoint
 from nmt.model.load import load_model
 from nmt.setup.decoding import DecodeConfig, with_overrides
 from nmt.setup.plugins import import_plugins
@@ -93,6 +94,35 @@ def test_evaluate_reads_another_corpus_and_keeps_it_apart(tiny_run, toy_dir, tmp
         and "--data" in missing.output
         and "no such directory" in missing.output
     )
+
+
+def test_a_relative_data_dir_read_from_elsewhere_says_how_to_reach_it(
+    tiny_run, toy_dir, tmp_path, monkeypatch
+):
+    """A run trained with ``data.dir: toy`` from the corpus's parent directory,
+    evaluated from another directory: one line naming the directory it was read
+    from and the two ways out; from where it was trained, and with --data, it
+    evaluates."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    payload = checkpoint.load(run / "best.pt")
+    payload["config"]["data"]["dir"] = toy_dir.name
+    checkpoint.save(run / "best.pt", payload)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("evaluate", run, "--split", "test", "--device", "cpu")
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert f"data.dir: {toy_dir.name}: no such directory" in result.output
+    assert f"relative to where the run was trained, not {tmp_path}" in result.output
+    assert "--data DIR" in result.output
+    result = invoke("evaluate", run, "--split", "test", "--data", toy_dir, "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    monkeypatch.chdir(toy_dir.parent)
+    result = invoke("evaluate", run, "--split", "test", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert set(json.loads((run / "results.json").read_text())) >= {
+        "test",
+        f"test@data={toy_dir.name}",
+    }
 
 
 def test_translate_takes_the_oracle_lengths_from_its_references(tiny_run, toy_dir, tmp_path):
