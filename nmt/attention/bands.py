@@ -87,7 +87,7 @@ def tiled_blocks(lo: Tensor, width: int) -> Blocks:
     """lo (B,Hc,T) -> blocks of at most C = ``width`` queries whose windows start in
     the same tile of C source positions; every band is C + W − 1 keys."""
     C, T = width, lo.size(-1)
-    lo_sorted, order = lo.sort(-1)  # (B,Hc,T)
+    lo_sorted, order = lo.contiguous().sort(-1)  # (B,Hc,T); contiguous for searchsorted
     tile = torch.div(lo_sorted, C, rounding_mode="floor")
     index = torch.arange(T, device=lo.device)
     rank = index - torch.searchsorted(tile, tile)  # rank in its tile: after its first query
