@@ -306,7 +306,10 @@ def compare(
     baseline: Optional[str] = typer.Option(None, help="Baseline run name for --runs."),
     device: str = typer.Option("auto", help=DEVICE_HELP),
     set_: list[str] = typer.Option(
-        [], "--set", help="Override a spec key, e.g. --set 'seeds=[1,2,3]' (repeatable)."
+        [],
+        "--set",
+        help="Override a spec key, e.g. --set 'seeds=[1,2,3]' (repeatable); with --runs, "
+        "a key of the report, e.g. --set bootstrap=2000.",
     ),
     jobs: int = typer.Option(
         1, min=1, max=64, help="Runs at once: CPU threads split between them, or sharing the GPU."
@@ -341,8 +344,6 @@ def compare(
             wait=wait,
         )
         return
-    if set_:
-        raise NmtError("--set overrides a spec's keys; --runs takes none")
     if launcher is not None or not wait:
         raise NmtError("--launcher and --no-wait are for a spec's runs; --runs trains none")
     if out is None:
@@ -350,7 +351,7 @@ def compare(
     from nmt.setup.plugins import import_plugins
 
     import_plugins(plugin, given=True)
-    compare_runs(runs, out, split, baseline, device=device)
+    compare_runs(runs, out, split, baseline, device=device, overrides=set_)
 
 
 @app.command(

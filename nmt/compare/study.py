@@ -47,7 +47,7 @@ from nmt.launch.runs import (
 )
 from nmt.progress import console, warn
 from nmt.setup.compare import LAUNCHERS, CompareSpec, PlannedRun, load_spec, with_spec_overrides
-from nmt.setup.config import read_yaml
+from nmt.setup.config import from_dict, read_yaml
 from nmt.setup.device import resolve_device
 from nmt.setup.migrations import RESULTS_VERSION
 from nmt.setup.recipe import RunConfig
@@ -122,15 +122,23 @@ def check_data(spec: CompareSpec, planned: list[PlannedRun]) -> None:
                 )
 
 
+# the spec keys that say how a report compares, which --runs takes with --set (the
+# others say what to train, or have options of their own: --out, --split, --baseline)
+REPORT_KEYS = ("bootstrap", "contrasts", "heatmaps", "length_buckets", "scores", "significance")
+
+
 def compare_runs(
     run_dirs: list[Path],
     out_dir: Path,
     splits: list[str],
     baseline: str | None,
     device: str = "auto",
+    overrides: list[str] | None = None,
 ) -> Path:
     """``nmt compare --runs``: compare runs that already exist (each its own variant,
-    named after its directory); splits not evaluated yet are evaluated first."""
+    named after its directory); splits not evaluated yet are evaluated first.
+    ``overrides`` set the report's spec keys (:data:`REPORT_KEYS`), e.g.
+    ``bootstrap=2000`` or ``contrasts=[[a, b]]`` with the runs' names."""
     names = [d.name for d in run_dirs]
     if len(set(names)) < len(names):  # e.g. .../global/seed1 and .../local_m/seed1
         names = [f"{d.parent.name}-{d.name}" for d in run_dirs]
@@ -160,13 +168,7 @@ def compare_runs(
     if baseline is not None and baseline not in names:
         raise NmtError(f"--baseline {baseline!r}: not one of {', '.join(names)}")
     warn_of_other_search(configs)
-    spec = CompareSpec(
-        base="",
-        out_dir=str(out_dir),
-        variants={n: () for n in names},
-        baseline=baseline,
-        splits=tuple(splits),
-    )
+    spec = runs_spec(names, out_dir, splits, baseline, overrides or [])
     outcomes = []
     with owned(out_dir, "--out"):
         for name, d, cfg, to_do in zip(names, run_dirs, configs, missing):
@@ -180,6 +182,26 @@ def compare_runs(
         report(spec, outcomes, out_dir, device, title="Comparison of existing runs")
     fail_if_any_failed(outcomes, out_dir)
     return out_dir
+
+
+def runs_spec(
+    names: list[str], out_dir: Path, splits: list[str], baseline: str | None, overrides: list[str]
+) -> CompareSpec:
+    """The spec of a comparison of existing runs: one variant per run, the report's
+    keys as ``--set`` gives them; a key that says what to train is refused."""
+    for text in overrides:
+        key = text.partition("=")[0].strip().split(".")[0]
+        if key not in REPORT_KEYS:
+            raise NmtError(
+                f"--set {text}: --runs takes the report's keys ({', '.join(REPORT_KEYS)}); "
+                f"{key} says what a spec trains"
+            )
+    raw = {"base": "", "out_dir": str(out_dir), "variants": {n: [] for n in names}}
+    raw = with_spec_overrides({**raw, "baseline": baseline, "splits": splits}, overrides)
+    try:
+        return from_dict(CompareSpec, raw)
+    except NmtError as e:
+        raise NmtError(f"--set: {e}") from None
 
 
 def warn_of_other_search(configs: list[RunConfig]) -> None:

@@ -321,6 +321,35 @@ def test_runs_that_search_differently_are_compared_with_a_warning(tmp_path, tiny
     assert "batch_tokens" not in said
 
 
+def test_runs_take_the_reports_keys_with_set_and_refuse_the_others(tmp_path, tiny_run):
+    """--runs with --set: the keys that say how the report compares (a contrast of
+    the runs by their names, the scores beside BLEU), checked as a spec's are; a key
+    that says what to train, or an absurd value, is one line before any work."""
+    a, b, c = (shutil.copytree(tiny_run, tmp_path / name) for name in ("a", "b", "c"))
+    runs = ["--runs", str(a), "--runs", str(b), "--runs", str(c), "--split", "test"]
+    out = tmp_path / "cmp"
+    for sets, words in (
+        (["seeds=[1,2]"], "--set seeds=[1,2]: --runs takes the report's keys (bootstrap,"),
+        (["set+=train.lr=1"], "set+ says what a spec trains"),
+        (["bootstrap=5"], "--set: bootstrap: use 100..100,000 resamples"),
+        (["contrasts=[[b, nope]]"], "--set: contrasts[0]: 'nope' is not a variant"),
+    ):
+        args = [f"--set={text}" for text in sets]
+        result = runner.invoke(app, ["compare", *runs, *args, "--out", str(out)])
+        assert result.exit_code == 2 and words in result.output, result.output
+        assert not out.exists()
+    sets = ["contrasts=[[b, c]]", "scores=[ter]", "bootstrap=200", "heatmaps=[]"]
+    result = runner.invoke(
+        app, ["compare", *runs, *[f"--set={t}" for t in sets], "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    results = json.loads((out / "results.json").read_text())
+    ((variant, reference),) = [(c["variant"], c["reference"]) for c in results["contrasts"]]
+    assert (variant, reference) == ("b", "c")
+    assert all("ter" in row and "chrf++" not in row for row in results["rows"])
+    assert not list(out.glob("attention_*.png"))
+
+
 def test_a_run_trained_under_an_old_default_is_not_reused_as_the_new(tmp_path, toy_dir):
     """Until hard attention's default estimator became gumbel, a spec's ``kind=hard``
     trained REINFORCE: the same request, another run. What the run measured on its
