@@ -86,7 +86,7 @@ def check_reusable(run: PlannedRun) -> None:
         requested = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise NmtError(f"{path}: damaged ({type(e).__name__}); delete it to rebuild it") from None
-    if _meaning(upgrade_recipe(requested)) != _meaning(run.recipe):
+    if _meaning(upgrade_recipe(requested)) != _planned(run):
         raise NmtError(
             f"{run.run_dir} was trained for a different recipe than the spec now asks for; "
             "move it away or choose another out_dir"
@@ -109,6 +109,12 @@ def _meaning(recipe: Any) -> Any:
     return without_bookkeeping(recipe)
 
 
+def _planned(run: PlannedRun) -> dict[str, Any]:
+    """What the plan asks of a run, as :func:`_meaning` reads a request: its config
+    (built from the requested recipe when the spec was read) without its books."""
+    return without_bookkeeping(yaml.safe_load(run.cfg.to_yaml()))
+
+
 def default_changes(run: PlannedRun) -> list[str]:
     """What the run was trained with, where the same request now means something else,
     as ``key old, now new``: a default changed since (hard attention's estimator was
@@ -123,7 +129,7 @@ def default_changes(run: PlannedRun) -> list[str]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError) as e:
         warn(f"{path}: damaged ({type(e).__name__}); its defaults are not checked")
         return []
-    planned = flatten(without_bookkeeping(yaml.safe_load(run.cfg.to_yaml())))
+    planned = flatten(_planned(run))
     return [
         f"{key} {trained[key]!r}, now {value!r}"
         for key, value in sorted(planned.items())
