@@ -4,6 +4,7 @@ that it cannot rot."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,16 @@ def test_the_tutorial_notebook_runs_from_start_to_end(tmp_path):
     for name in ("recipes", "data"):  # the notebook runs from a clone's root
         (tmp_path / name).symlink_to(ROOT / name)
     notebook = nbformat.read(ROOT / "docs" / "tutorial.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    client = NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(tmp_path)}})
+    # nbclient hands SIGINT and SIGTERM to its event loop, whose removal sets them to
+    # Python's defaults, not to what this process had (an ignored SIGINT, in a
+    # background job): put back what was there
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        client.execute()
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     shown = "".join(
