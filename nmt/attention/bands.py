@@ -83,20 +83,32 @@ def consecutive_blocks(lo: Tensor, width: int) -> Blocks:
     return Blocks(None, start, length)  # query t sits in slot t: no gathers
 
 
-def tiled_blocks(lo: Tensor, width: int) -> Blocks:
-    """lo (B,Hc,T) -> blocks of at most C = ``width`` queries whose windows start in
-    the same tile of C source positions; every band is C + W − 1 keys."""
+def tiled_blocks(lo: Tensor, width: int, sources: int) -> Blocks:
+    """lo (B,Hc,T) over S = ``sources`` positions -> blocks of at most C = ``width``
+    queries whose windows start in the same tile of C source positions; every band
+    is C + W − 1 keys."""
     C, T = width, lo.size(-1)
+    # a window that ends before position 0 or starts past S − 1 holds no key, so its
+    # tile does not matter: clamped, lo falls in the tiles −1 … ⌊(S − 1)/C⌋
+    lo = lo.clamp(1 - width, sources - 1)
     lo_sorted, order = lo.contiguous().sort(-1)  # (B,Hc,T); contiguous for searchsorted
     tile = torch.div(lo_sorted, C, rounding_mode="floor")
     index = torch.arange(T, device=lo.device)
     rank = index - torch.searchsorted(tile, tile)  # rank in its tile: after its first query
     block = (rank % C == 0).cumsum(-1) - 1  # (B,Hc,T)
-    n = int(block.max()) + 1
+    # under torch.compile the bound, since reading the count to the host would break
+    # the graph; eager mode counts them (fewer empty slots to score)
+    n = most_blocks(T, C, sources) if torch.compiler.is_compiling() else int(block.max()) + 1
     slot = torch.empty_like(order).scatter_(-1, order, block * C + rank % C)
     start = torch.zeros(*lo.shape[:-1], n, dtype=lo.dtype, device=lo.device)
     start.scatter_(-1, block, tile * C)  # (B,Hc,n); a block's queries share a tile
     return Blocks(slot, start, C + width - 1)
+
+
+def most_blocks(queries: int, width: int, sources: int) -> int:
+    """The most blocks :func:`tiled_blocks` makes of T = ``queries`` queries: ⌊T/C⌋
+    full ones and one part-filled block in each of the tiles −1 … ⌊(S − 1)/C⌋."""
+    return min(queries, queries // width + (sources - 1) // width + 2)
 
 
 def banded_attention(
@@ -113,7 +125,7 @@ def banded_attention(
     (B,Hc,T); or None where, under ``auto``, the bands would not pay off (or where
     they would span the whole source anyway)."""
     T, S, W = q.size(2), memory.key.size(2), attn.width
-    blocks = consecutive_blocks(lo, W) if attn.monotone else tiled_blocks(lo, W)
+    blocks = consecutive_blocks(lo, W) if attn.monotone else tiled_blocks(lo, W, S)
     slots = blocks.start.size(-1) * W  # n·C
     if blocks.length >= S or (auto and slots * blocks.length * BAND_GAIN > T * S):
         return None

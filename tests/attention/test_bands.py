@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 from nmt.attention import bands as banded
 from tests.attention.test_attention import H, build
@@ -28,23 +29,39 @@ def test_windowed_and_dense_paths_agree(kind, options):
 
 @pytest.mark.parametrize("spread", [0, 3, 40, 500])
 def test_tiled_blocks_hold_every_query_once_with_its_window_in_the_band(spread):
-    """local_p's blocks for centres in any order, clustered (spread 0) or scattered."""
+    """local_p's blocks for centres in any order, clustered (spread 0) or scattered,
+    some windows past either end of the source (they read nothing, wherever they
+    sit); no more blocks than the bound that compiled code allocates."""
     attn = build("local_p", window=3)
-    C = attn.width
+    C, S = attn.width, spread + 40
     torch.manual_seed(spread)
     lo = torch.randint(-3, spread + 1, (2, H, 300)) + torch.randint(0, 40, (2, 1, 1))
-    blocks = banded.tiled_blocks(lo, C)
+    lo[:, :, :20] = torch.randint(-3 * C, S + 3 * C, (2, H, 20))  # some windows off the source
+    blocks = banded.tiled_blocks(lo, C, S)
     n = blocks.start.size(-1)
+    assert n <= banded.most_blocks(300, C, S)
     for b in range(2):
         for h in range(H):
             slots = blocks.slot[b, h]
             assert len(set(slots.tolist())) == 300 and slots.min() >= 0 and slots.max() < n * C
             start = blocks.start[b, h, slots // C]  # each query's band
-            assert (lo[b, h] >= start).all()
-            assert (lo[b, h] + C <= start + blocks.length).all()  # the window ends inside
-            tiles = torch.div(lo[b, h], C, rounding_mode="floor").unique().numel()
-            assert n <= -(-300 // C) + tiles
+            reads = (lo[b, h] + C > 0) & (lo[b, h] < S)  # a window holding a key
+            assert (lo[b, h] >= start)[reads].all()
+            assert (lo[b, h] + C <= start + blocks.length)[reads].all()  # the window ends inside
+            tiles = torch.div(lo[b, h].clamp(1 - C, S - 1), C, rounding_mode="floor")
+            assert n <= -(-300 // C) + tiles.unique().numel()
     assert blocks.length == 2 * C - 1
+
+
+def test_the_bound_on_blocks_holds_where_every_tile_has_one_query_too_many():
+    """The worst case for the bound: each tile that a window with a key can start in
+    (−1 … ⌊(S − 1)/C⌋) holds C + 1 queries, so each makes two blocks."""
+    C, S = 7, 30
+    tiles = range(-1, (S - 1) // C + 1)
+    lo = torch.tensor([[[t * C + j % C for t in tiles for j in range(C + 1)]]])
+    lo = lo.clamp(1 - C, S - 1)
+    blocks = banded.tiled_blocks(lo, C, S)
+    assert blocks.start.size(-1) == 2 * len(tiles) <= banded.most_blocks(lo.size(-1), C, S)
 
 
 @pytest.mark.parametrize(("kind", "options"), LOCAL)
@@ -75,14 +92,16 @@ def test_auto_path_uses_the_band_only_for_long_sources(monkeypatch):
 def test_local_ps_tiled_bands_compile_to_the_eager_gradients():
     """``train.compile`` on local_p: the graph before the band's width is read (its
     tiles, each query's rank in its tile) once crashed inductor's CPU code generation
-    (exit 1 in nmt train for every local_p recipe); compiled, the gradients are
-    eager's."""
+    (exit 1 in nmt train for every local_p recipe); compiled, the attention is one
+    graph (no host read of the block count breaks it) and the gradients are eager's."""
     torch.manual_seed(0)
     eager = build("local_p", window=3, path="windowed").train()
     compiled = build("local_p", window=3, path="windowed").train()
     compiled.load_state_dict(eager.state_dict())
     compiled.forward = torch.compile(compiled.forward, dynamic=True)
+    graphs = counters["stats"]["unique_graphs"]
     for attn in (eager, compiled):
         run(attn, (120, 77), 90, need_weights=False).context.pow(2).sum().backward()
+    assert counters["stats"]["unique_graphs"] - graphs == 1
     for (name, a), b in zip(eager.named_parameters(), compiled.parameters(), strict=True):
         torch.testing.assert_close(b.grad, a.grad, atol=1e-5, rtol=1e-4, msg=name)
