@@ -13,6 +13,10 @@ band:
   window starts in: bands of C + W − 1 keys, at most T/C blocks plus one per
   occupied tile, however the centres fall.
 
+Under ``torch.compile`` neither reads its block count or band length back to the
+host, which would break the graph: they take the most there can be
+(:func:`most_blocks`, :func:`band_length`).
+
 ``model.attention.path`` switches it (``auto``: whenever the bands' work is a
 margin below the dense path's, see :data:`BAND_GAIN`). It is a model key, not a
 ``train.kernels`` one, because it serves decoding too: translating a long input
@@ -42,6 +46,7 @@ class Windowed(Protocol):
     width: int  # W = 2w + 1
     heads: int
     monotone: bool  # whether p_t never decreases along t
+    band_length: int | None  # monotone: the most keys W consecutive queries span
     score: nn.Module  # (B,H,*,Q,Dh) x (B,H,*,K,Dh) -> (B,H,*,Q,K)
     dropout: nn.Module
 
@@ -71,16 +76,29 @@ def rows(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(B * L * H, Dh)
 
 
-def consecutive_blocks(lo: Tensor, width: int) -> Blocks:
+def consecutive_blocks(lo: Tensor, width: int, bound: int | None = None) -> Blocks:
     """lo (B,Hc,T) first window position of each query -> runs of C = ``width``
-    consecutive queries and the band each spans."""
+    consecutive queries and the band each spans; ``bound``: the most keys a run can
+    span (:func:`band_length`), None to measure it."""
     C, T = width, lo.size(-1)
     n = math.ceil(T / C)
     padded = torch.cat([lo, lo[..., -1:].expand(*lo.shape[:-1], n * C - T)], -1)
     per_block = padded.view(*lo.shape[:-1], n, C)  # (B,Hc,n,C)
     start = per_block.min(-1).values  # (B,Hc,n)
-    length = int((per_block.max(-1).values - start).max()) + width
+    # under torch.compile the bound, since reading the spread to the host would break
+    # the graph; eager mode measures it (shorter bands)
+    if torch.compiler.is_compiling() and bound is not None:
+        length = bound
+    else:
+        length = int((per_block.max(-1).values - start).max()) + width
     return Blocks(None, start, length)  # query t sits in slot t: no gathers
+
+
+def band_length(width: int, advance: float) -> int:
+    """The most keys a run of C = W consecutive queries spans when each centre is at
+    most ``advance`` past the one before: their rounded window starts lie within
+    ⌊(C − 1)·advance⌋ + 1 of each other."""
+    return math.floor((width - 1) * advance) + 1 + width
 
 
 def tiled_blocks(lo: Tensor, width: int, sources: int) -> Blocks:
@@ -125,7 +143,10 @@ def banded_attention(
     (B,Hc,T); or None where, under ``auto``, the bands would not pay off (or where
     they would span the whole source anyway)."""
     T, S, W = q.size(2), memory.key.size(2), attn.width
-    blocks = consecutive_blocks(lo, W) if attn.monotone else tiled_blocks(lo, W, S)
+    if attn.monotone:
+        blocks = consecutive_blocks(lo, W, attn.band_length)
+    else:
+        blocks = tiled_blocks(lo, W, S)
     slots = blocks.start.size(-1) * W  # n·C
     if blocks.length >= S or (auto and slots * blocks.length * BAND_GAIN > T * S):
         return None

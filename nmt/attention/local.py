@@ -33,6 +33,9 @@ class LocalAttention(CrossAttention):
     """Shared machinery; subclasses provide the centres p_t."""
 
     monotone = False  # whether p_t never decreases along t (then runs of queries block well)
+    # a monotone kind's most keys that a run of W queries spans (bands.band_length),
+    # so that compiled code need not read it back (None: measured each time)
+    band_length: int | None = None
 
     def __init__(self, cfg: LocalConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)
@@ -114,6 +117,8 @@ class LocalMonotonicAttention(LocalAttention):
         super().__init__(cfg, d_model, heads, dropout)
         if cfg.center == "length_ratio" and cfg.ratio is None:
             raise ValueError("local_m length_ratio needs a ratio (the trainer measures it)")
+        advance = 1 / cfg.ratio if cfg.center == "length_ratio" else 1.0  # p_t − p_{t−1} ≤
+        self.band_length = bands.band_length(self.width, advance)
 
     def centers(
         self, query: Tensor, memory: Memory, ctx: Context, state: State | None = None
@@ -176,6 +181,7 @@ class LocalStepAttention(LocalPredictiveAttention):
 
     def __init__(self, cfg: LocalSConfig, d_model: int, heads: int, dropout: float) -> None:
         super().__init__(cfg, d_model, heads, dropout)
+        self.band_length = bands.band_length(self.width, cfg.max_step)
 
     def centers(
         self, query: Tensor, memory: Memory, ctx: Context, state: State | None = None

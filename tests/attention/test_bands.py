@@ -11,8 +11,9 @@ import torch
 from torch._dynamo.utils import counters
 
 from nmt.attention import bands as banded
+from nmt.attention.base import Context
 from tests.attention.test_attention import H, build
-from tests.attention.test_local import LOCAL, run
+from tests.attention.test_local import LOCAL, inputs, run
 
 
 @pytest.mark.parametrize(("kind", "options"), LOCAL)
@@ -65,6 +66,38 @@ def test_the_bound_on_blocks_holds_where_every_tile_has_one_query_too_many():
 
 
 @pytest.mark.parametrize(("kind", "options"), LOCAL)
+def test_what_torch_compile_traces_is_one_graph_with_eager_weights(kind, options):
+    """Traced by TorchDynamo (``fullgraph``: a host read of a block count or a band
+    length would fail it), the banded path takes the bounds instead of measuring, and
+    gives eager's context and weights (backend ``eager``: the graph run as traced,
+    without code generation)."""
+    torch._dynamo.reset()  # nothing another test compiled from the same code
+    torch.manual_seed(0)
+    attn = build(kind, window=3, path="windowed", **options)
+    traced = build(kind, window=3, path="windowed", **options)
+    traced.load_state_dict(attn.state_dict())
+    traced.forward = torch.compile(traced.forward, backend="eager", fullgraph=True)
+    a, b = run(attn, (120, 77), 90), run(traced, (120, 77), 90)
+    torch.testing.assert_close(b.context, a.context, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(b.weights, a.weights, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("kind", "options"), [o for o in LOCAL if o[0] != "local_p"])
+def test_a_run_of_queries_spans_no_more_keys_than_its_bound(kind, options):
+    """local_m's and local_s's centres, at their fastest (local_s: steps near
+    max_step): the band each run of C queries spans is at most ``band_length``."""
+    torch.manual_seed(0)
+    attn = build(kind, window=3, **options)
+    if kind == "local_s":
+        torch.nn.init.normal_(attn.center_v, 0.0, 5.0)  # steps of 0 or max_step
+    query, memory, src_mask, pos = inputs((400, 300), 350)
+    p = attn.centers(query, attn.project_memory(memory, src_mask), Context(pos))
+    lo = torch.round(p.detach()).long() - attn.window
+    blocks = banded.consecutive_blocks(lo, attn.width)  # measured
+    assert blocks.length <= attn.band_length
+
+
+@pytest.mark.parametrize(("kind", "options"), LOCAL)
 def test_windowed_and_dense_paths_give_the_same_gradients(kind, options):
     torch.manual_seed(0)
     windowed = build(kind, window=3, path="windowed", **options).train()
@@ -94,6 +127,7 @@ def test_local_ps_tiled_bands_compile_to_the_eager_gradients():
     tiles, each query's rank in its tile) once crashed inductor's CPU code generation
     (exit 1 in nmt train for every local_p recipe); compiled, the attention is one
     graph (no host read of the block count breaks it) and the gradients are eager's."""
+    torch._dynamo.reset()  # nothing another test compiled from the same code
     torch.manual_seed(0)
     eager = build("local_p", window=3, path="windowed").train()
     compiled = build("local_p", window=3, path="windowed").train()
