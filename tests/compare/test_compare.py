@@ -737,6 +737,7 @@ def test_a_decoding_that_makes_no_sense_is_refused_before_training(tmp_path, toy
     assert not (tmp_path / "study" / "runs").exists()
 
 
+@pytest.mark.slow
 def test_runs_without_their_checkpoints_are_reported_from_their_translations(tmp_path, tiny_run):
     """A run brought back from a cluster without its checkpoints (or pruned) is
     compared from its translations: every score and text figure, each caption's

@@ -145,6 +145,7 @@ def test_every_kind_runs_without_nmt_as_nmt_translate(name, tiny_run, toy_dir, t
     assert theirs["beam"] == nmt_translations(path, lines, 5)
 
 
+@pytest.mark.slow  # the module's export: seconds
 def test_the_script_translates_stdin_to_one_line_per_line(tiny_run, tiny_export, toy_dir, tmp_path):
     out = shutil.copytree(tiny_export, tmp_path / "onnx")
     lines = ["", *read_lines(toy_dir / "test.src")[:5], ""]
@@ -211,6 +212,7 @@ def test_what_the_loop_cannot_reproduce_is_refused_with_nothing_written(
     assert not (tmp_path / "onnx").exists()
 
 
+@pytest.mark.slow  # the module's export: seconds
 def test_the_check_catches_a_graph_that_is_wrong_at_other_shapes(tiny_run, tiny_export, tmp_path):
     """The legacy exporter bakes the traced lengths in: its start graph runs at
     another shape and gives other log-probabilities, without an error. The export's
