@@ -141,6 +141,8 @@ converge() {
         extra=()  # the fourth: four times the batch, for GPU-sized steps
         [[ $run == *-b8k ]] && extra=(--set train.batch_tokens=8192 --set train.lr=1.0e-3
             --set train.warmup=500 --set train.valid_every=150)
+        # the regime alone against teacher forcing: without the recipe's joined captions
+        [[ $run == *-ss ]] && extra=(--set 'data.join={}')
         $py -m nmt train "recipes/${run%-b8k}.yaml" --device cuda --set "data.dir=$data" \
             --set "run_dir=/tmp/nmt-$run" --set train.valid_every=500 \
             --set "train.max_minutes=$budget" "${extra[@]}" >"$out/$run.log" 2>&1 &

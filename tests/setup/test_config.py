@@ -217,13 +217,17 @@ def test_the_multi30k_recipes_differ_only_in_their_training_schedule():
 
 def test_the_scheduled_sampling_recipe_is_the_shipped_one_with_its_trainer():
     """recipes/multi30k-de-en-ss.yaml changes only the trainer of the shipped recipe,
-    so that it compares training regimes and nothing else (the 40-epoch pair alike)."""
+    so that it compares training regimes and nothing else (the 40-epoch pair alike);
+    but the shipped one joins a tenth of its examples, which cost its single captions
+    less than the teacher-forced recipe's (within seed noise: docs/results.md)."""
     for suffix in ("", "-40ep"):
         tf = load_recipe(RECIPE_DIR / f"multi30k-de-en{suffix}.yaml")
         ss = load_recipe(RECIPE_DIR / f"multi30k-de-en-ss{suffix}.yaml")
         assert ss.train.trainer.kind == "scheduled_sampling"
         assert ss.train == dataclasses.replace(tf.train, trainer=ss.train.trainer)
-        assert (ss.data, ss.model, ss.decode) == (tf.data, tf.model, tf.decode)
+        join = JoinConfig(prob=0.1, max_k=5) if suffix == "" else tf.data.join
+        assert ss.data == dataclasses.replace(tf.data, join=join)
+        assert (ss.model, ss.decode) == (tf.model, tf.decode)
 
 
 def test_the_en_de_recipes_are_the_de_en_ones_reversed():
