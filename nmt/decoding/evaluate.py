@@ -14,7 +14,7 @@ from nmt.data.corpus import n_lines
 from nmt.data.pipeline import load_split
 from nmt.decoding.metrics import corpus_score
 from nmt.decoding.search import Options
-from nmt.decoding.split import translate_text
+from nmt.decoding.split import sentence_rules, translate_text
 from nmt.decoding.translate import one_line
 from nmt.errors import NmtError
 from nmt.export.averaging import average_last
@@ -109,6 +109,8 @@ def evaluate(
     decode = with_overrides(cfg.decode, overrides or [])
     data, elsewhere = other_corpus(cfg.data, data_dir)
     tag = decode_tag(overrides or [], length, elsewhere)
+    if decode.split != "none":  # refused before the first split is translated
+        sentence_rules(loaded, decode, oracle=length == "oracle")
     for split in dict.fromkeys(splits or cfg.data.test):  # a split named twice: once
         src, refs = load_split(data, split)
         name = f"{split}@{tag}" if tag else split

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from nmt.data.sentences import joiner, segmenter, split_lines
+from nmt.data.sentences import Segment, joiner, segmenter, split_lines
 from nmt.decoding.search import (
     Options,
     Translation,
@@ -47,13 +47,8 @@ def translate_text(
     v = loaded.vocabs
     if cfg.split == "none":
         return translate_lines(model, v.src, v.tgt, lines, cfg, device, options)
-    if options.refs is not None:
-        raise NmtError(
-            "--length oracle: a reference's length is that of the whole line, not of each "
-            "sentence; translate with decode.split none"
-        )
     data = loaded.cfg.data
-    sentences, owners = split_lines(lines, segmenter(cfg.split_lang or data.src_lang))
+    sentences, owners = split_lines(lines, sentence_rules(loaded, cfg, options.refs is not None))
     plain = dataclasses.replace(cfg, split="none")
     if cfg.split == "marks":
         return marked(loaded, model, by_line(sentences, owners, len(lines)), plain, device, options)
@@ -61,6 +56,18 @@ def translate_text(
     on_sentences = dataclasses.replace(options, on_batch=progress)
     each = translate_lines(model, v.src, v.tgt, sentences, plain, device, on_sentences)
     return joined(each, owners, len(lines), joiner(data.tgt_lang))
+
+
+def sentence_rules(loaded: Loaded, cfg: DecodeConfig, oracle: bool = False) -> Segment:
+    """The segmenter that ``cfg.split`` cuts ``loaded``'s source lines with; an error,
+    before any work, for a language without rules (naming decode.split_lang) or the
+    oracle length, which has no per-sentence reference."""
+    if oracle:
+        raise NmtError(
+            "--length oracle: a reference's length is that of the whole line, not of each "
+            "sentence; translate with decode.split none"
+        )
+    return segmenter(cfg.split_lang or loaded.cfg.data.src_lang)
 
 
 def marked(

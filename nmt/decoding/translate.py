@@ -15,7 +15,7 @@ from nmt.data.alignment import Alignment, format_pharaoh
 from nmt.data.corpus import input_chunks, n_lines, read_lines
 from nmt.decoding.length_check import check_lengths
 from nmt.decoding.search import Options, Sampling, Translation, encode_source
-from nmt.decoding.split import translate_text
+from nmt.decoding.split import sentence_rules, translate_text
 from nmt.errors import ConfigError, NmtError
 from nmt.io.files import atomic_file
 from nmt.model.ensemble import Ensemble
@@ -188,6 +188,8 @@ def translate_file(
     cfg = request.decode(loaded)
     if cfg.split != "none" and (option := files.attention_option()):
         raise NmtError(f"{option}: a line split into sentences has no attention drawn yet")
+    if cfg.split != "none":  # refused before any output or progress line
+        sentence_rules(loaded, cfg, oracle=files.ref is not None)
     typed = (files.input is None or str(files.input) == "-") and sys.stdin.isatty()
     typed = typed and refs is None
     total, chunks = (0, iter(())) if typed else input_chunks(files.input, CHUNK_LINES)

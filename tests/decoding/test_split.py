@@ -100,11 +100,24 @@ def test_split_then_translate_equals_each_sentence_translated_alone(
         assert got.tokens == [p for t in alone for p in t.tokens]
 
 
-def test_a_language_without_rules_is_one_line_naming_the_key(tiny_run, toy_dir):
-    src = toy_dir / "test.src"
-    result = invoke("translate", tiny_run, "-i", src, "--split", "sentences")
-    assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "decode.split_lang 'src': no sentence rules for this language" in result.output
+def test_a_language_without_rules_is_one_line_naming_the_key(tiny_run, toy_dir, tmp_path):
+    """Refused before any work: no output file, no progress line, one line of error,
+    from translate and from evaluate alike; so is the oracle length, which has no
+    reference per sentence."""
+    src, out = toy_dir / "test.src", tmp_path / "out.txt"
+    result = invoke("translate", tiny_run, "-i", src, "-o", out, "--split", "sentences")
+    assert result.exit_code == 2 and not out.exists()
+    (line,) = result.output.strip().splitlines()
+    assert "decode.split_lang 'src': no sentence rules for this language" in line
+    result = invoke("evaluate", tiny_run, "--set", "decode.split=sentences")
+    assert result.exit_code == 2 and not list(tiny_run.glob("*@decode.split=sentences.hyp"))
+    (line,) = result.output.strip().splitlines()
+    assert "decode.split_lang 'src': no sentence rules for this language" in line
+    oracle = ["--length", "oracle", "--ref", toy_dir / "test.tgt", "--split-lang", "en"]
+    result = invoke("translate", tiny_run, "-i", src, "-o", out, "--split", "sentences", *oracle)
+    assert result.exit_code == 2 and not out.exists()
+    (line,) = result.output.strip().splitlines()
+    assert "--length oracle: a reference's length is that of the whole line" in line
     result = invoke("translate", tiny_run, "-i", src, "--split-lang", "en")
     assert result.exit_code == 2 and "--split-lang: only --split sentences and" in result.output
     with pytest.raises(NmtError, match=r"decode\.split_lang 'xx'"):
