@@ -60,12 +60,18 @@ def translate_text(
 
 def sentence_rules(loaded: Loaded, cfg: DecodeConfig, oracle: bool = False) -> Segment:
     """The segmenter that ``cfg.split`` cuts ``loaded``'s source lines with; an error,
-    before any work, for a language without rules (naming decode.split_lang) or the
-    oracle length, which has no per-sentence reference."""
+    before any work, for a language without rules (naming decode.split_lang), the
+    oracle length, which has no per-sentence reference, or marks for a model that has
+    no sentence separator."""
     if oracle:
         raise NmtError(
             "--length oracle: a reference's length is that of the whole line, not of each "
             "sentence; translate with decode.split none"
+        )
+    if cfg.split == "marks" and loaded.vocabs.src.separator is None:
+        raise NmtError(
+            "decode.split marks: this model has no sentence separator (it was trained "
+            "without model.decoder.group_layers); use --split sentences"
         )
     return segmenter(cfg.split_lang or loaded.cfg.data.src_lang)
 
@@ -81,11 +87,6 @@ def marked(
     """Lines given as their sentences, each translated whole with a separator
     between its sentences."""
     v = loaded.vocabs
-    if v.src.separator is None:
-        raise NmtError(
-            "decode.split marks: this model has no sentence separator (it was trained "
-            "without model.decoder.group_layers); use --split sentences"
-        )
     limit = model.cfg.max_positions - 1
     ids = encode_marked(v.src, lines, limit, options.on_truncated)
     model.eval()

@@ -188,5 +188,5 @@ def test_a_sentence_group_model_trains_and_translates_marked_lines_through_the_c
     for i in (0, 3):  # one sentence: nothing to mark
         assert marked[i][0].tokens == plain[i][0].tokens
     refused = invoke("translate", tiny_run, "-i", src, *marks)
-    assert refused.exit_code == 2 and "Traceback" not in refused.output
-    assert "decode.split marks: this model has no sentence separator" in refused.output
+    (line,) = refused.output.strip().splitlines()  # before any work: no progress line
+    assert refused.exit_code == 2 and "decode.split marks: this model has no sentence" in line
