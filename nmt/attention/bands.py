@@ -15,7 +15,8 @@ band:
 
 Under ``torch.compile`` neither reads its block count or band length back to the
 host, which would break the graph: they take the most there can be
-(:func:`most_blocks`, :func:`band_length`).
+(:func:`most_blocks`, :func:`band_length`). Eager mode measures them, since every
+empty slot or longer band is work.
 
 ``model.attention.path`` switches it (``auto``: whenever the bands' work is a
 margin below the dense path's, see :data:`BAND_GAIN`). It is a model key, not a
@@ -85,9 +86,7 @@ def consecutive_blocks(lo: Tensor, width: int, bound: int | None = None) -> Bloc
     padded = torch.cat([lo, lo[..., -1:].expand(*lo.shape[:-1], n * C - T)], -1)
     per_block = padded.view(*lo.shape[:-1], n, C)  # (B,Hc,n,C)
     start = per_block.min(-1).values  # (B,Hc,n)
-    # under torch.compile the bound, since reading the spread to the host would break
-    # the graph; eager mode measures it (shorter bands)
-    if torch.compiler.is_compiling() and bound is not None:
+    if torch.compiler.is_compiling() and bound is not None:  # no host read (module doc)
         length = bound
     else:
         length = int((per_block.max(-1).values - start).max()) + width
@@ -114,8 +113,7 @@ def tiled_blocks(lo: Tensor, width: int, sources: int) -> Blocks:
     index = torch.arange(T, device=lo.device)
     rank = index - torch.searchsorted(tile, tile)  # rank in its tile: after its first query
     block = (rank % C == 0).cumsum(-1) - 1  # (B,Hc,T)
-    # under torch.compile the bound, since reading the count to the host would break
-    # the graph; eager mode counts them (fewer empty slots to score)
+    # compiled: the bound, with no host read (module doc); eager: the count
     n = most_blocks(T, C, sources) if torch.compiler.is_compiling() else int(block.max()) + 1
     slot = torch.empty_like(order).scatter_(-1, order, block * C + rank % C)
     start = torch.zeros(*lo.shape[:-1], n, dtype=lo.dtype, device=lo.device)

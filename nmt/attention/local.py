@@ -117,8 +117,8 @@ class LocalMonotonicAttention(LocalAttention):
         super().__init__(cfg, d_model, heads, dropout)
         if cfg.center == "length_ratio" and cfg.ratio is None:
             raise ValueError("local_m length_ratio needs a ratio (the trainer measures it)")
-        advance = 1 / cfg.ratio if cfg.center == "length_ratio" else 1.0  # p_t − p_{t−1} ≤
-        self.band_length = bands.band_length(self.width, advance)
+        step = 1 / cfg.ratio if cfg.center == "length_ratio" else 1.0  # most p_t − p_{t−1}
+        self.band_length = bands.band_length(self.width, step)
 
     def centers(
         self, query: Tensor, memory: Memory, ctx: Context, state: State | None = None

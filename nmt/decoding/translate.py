@@ -186,9 +186,9 @@ def translate_file(
     members = [load_model(path, dev) for path in checkpoints]
     loaded, model = members[0], ensemble(members, checkpoints)
     cfg = request.decode(loaded)
-    if cfg.split != "none" and (option := files.attention_option()):
-        raise NmtError(f"{option}: a line split into sentences has no attention drawn yet")
     if cfg.split != "none":  # refused before any output or progress line
+        if option := files.attention_option():
+            raise NmtError(f"{option}: a line split into sentences has no attention drawn yet")
         sentence_rules(loaded, cfg, oracle=files.ref is not None)
     typed = (files.input is None or str(files.input) == "-") and sys.stdin.isatty()
     typed = typed and refs is None

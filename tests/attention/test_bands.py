@@ -84,7 +84,7 @@ def test_what_torch_compile_traces_is_one_graph_with_eager_weights(kind, options
 
 @pytest.mark.parametrize(("kind", "options"), [o for o in LOCAL if o[0] != "local_p"])
 def test_a_run_of_queries_spans_no_more_keys_than_its_bound(kind, options):
-    """local_m's and local_s's centres, at their fastest (local_s: steps near
+    """local_m's and local_s's centres, at their fastest (local_s: steps of 0 or
     max_step): the band each run of C queries spans is at most ``band_length``."""
     torch.manual_seed(0)
     attn = build(kind, window=3, **options)
