@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
 
 from tests.conftest import require_extra, subprocess_env
 
@@ -25,12 +27,18 @@ def test_every_benchmark_imports(script, monkeypatch):
         require_extra("onnxruntime", "onnx")
     if script.name == "hf_roundtrip.py":
         require_extra("transformers", "hf")
-    monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/x.py` runs it
+    assert callable(load(script, monkeypatch).main)
+
+
+def load(script: Path, monkeypatch: pytest.MonkeyPatch):
+    """The script as a module, imported as `python benchmarks/x.py` runs it (its
+    directory on the path), and gone from sys.modules after the test."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(script.stem, script)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, script.stem, module)  # dataclasses look it up there
     spec.loader.exec_module(module)
-    assert callable(module.main)
+    return module
 
 
 @pytest.mark.slow
@@ -42,7 +50,7 @@ def test_every_benchmark_imports(script, monkeypatch):
             ["--steps", "2", "--warmup-steps", "1", "--probe-every", "1"],
             "efficiency",
         ),
-        ("profile_step.py", ["--steps", "2", "--rows", "3"], "Self CPU time total"),
+        ("profile_step.py", ["--steps", "2", "--rows", "3"], "copies of parameter shape:"),
         (
             "vs_reference.py",
             [
@@ -255,3 +263,27 @@ def test_sigterm_to_time_to_quality_stops_its_training(toy_dir, tmp_path):
         else:
             raise AssertionError(f"{how}: nmt train is still running")
         assert (run / "last.pt").is_file()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_step_split_counts_every_operator_once(dtype, monkeypatch):
+    """profile_step's four parts hold every CPU operator's self time exactly once:
+    the optimiser's work whatever it calls, weight casts only under bf16 autocast."""
+    where_the_time_goes = load(BENCHMARKS / "profile_step.py", monkeypatch).where_the_time_goes
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimiser = torch.optim.Adam(model.parameters())
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype != torch.float32):
+            loss = model(torch.randn(32, 8)).float().square().mean()
+        loss.backward()
+        optimiser.step()
+    events = [e for e in prof.events() if e.device_type.name == "CPU"]
+    shapes = {tuple(p.shape) for p in model.parameters()}
+    parts = where_the_time_goes(prof.events(), shapes)
+    assert sum(calls for calls, _ in parts.values()) == len(events)
+    assert sum(us for _, us in parts.values()) == pytest.approx(
+        sum(e.self_cpu_time_total for e in events)
+    )
+    assert parts["optimiser step"][0] > 0 and parts["matrix products"][0] >= 2
+    assert (parts["copies of parameter shape"][0] > 0) == (dtype == torch.bfloat16)
