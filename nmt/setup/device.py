@@ -44,6 +44,22 @@ def cpu_model() -> str:
     return names[0] if names else platform.processor() or "unknown"
 
 
+BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86's two, Arm's (its "Features" line)
+
+
+def bf16_units(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
+    """Whether the CPU has bf16 dot-product instructions (AVX512-BF16 or AMX on x86,
+    BF16 on Arm), from ``cpuinfo``'s flag lines; None where there is no such file
+    to read (not Linux). Without them bf16 products are converted in software."""
+    if not cpuinfo.exists():
+        return None
+    flags = set()
+    for line in cpuinfo.read_text(errors="replace").splitlines():
+        if line.startswith(("flags", "Features")):
+            flags.update(line.split(":", 1)[-1].split())
+    return bool(flags & BF16_FLAGS) if flags else None
+
+
 def cores() -> int:
     """The CPU cores this process may use."""
     try:
@@ -64,6 +80,7 @@ def where_it_ran(device: torch.device) -> dict[str, Any]:
     return {
         "host": platform.node(),
         "cpu": cpu_model(),
+        "bf16_units": bf16_units(),
         "cores": cores(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,

@@ -32,7 +32,7 @@ from nmt.io import checkpoint, files
 from nmt.model.seq2seq import Transformer
 from nmt.progress import advancer, clock, console, eta, log_line, progress_bar
 from nmt.setup.config import from_dict
-from nmt.setup.device import where_it_ran
+from nmt.setup.device import bf16_units, where_it_ran
 from nmt.setup.training import TRAINERS
 from nmt.training.build import TrainingData
 from nmt.training.curriculum import competence
@@ -65,6 +65,12 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from nmt.setup.recipe import RunConfig
+
+# said on the start line when bf16 is asked for on a CPU without bf16 instructions
+SOFTWARE_BF16 = (
+    "; this CPU has no bf16 instructions (avx512_bf16, amx_bf16 or Arm's bf16): its bf16 "
+    "products are emulated, and train.precision=fp32 suits it"
+)
 
 
 def out_of_memory(e: RuntimeError) -> bool:
@@ -141,7 +147,13 @@ class Trainer:
             f"{t.batch_tokens} tokens; padding {self.epochs.pairs.padding_fraction(plan):.1%}; "
             f"{params / 1e6:.2f}M parameters; device {self.device}"
             + (" (bf16 autocast)" if self.bf16 else "")
+            + (SOFTWARE_BF16 if self.software_bf16 else "")
         )
+
+    @property
+    def software_bf16(self) -> bool:
+        """bf16 autocast on a CPU that reports no bf16 instructions."""
+        return self.bf16 and self.device.type == "cpu" and bf16_units() is False
 
     def restore(self, ckpt: dict[str, Any]) -> None:
         """Continue from a full checkpoint: parameters (and their average), optimiser,

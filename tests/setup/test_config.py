@@ -197,14 +197,15 @@ def test_the_multi30k_recipes_differ_only_in_their_training_schedule():
     replaced (kept for the studies trained with them) and the recipe of the 40-epoch
     studies share data, vocabulary, model and decoding (docs/design.md), so that
     time-to-quality figures compare schedules and nothing else; the 10-minute recipe is
-    the shipped one over fewer updates, and each AdamW recipe differs from its Muon
-    successor only in the optimiser and the budget."""
-    shipped, ten, adamw, ten_adamw, old = (
+    the shipped one over fewer updates, each AdamW recipe differs from its Muon
+    successor only in the optimiser and the budget, and the bf16 recipe is the arm of
+    recipes/compare-multi30k-precision.yaml that it was measured as."""
+    shipped, ten, adamw, ten_adamw, old, bf16 = (
         load_recipe(RECIPE_DIR / f"multi30k-de-en{s}.yaml")
-        for s in ("", "-10min", "-adamw", "-10min-adamw", "-40ep")
+        for s in ("", "-10min", "-adamw", "-10min-adamw", "-40ep", "-bf16")
     )
     shared = (shipped.data, shipped.model, shipped.decode)
-    for recipe in (ten, adamw, ten_adamw, old):
+    for recipe in (ten, adamw, ten_adamw, old, bf16):
         assert (recipe.data, recipe.model, recipe.decode) == shared
     assert shipped.train.optimizer == "muon" and shipped.train.max_steps == 2400
     assert ten.train == dataclasses.replace(shipped.train, max_steps=1500, valid_every=500)
@@ -212,6 +213,7 @@ def test_the_multi30k_recipes_differ_only_in_their_training_schedule():
         shipped.train, optimizer="adam", max_steps=4500, valid_every=1500
     )
     assert ten_adamw.train == dataclasses.replace(ten.train, optimizer="adam")
+    assert bf16.train == dataclasses.replace(shipped.train, precision="bf16", max_steps=3300)
     assert old.train.lr_schedule == "inverse_sqrt"
 
 

@@ -1,0 +1,58 @@
+"""What a run records of the machine it ran on, and the bf16 instructions that
+decide whether ``train.precision: bf16`` pays on a CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from nmt.setup.device import bf16_units, where_it_ran
+from nmt.training.run import prepare
+from nmt.training.trainer import SOFTWARE_BF16
+
+# the flag lines of /proc/cpuinfo, cut short, on three x86 CPUs and an Arm one
+ZEN4 = "flags\t\t: fpu vme avx2 avx512f avx512_bf16 avx512_vnni\n"
+SAPPHIRE_RAPIDS = "flags\t\t: fpu avx2 avx512f amx_bf16 amx_tile amx_int8\n"
+SKYLAKE = "flags\t\t: fpu vme avx2 avx512f avx512bw avx512vl\n"
+NEOVERSE_V2 = "Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics bf16 i8mm\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (ZEN4, True),
+        (SAPPHIRE_RAPIDS, True),
+        (NEOVERSE_V2, True),
+        (SKYLAKE, False),
+        (f"processor\t: 0\n{SKYLAKE}\nprocessor\t: 1\n{SKYLAKE}", False),
+        ("processor\t: 0\nmodel name\t: a CPU\n", None),  # no flag line: unknown
+    ],
+)
+def test_bf16_units_are_read_from_the_cpus_flags(tmp_path, text, expected):
+    info = tmp_path / "cpuinfo"
+    info.write_text(text)
+    assert bf16_units(info) is expected
+
+
+def test_without_a_cpuinfo_file_the_bf16_units_are_unknown(tmp_path):
+    assert bf16_units(tmp_path / "missing") is None
+
+
+def test_a_run_records_whether_its_cpu_has_bf16_units():
+    import torch
+
+    ran = where_it_ran(torch.device("cpu"))
+    assert ran["bf16_units"] is bf16_units()
+
+
+@pytest.mark.parametrize("units", [True, False, None])
+def test_bf16_training_on_a_cpu_without_bf16_units_says_so_as_it_starts(
+    tiny_config, monkeypatch, units
+):
+    """The start line says that bf16 products are emulated where the CPU reports no
+    bf16 instructions, and only there (not where it has them or cannot tell), and
+    never for fp32."""
+    monkeypatch.setattr("nmt.training.trainer.bf16_units", lambda: units)
+    bf16 = prepare(tiny_config(train={"precision": "bf16"}), "cpu").describe()
+    fp32 = prepare(tiny_config(train={"precision": "fp32"}), "cpu").describe()
+    assert (SOFTWARE_BF16 in bf16) is (units is False)
+    assert "(bf16 autocast)" in bf16 and SOFTWARE_BF16 not in fp32
