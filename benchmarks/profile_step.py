@@ -1,8 +1,9 @@
 """Where a training step's time goes: per-step times on batch shapes seen for the
 first time and again, then a torch.profiler table of the most expensive operators,
-and a step's time split three ways: the matrix products, the copies of
-parameter-shaped tensors (bf16 autocast's casts of the fp32 weights among them,
-what bf16 weights with fp32 master copies could save) and everything else.
+and a step's operator time in four parts: the optimiser's step, the model's matrix
+products, its copies of parameter-shaped tensors (bf16 autocast's casts of the fp32
+weights among them, what bf16 weights with fp32 master copies could save) and the
+rest.
 
     python benchmarks/profile_step.py --steps 40
     python benchmarks/profile_step.py --device cuda --set train.batch_tokens=8192

@@ -32,7 +32,7 @@ def test_every_benchmark_imports(script, monkeypatch):
 
 def load(script: Path, monkeypatch: pytest.MonkeyPatch):
     """The script as a module, imported as `python benchmarks/x.py` runs it (its
-    directory on the path), and gone from sys.modules after the test."""
+    directory on the path); its module is gone from sys.modules after the test."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(script.stem, script)
     module = importlib.util.module_from_spec(spec)

@@ -50,7 +50,7 @@ BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86's two, Arm's (its "Featu
 def bf16_units(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
     """Whether the CPU has bf16 dot-product instructions (AVX512-BF16 or AMX on x86,
     BF16 on Arm), from ``cpuinfo``'s flag lines; None where there is no such file
-    to read (not Linux). Without them bf16 products are converted in software."""
+    to read (not Linux). Without them bf16 products are emulated."""
     if not cpuinfo.exists():
         return None
     flags = set()

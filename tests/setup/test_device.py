@@ -4,6 +4,7 @@ decide whether ``train.precision: bf16`` pays on a CPU."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from nmt.setup.device import bf16_units, where_it_ran
 from nmt.training.run import prepare
@@ -38,8 +39,6 @@ def test_without_a_cpuinfo_file_the_bf16_units_are_unknown(tmp_path):
 
 
 def test_a_run_records_whether_its_cpu_has_bf16_units():
-    import torch
-
     ran = where_it_ran(torch.device("cpu"))
     assert ran["bf16_units"] is bf16_units()
 
