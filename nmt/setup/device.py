@@ -36,27 +36,30 @@ def resolve_device(name: str) -> torch.device:
     return torch.device("cuda", int(index.group(1)))
 
 
+CPUINFO = Path("/proc/cpuinfo")  # Linux's; elsewhere absent
+
+
+def cpuinfo_values(key_prefixes: tuple[str, ...], cpuinfo: Path = CPUINFO) -> list[str]:
+    """The values of ``cpuinfo``'s lines whose key starts with one of ``key_prefixes``
+    (one line per core), none where there is no such file."""
+    lines = cpuinfo.read_text(errors="replace").splitlines() if cpuinfo.exists() else []
+    return [x.split(":", 1)[1].strip() for x in lines if x.startswith(key_prefixes) and ":" in x]
+
+
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo), else what the platform says."""
-    info = Path("/proc/cpuinfo")
-    lines = info.read_text(errors="replace").splitlines() if info.exists() else []
-    names = [x.split(":", 1)[1].strip() for x in lines if x.startswith("model name")]
+    names = cpuinfo_values(("model name",))
     return names[0] if names else platform.processor() or "unknown"
 
 
 BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86's two, Arm's (its "Features" line)
 
 
-def bf16_units(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
+def bf16_units(cpuinfo: Path = CPUINFO) -> bool | None:
     """Whether the CPU has bf16 dot-product instructions (AVX512-BF16 or AMX on x86,
-    BF16 on Arm), from ``cpuinfo``'s flag lines; None where there is no such file
-    to read (not Linux). Without them bf16 products are emulated."""
-    if not cpuinfo.exists():
-        return None
-    flags = set()
-    for line in cpuinfo.read_text(errors="replace").splitlines():
-        if line.startswith(("flags", "Features")):
-            flags.update(line.split(":", 1)[-1].split())
+    BF16 on Arm), from ``cpuinfo``'s flag lines; None where there are none to read
+    (not Linux). Without them bf16 products are emulated."""
+    flags = {f for line in cpuinfo_values(("flags", "Features"), cpuinfo) for f in line.split()}
     return bool(flags & BF16_FLAGS) if flags else None
 
 
