@@ -13,6 +13,7 @@ from typing import Any, Optional
 import typer
 
 from nmt.errors import NmtError
+from nmt.setup.allocator import start_with_the_chosen_allocator
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -599,6 +600,11 @@ ONEDNN_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
 
 def main() -> None:
     os.environ.setdefault(*ONEDNN_CACHE)
+    try:
+        start_with_the_chosen_allocator()  # TCMalloc where installed: nmt/setup/allocator.py
+    except NmtError as e:
+        typer.echo(f"error: {_one_line(e)}", err=True)
+        sys.exit(2)
     app(prog_name="nmt")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from nmt.errors import NmtError
+from nmt.setup.allocator import allocator_in_use
 
 CUDA_INDEX = re.compile(r"cuda:(\d+)")
 
@@ -73,8 +74,8 @@ def cores() -> int:
 
 def where_it_ran(device: torch.device) -> dict[str, Any]:
     """What a timing depends on: the host, its CPU and the cores this process may use,
-    PyTorch's threads and version, the device (a GPU by name) and the load average
-    over the last minute (work besides this one slows it down)."""
+    the memory allocator, PyTorch's threads and version, the device (a GPU by name)
+    and the load average over the last minute (work besides this one slows it down)."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     try:
         load = round(os.getloadavg()[0], 2)
@@ -84,6 +85,7 @@ def where_it_ran(device: torch.device) -> dict[str, Any]:
         "host": platform.node(),
         "cpu": cpu_model(),
         "bf16_units": bf16_units(),
+        "allocator": allocator_in_use(),
         "cores": cores(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
