@@ -20,6 +20,7 @@ import yaml
 from nmt import install_hint
 from nmt.data.toy import write_corpus
 from nmt.progress import flag
+from nmt.setup.allocator import allocator_named, library_dirs, restart_environment
 from nmt.setup.config import from_dict
 from nmt.setup.recipe import RunConfig
 
@@ -251,6 +252,15 @@ def subprocess_env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": root, "PYTHONFAULTHANDLER": "1"}
     env.pop("WORLD_SIZE", None)
     return env
+
+
+def allocator_of_a_command(env: dict[str, str]) -> str:
+    """The allocator an ``nmt`` command started in ``env`` runs under (and the processes
+    it starts): TCMalloc where nmt preloads it, else the one LD_PRELOAD names, else the
+    system's (nmt/setup/allocator.py)."""
+    if restart_environment(env, sys.platform, library_dirs()) is not None:
+        return "tcmalloc"
+    return allocator_named(env.get("LD_PRELOAD", ""))
 
 
 def run_outside_the_checkout(

@@ -85,10 +85,15 @@ def start_with_the_chosen_allocator() -> None:
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
+def allocator_named(text: str) -> str:
+    """The allocator a library path or a memory map names: tcmalloc, jemalloc, mimalloc,
+    or system where it names none."""
+    return next((name for name in ("tcmalloc", "jemalloc", "mimalloc") if name in text), "system")
+
+
 def allocator_in_use() -> str:
-    """The allocator mapped into this process: tcmalloc, jemalloc, mimalloc or system."""
+    """The allocator mapped into this process."""
     try:
-        maps = Path("/proc/self/maps").read_text()
+        return allocator_named(Path("/proc/self/maps").read_text())
     except OSError:  # no /proc: not Linux
         return "system"
-    return next((name for name in ("tcmalloc", "jemalloc", "mimalloc") if name in maps), "system")

@@ -12,15 +12,17 @@ from pathlib import Path
 import pytest
 
 from nmt.errors import NmtError
+from nmt.progress import flag
 from nmt.setup.allocator import (
     LIBRARIES,
     QUIET,
     allocator_in_use,
+    allocator_named,
     find_tcmalloc,
     library_dirs,
     restart_environment,
 )
-from tests.conftest import flag, subprocess_env
+from tests.conftest import subprocess_env
 
 # Prints its pid and allocator, then runs `nmt --version` through the entry point.
 SHOW = (
@@ -118,6 +120,4 @@ def test_without_the_library_auto_goes_on_and_tcmalloc_says_how_to_install(tmp_p
 
 def test_this_process_reports_its_allocator():
     """pytest's own process is not started by nmt's entry point."""
-    preloaded = os.environ.get("LD_PRELOAD", "")
-    expected = next((n for n in ("tcmalloc", "jemalloc", "mimalloc") if n in preloaded), "system")
-    assert allocator_in_use() == expected
+    assert allocator_in_use() == allocator_named(os.environ.get("LD_PRELOAD", ""))

@@ -4,6 +4,7 @@ built-in; its name is stored with the run, and a missing one is one line."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,12 @@ import pytest
 import yaml
 
 from nmt.setup import plugins
-from tests.conftest import require_extra, subprocess_env, tiny_recipe_dict
+from tests.conftest import (
+    allocator_of_a_command,
+    require_extra,
+    subprocess_env,
+    tiny_recipe_dict,
+)
 
 PLUGIN = Path(__file__).parents[1] / "plugins" / "uniform_attention.py"
 
@@ -114,7 +120,8 @@ def test_two_plugin_files_of_one_name_are_two_modules(tmp_path, monkeypatch):
 def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, tmp_path):
     """Named by a relative path: stored resolved, so that translate works from another
     directory; a study with --jobs 2 (spawned workers), and --nproc 2 (DDP ranks, with
-    the base-class projections the plug-in leaves unused), train with it."""
+    the base-class projections the plug-in leaves unused), train with it, and under the
+    allocator the command chose (nmt/setup/allocator.py: they inherit its preload)."""
     recipe = tmp_path / "recipe.yaml"
     base = tiny_recipe_dict(toy_dir, tmp_path / "run", train={"max_steps": 2, "valid_every": 2})
     base["model"]["attention"] = {"kind": "uniform"}
@@ -140,6 +147,8 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, t
     spec.write_text(yaml.safe_dump(study))
     done = nmt("compare", spec, "--jobs", "2", "--device", "cpu", plugin_dir=None, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]  # two spellings of one file: one module
+    chosen = allocator_of_a_command(subprocess_env())
+    assert where(tmp_path / "study/runs/uniform/seed1")["allocator"] == chosen
 
     ddp = ["--nproc", "2", "--set", f"run_dir={tmp_path / 'ddp'}", *relative]
     env = {"OMP_NUM_THREADS": "1"}
@@ -147,6 +156,11 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, t
         "train", recipe, *ddp, "--device", "cpu", plugin_dir=None, cwd=tmp_path, extra_env=env
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert where(tmp_path / "ddp")["allocator"] == chosen
+
+
+def where(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())["where"]
 
 
 def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(plugin_dir, tiny_recipe):
