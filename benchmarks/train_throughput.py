@@ -10,6 +10,8 @@ A shared host's speed drifts, within a run too (2 cores here: 178-234 GFLOP/s
 between one run's start and end), so the machine's rate is sampled all through
 the timed steps: one timed matmul after every window of --probe-every steps,
 kept out of the training time. Each window's fraction is printed as a range.
+The script runs under the shell's allocator (glibc's unless ``LD_PRELOAD`` names
+another), which it prints: ``nmt`` commands choose TCMalloc where it is installed.
 
     python benchmarks/train_throughput.py --steps 200
     python benchmarks/train_throughput.py --set model.attention.kind=local_m
@@ -28,6 +30,7 @@ import time
 import torch
 from common import SHARED_MULTI30K, MatmulProbe, recipe_trainer, synchronizer
 
+from nmt.setup.allocator import allocator_in_use
 from nmt.training.state import peak_rss_mb
 
 
@@ -85,7 +88,8 @@ def main() -> None:
         rate_name = "bf16 matmul rate" if trainer.bf16 else "fp32 matmul rate"
         memory = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
         print(f"recipe            {args.recipe} {' '.join(args.overrides)}")
-        print(f"device            {trainer.device} ({torch.get_num_threads()} threads)")
+        threads, allocator = torch.get_num_threads(), allocator_in_use()
+        print(f"device            {trainer.device} ({threads} threads, {allocator} malloc)")
         print(f"parameters        {params / 1e6:.2f} M")
         padding = trainer.data.train.padding_fraction(plan)
         print(f"batches/epoch     {len(plan)} (padding {padding:.1%})")

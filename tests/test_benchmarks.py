@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from nmt.setup.allocator import allocator_named
 from tests.conftest import require_extra, subprocess_env
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -70,6 +71,8 @@ def test_the_trainer_benchmarks_run_a_few_steps(script, args, expect, toy_dir, t
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert expect in done.stdout
+    if script == "train_throughput.py":  # the shell's allocator, not the one nmt chooses
+        assert f"{allocator_named(env.get('LD_PRELOAD', ''))} malloc)" in done.stdout
     if "--trace" in args:  # the profiled steps as a Chrome trace, and each first step
         events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
         assert any(e.get("name") == "aten::mm" for e in events)
