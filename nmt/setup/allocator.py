@@ -1,11 +1,11 @@
 """The memory allocator of nmt's processes: TCMalloc where it is installed.
 
 glibc's malloc keeps much of the heap a CPU training step frees (half a gigabyte of a
-bf16 run, which ``malloc_trim`` gave back). TCMalloc (Google's allocator, which keeps
-freed blocks by size class, and which PyTorch's own CPU launcher
-``torch.backends.xeon.run_cpu`` preloads where it finds it) ends the same runs with the
-same parameters and translations, faster and, in bf16, in less memory
-(docs/benchmarks.md, "An allocator chosen by nmt itself").
+bf16 run, which ``malloc_trim`` gave back). TCMalloc (Ghemawat and Menage, "TCMalloc:
+Thread-Caching Malloc", gperftools) keeps freed blocks by size class, and PyTorch's own
+CPU launcher ``torch.backends.xeon.run_cpu`` preloads it where it finds it. Under it
+the same runs end with the same parameters and translations, faster and, in bf16, in
+less memory (docs/benchmarks.md, "An allocator chosen by nmt itself").
 
 A process chooses its allocator before its first allocation, so ``nmt``'s entry point
 starts itself again with ``LD_PRELOAD`` naming the library (``os.execve`` keeps the
