@@ -12,8 +12,9 @@ starts itself again with ``LD_PRELOAD`` naming the library (``os.execve`` keeps 
 process id, the arguments, the standard streams and the signals it ignores), and the
 processes it starts (study workers, DDP ranks, SLURM jobs) inherit the variable.
 ``NMT_ALLOCATOR`` chooses: ``auto`` (tcmalloc where found, else the system's),
-``tcmalloc`` (one line and exit 2 where it is not found) or ``system``. A
-``LD_PRELOAD`` that already names an allocator is the user's choice and is kept.
+``tcmalloc`` (one line and exit 2 where it is not found) or ``system``. An
+``LD_PRELOAD`` that already names another allocator is the user's choice and is kept
+(``tcmalloc`` then refuses in one line).
 """
 
 from __future__ import annotations
@@ -61,7 +62,13 @@ def restart_environment(
     if want not in CHOICES:
         raise NmtError(f"NMT_ALLOCATOR={want}: not one of {', '.join(CHOICES)}")
     preload = environ.get("LD_PRELOAD", "")
-    if want == "system" or names_an_allocator(preload):
+    if want == "system" or allocator_named(preload) == "tcmalloc":  # started again already
+        return None
+    if names_an_allocator(preload):  # the user's own choice
+        if want == "tcmalloc":
+            raise NmtError(
+                f"NMT_ALLOCATOR=tcmalloc: LD_PRELOAD names another allocator ({preload})"
+            )
         return None
     linux = platform.startswith("linux")
     found = find_tcmalloc(dirs) if linux else None

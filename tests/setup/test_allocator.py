@@ -118,6 +118,12 @@ def test_without_the_library_auto_goes_on_and_tcmalloc_says_how_to_install(tmp_p
         restart_environment({"NMT_ALLOCATOR": "tcmalloc"}, "darwin", [library(tmp_path)])
 
 
+def test_tcmalloc_asked_for_beside_another_preloaded_allocator_is_refused(tmp_path):
+    environ = {"NMT_ALLOCATOR": "tcmalloc", "LD_PRELOAD": "/opt/lib/libjemalloc.so.2"}
+    with pytest.raises(NmtError, match="LD_PRELOAD names another allocator"):
+        restart_environment(environ, "linux", [library(tmp_path)])
+
+
 def test_this_process_reports_its_allocator():
     """pytest's own process is not started by nmt's entry point."""
     assert allocator_in_use() == allocator_named(os.environ.get("LD_PRELOAD", ""))
