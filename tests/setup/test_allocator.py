@@ -4,12 +4,12 @@ and arguments; NMT_ALLOCATOR chooses, and a wrong value is one line."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from nmt.errors import NmtError
 from nmt.progress import flag
@@ -17,11 +17,11 @@ from nmt.setup.allocator import (
     LIBRARIES,
     QUIET,
     allocator_in_use,
-    allocator_named,
     find_tcmalloc,
     library_dirs,
     restart_environment,
 )
+from nmt.setup.device import where_it_ran
 from tests.conftest import subprocess_env
 
 # Prints its pid and allocator, then runs `nmt --version` through the entry point.
@@ -124,6 +124,7 @@ def test_tcmalloc_asked_for_beside_another_preloaded_allocator_is_refused(tmp_pa
         restart_environment(environ, "linux", [library(tmp_path)])
 
 
-def test_this_process_reports_its_allocator():
-    """pytest's own process is not started by nmt's entry point."""
-    assert allocator_in_use() == allocator_named(os.environ.get("LD_PRELOAD", ""))
+def test_a_run_records_the_allocator_mapped_into_its_process():
+    """Which allocator it is, as a process started with and without TCMalloc reads it:
+    test_the_command_starts_again_under_tcmalloc_as_the_same_process."""
+    assert where_it_ran(torch.device("cpu"))["allocator"] == allocator_in_use()
