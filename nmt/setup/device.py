@@ -72,15 +72,20 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def load_average() -> float | None:
+    """The load average over the last minute (work besides this one slows it down);
+    None where the platform has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
 def where_it_ran(device: torch.device) -> dict[str, Any]:
     """What a timing depends on: the host, its CPU and the cores this process may use,
     the memory allocator, PyTorch's threads and version, the device (a GPU by name)
-    and the load average over the last minute (work besides this one slows it down)."""
+    and the load average."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    try:
-        load = round(os.getloadavg()[0], 2)
-    except OSError:  # not available on this platform
-        load = None
     return {
         "host": platform.node(),
         "cpu": cpu_model(),
@@ -90,5 +95,5 @@ def where_it_ran(device: torch.device) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "device": str(device) if gpu is None else f"{device} ({gpu})",
-        "load": load,
+        "load": load_average(),
     }

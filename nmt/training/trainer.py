@@ -32,7 +32,7 @@ from nmt.io import checkpoint, files
 from nmt.model.seq2seq import Transformer
 from nmt.progress import advancer, clock, console, eta, log_line, progress_bar
 from nmt.setup.config import from_dict
-from nmt.setup.device import bf16_units, where_it_ran
+from nmt.setup.device import bf16_units, load_average, where_it_ran
 from nmt.setup.training import TRAINERS
 from nmt.training.build import TrainingData
 from nmt.training.curriculum import competence
@@ -107,7 +107,7 @@ class Trainer:
         self.saved_step: int | None = None  # of the last full checkpoint
         self.last_valid_loss: float | None = None  # the last validation's dev loss
         self.trackers: list[Tracker] = []  # train.log_to's, open while run() runs
-        self.load_at_start = where_it_ran(device)["load"]  # what else ran as this began
+        self.load_at_start = load_average()  # what else ran as this began
         self.model = model.to(device)
         t = cfg.train
         if t.kernels == "auto":  # faster CPU modules, same function (nmt.kernels)
