@@ -14,7 +14,6 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from nmt.setup.allocator import allocator_named
 from tests.conftest import require_extra, subprocess_env
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -66,13 +65,14 @@ def test_the_trainer_benchmarks_run_a_few_steps(script, args, expect, toy_dir, t
     command = [sys.executable, str(BENCHMARKS / script), "--recipe", "recipes/toy.yaml"]
     command += ["--data", str(toy_dir), *(a.format(tmp=tmp_path) for a in args), *TINY]
     env = {**subprocess_env(), "NMT_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("LD_PRELOAD", None)  # a shell that preloads nothing, whatever pytest inherited
     done = subprocess.run(
         command, capture_output=True, text=True, env=env, timeout=300, cwd=BENCHMARKS.parent
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert expect in done.stdout
     if script == "train_throughput.py":  # the shell's allocator, not the one nmt chooses
-        assert f"{allocator_named(env.get('LD_PRELOAD', ''))} malloc)" in done.stdout
+        assert "system malloc)" in done.stdout
     if "--trace" in args:  # the profiled steps as a Chrome trace, and each first step
         events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
         assert any(e.get("name") == "aten::mm" for e in events)
