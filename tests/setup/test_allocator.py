@@ -9,19 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from nmt.errors import NmtError
 from nmt.progress import flag
 from nmt.setup.allocator import (
     LIBRARIES,
     QUIET,
-    allocator_in_use,
     find_tcmalloc,
     library_dirs,
     restart_environment,
 )
-from nmt.setup.device import where_it_ran
 from tests.conftest import subprocess_env
 
 # Prints its pid and allocator, then runs `nmt --version` through the entry point.
@@ -124,7 +121,10 @@ def test_tcmalloc_asked_for_beside_another_preloaded_allocator_is_refused(tmp_pa
         restart_environment(environ, "linux", [library(tmp_path)])
 
 
-def test_a_run_records_the_allocator_mapped_into_its_process():
-    """Which allocator it is, as a process started with and without TCMalloc reads it:
-    test_the_command_starts_again_under_tcmalloc_as_the_same_process."""
-    assert where_it_ran(torch.device("cpu"))["allocator"] == allocator_in_use()
+def test_the_allocator_in_use_is_read_from_the_process_not_from_ld_preload():
+    """A preload the loader cannot find leaves the system's malloc in the process, and
+    that is what a run records (``where.allocator``, read through allocator_in_use;
+    the recorded value of study workers and DDP ranks: tests/setup/test_plugins.py)."""
+    done = show(LD_PRELOAD="/nonexistent/libtcmalloc_minimal.so.4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split()[1] == "system"
