@@ -293,6 +293,22 @@ def tiny_run(toy_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under N xdist workers, N blocks of tests, one per worker: block k holds every
+    N-th slow test, then every N-th other test, each in pytest-randomly's order
+    (which ran before this hook). xdist's ``worksteal`` (addopts) hands each worker
+    one block, in order, and lets an idle worker take tests from the end of
+    another's queue: every worker runs its slow tests first, and quick ones even out
+    the end. In random order under xdist's ``load`` a 30-second test could start
+    last on one worker while the other sat idle (at 8da3f0c: one worker's tests
+    took 95 s longer than the other's; docs/benchmarks.md)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        rest = [item for item in items if not item.get_closest_marker("slow")]
+        items[:] = [item for k in range(workers) for item in (*slow[k::workers], *rest[k::workers])]
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say which order the tests ran in (pytest-randomly's seed), also under -q, so
     that a failure that depends on the order can be replayed."""
