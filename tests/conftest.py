@@ -297,19 +297,12 @@ def slow_tests(tests: list[pytest.Item]) -> int:
     return sum(1 for item in tests if item.get_closest_marker("slow"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under N xdist workers, N blocks of tests, one per worker. The modules with slow
-    tests come first, each whole (its module fixtures built once), dealt in
-    pytest-randomly's order (which ran before this hook) to the block with the fewest
-    slow tests; the other modules' tests then fill each block to the share that xdist's
-    ``worksteal`` (addopts) hands its worker. An idle worker takes tests from the end
-    of another's queue: every worker runs its slow tests first, and quick ones even
-    out the end. In random order under xdist's ``load`` a 30-second test could start
-    last on one worker while the other sat idle (at 8da3f0c: one worker's tests took
-    95 s longer than the other's; docs/benchmarks.md)."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    if workers < 2:
-        return
+def worker_blocks(items: list[pytest.Item], workers: int) -> list[list[pytest.Item]]:
+    """``items`` in ``workers`` blocks, one per xdist worker. The modules with slow
+    tests come first, each whole (its module fixtures built once), dealt in the
+    order given to the block with the fewest slow tests; the other modules' tests
+    then fill each block to the share that xdist's ``worksteal`` hands its worker
+    (of the n tests left, n // the workers left)."""
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::")[0], []).append(item)
@@ -319,13 +312,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             min(blocks, key=slow_tests).extend(tests)
     quick = [item for tests in modules.values() if not slow_tests(tests) for item in tests]
     left = len(items)
-    for k, block in enumerate(blocks):  # worksteal's first split: left // workers left
-        share = left // (workers - k)
-        take = max(0, share - len(block)) if k < workers - 1 else len(quick)
+    for k, block in enumerate(blocks):
+        take = max(0, left // (workers - k) - len(block)) if k < workers - 1 else len(quick)
         block += quick[:take]
         del quick[:take]
         left -= len(block)
-    items[:] = [item for block in blocks for item in block]
+    return blocks
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under N xdist workers, the tests in :func:`worker_blocks`' order (from
+    pytest-randomly's, which ran before this hook). xdist's ``worksteal`` (addopts)
+    hands each worker its block and lets an idle worker take tests from the end of
+    another's queue: every worker runs its slow tests first, and quick ones even out
+    the end. In random order under xdist's ``load`` a 30-second test could start last
+    on one worker while the other sat idle (at 8da3f0c: one worker's tests took 95 s
+    longer than the other's; docs/benchmarks.md)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        items[:] = [item for block in worker_blocks(items, workers) for item in block]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
