@@ -307,10 +307,12 @@ def worker_blocks(items: list[pytest.Item], workers: int) -> list[list[pytest.It
     for item in items:
         modules.setdefault(item.nodeid.split("::")[0], []).append(item)
     blocks: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    quick: list[pytest.Item] = []
     for tests in modules.values():
         if slow_tests(tests):
             min(blocks, key=slow_tests).extend(tests)
-    quick = [item for tests in modules.values() if not slow_tests(tests) for item in tests]
+        else:
+            quick += tests
     left = len(items)
     for k, block in enumerate(blocks):
         take = max(0, left // (workers - k) - len(block)) if k < workers - 1 else len(quick)
@@ -325,9 +327,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     pytest-randomly's, which ran before this hook). xdist's ``worksteal`` (addopts)
     hands each worker its block and lets an idle worker take tests from the end of
     another's queue: every worker runs its slow tests first, and quick ones even out
-    the end. In random order under xdist's ``load`` a 30-second test could start last
-    on one worker while the other sat idle (at 8da3f0c: one worker's tests took 95 s
-    longer than the other's; docs/benchmarks.md)."""
+    the end. In random order under xdist's ``load`` a long test could start last on
+    one worker while the other had run out of tests (docs/benchmarks.md, session 50)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         items[:] = [item for block in worker_blocks(items, workers) for item in block]

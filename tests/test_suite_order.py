@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import slow_tests, worker_blocks
+from tests.conftest import pytest_collection_modifyitems, slow_tests, worker_blocks
 
 pytest_plugins = ("pytester",)
 
@@ -67,8 +67,6 @@ def test_the_blocks_split_where_worksteal_splits_and_share_the_slow_tests(items,
 
 
 def test_one_worker_keeps_the_order(items, monkeypatch):
-    from tests.conftest import pytest_collection_modifyitems
-
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
     order = list(items)
     pytest_collection_modifyitems(order)
