@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.compare.aggregate import timing_notes
+from nmt.compare.aggregate import machine_notes, timing_notes
 from nmt.compare.analysis import RunAnalysis
 from tests.conftest import subprocess_env, write_subprocess_recipe
 
@@ -45,9 +45,9 @@ def test_train_and_evaluate_print_plain_lines_into_a_log(toy_dir, tmp_path):
     assert where["device"] == "cpu" and where["cores"] >= 1
 
 
-def run_on(cpu: str, load: float) -> RunAnalysis:
+def run_on(cpu: str, load: float, run_dir: str = ".") -> RunAnalysis:
     where = {"cpu": cpu, "cores": 2, "device": "cpu", "load_at_start": load}
-    return RunAnalysis("v", 1, Path("."), 0, {"where": where}, [], {})
+    return RunAnalysis("v", 1, Path(run_dir), 0, {"where": where}, [], {})
 
 
 def test_the_report_says_when_timings_mix_machines_or_loads():
@@ -58,6 +58,19 @@ def test_the_report_says_when_timings_mix_machines_or_loads():
     assert "load average of 0.1 to 1.6" in mixed[1]
     older = RunAnalysis("v", 1, Path("."), 0, {}, [], {})  # a run from before it was kept
     assert timing_notes({"a": [older, run_on("X", 0.2)]}) == []
+
+
+def test_the_report_says_which_variant_trained_where_when_machines_differ():
+    """One seed can train to other weights on another machine: scores compared across
+    machines mix it in, so the report names each variant's machines."""
+    assert machine_notes({"a": [run_on("X", 0.1)], "b": [run_on("X", 0.4)]}) == []
+    older = RunAnalysis("v", 1, Path("."), 0, {}, [], {})
+    assert machine_notes({"a": [older], "b": [run_on("X", 0.4)]}) == []
+    a = [run_on("X", 0.1, "a/seed1"), run_on("Y", 0.1, "a/seed2")]
+    runs = {"a": a, "b": [run_on("Y", 0.2, "b/seed1")], "c": [older], "a@split": a}
+    (note,) = machine_notes(runs)
+    assert "(a on X x2 (cpu) and Y x2 (cpu); b on Y x2 (cpu))" in note
+    assert "c on" not in note and "a@split" not in note and "mixes in the machine" in note
 
 
 @pytest.mark.slow

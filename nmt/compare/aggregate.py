@@ -5,6 +5,7 @@ source-length bucket."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,7 @@ def timing_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
     each started: runs trained side by side share the cores, a run alone does not)."""
     wheres = [r.train["where"] for rs in runs.values() for r in rs if "where" in r.train]
     notes = []
-    machines = sorted({f"{w.get('cpu')} x{w.get('cores')} ({w.get('device')})" for w in wheres})
+    machines = sorted({machine(w) for w in wheres})
     if len(machines) > 1:
         notes.append(f"the timing columns mix machines: {'; '.join(machines)}")
     loads = [w["load_at_start"] for w in wheres if isinstance(w.get("load_at_start"), float)]
@@ -65,6 +66,33 @@ def timing_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
             f"{min(loads):.1f} to {max(loads):.1f} (work besides them on the same cores)"
         )
     return notes
+
+
+def machine(where: dict[str, Any]) -> str:
+    """A run's machine as summary.json's ``where`` names it: CPU model, cores, device."""
+    return f"{where.get('cpu')} x{where.get('cores')} ({where.get('device')})"
+
+
+def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
+    """Say which variant trained where when the runs trained on more than one machine:
+    the same recipe and seed can train to other weights on another CPU or GPU (their
+    kernels round differently), so a score compared across machines mixes in the
+    machine, as the timings do. Another decoding of a run (``VARIANT@TAG``) is its run's."""
+    seen: set[Path] = set()
+    where: dict[str, list[str]] = {}
+    for variant, rs in runs.items():
+        own = [r for r in rs if r.run_dir not in seen and "where" in r.train]
+        seen.update(r.run_dir for r in rs)
+        if own:
+            where[variant] = sorted({machine(r.train["where"]) for r in own})
+    if len({m for ms in where.values() for m in ms}) < 2:
+        return []
+    trained = "; ".join(f"{v} on {' and '.join(ms)}" for v, ms in where.items())
+    return [
+        f"the runs trained on more than one machine ({trained}); one recipe and seed can "
+        "train to other weights on another machine, so a contrast between runs of different "
+        "machines mixes in the machine"
+    ]
 
 
 def bucket_labels(edges: tuple[int, ...]) -> list[str]:
