@@ -1,6 +1,6 @@
 """Where stderr is no terminal (a SLURM log, nohup, CI, ``2> log``), long work prints
 plain lines with its progress, rate and ETA; a run records where it ran, and a
-study's report says when its timings mix machines or loads."""
+study's report says when its runs and timings mix machines or loads."""
 
 from __future__ import annotations
 
