@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.compare.aggregate import machine_notes, timing_notes
+from nmt.compare.aggregate import machine_notes
 from nmt.compare.analysis import RunAnalysis
 from tests.conftest import subprocess_env, write_subprocess_recipe
 
@@ -51,13 +51,13 @@ def run_on(cpu: str, load: float, run_dir: str = ".") -> RunAnalysis:
 
 
 def test_the_report_says_when_timings_mix_machines_or_loads():
-    assert timing_notes({"a": [run_on("X", 0.1)], "b": [run_on("X", 0.4)]}) == []
-    mixed = timing_notes({"a": [run_on("X", 0.1)], "b": [run_on("Y", 1.6)]})
+    assert machine_notes({"a": [run_on("X", 0.1)], "b": [run_on("X", 0.4)]}) == []
+    mixed = machine_notes({"a": [run_on("X", 0.1)], "b": [run_on("Y", 1.6)]})
     assert len(mixed) == 2
     assert "mix machines: X x2 (cpu); Y x2 (cpu)" in mixed[0]
     assert "load average of 0.1 to 1.6" in mixed[1]
     older = RunAnalysis("v", 1, Path("."), 0, {}, [], {})  # a run from before it was kept
-    assert timing_notes({"a": [older, run_on("X", 0.2)]}) == []
+    assert machine_notes({"a": [older, run_on("X", 0.2)]}) == []
 
 
 def test_the_report_says_which_variant_trained_where_when_machines_differ():

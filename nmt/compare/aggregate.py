@@ -50,15 +50,43 @@ def check_one_test_set(runs: dict[str, list[RunAnalysis]], splits: tuple[str, ..
                 )
 
 
-def timing_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
-    """What makes the timing columns (train min, tokens/s, sent/s) hard to compare: runs
-    from more than one machine, or begun under different loads (the load average as
-    each started: runs trained side by side share the cores, a run alone does not)."""
+def machine(where: dict[str, Any]) -> str:
+    """A run's machine as summary.json's ``where`` names it: CPU model, cores, device."""
+    return f"{where.get('cpu')} x{where.get('cores')} ({where.get('device')})"
+
+
+def machines_by_variant(runs: dict[str, list[RunAnalysis]]) -> dict[str, list[str]]:
+    """The machines each variant's runs trained on; another decoding of a run
+    (``VARIANT@TAG``, the same run directory) is its run's, not listed again."""
+    seen: set[Path] = set()
+    trained: dict[str, list[str]] = {}
+    for variant, rs in runs.items():
+        own = [r for r in rs if r.run_dir not in seen and "where" in r.train]
+        seen.update(r.run_dir for r in rs)
+        if own:
+            trained[variant] = sorted({machine(r.train["where"]) for r in own})
+    return trained
+
+
+def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
+    """What makes runs hard to compare where they ran: runs from more than one
+    machine, whose timing columns (train min, tokens/s, sent/s) differ and whose
+    scores may too (one recipe and seed can train to other weights on another CPU or
+    GPU: their kernels round differently), named variant by variant; and runs begun
+    under different loads (the load average as each started: runs trained side by
+    side share the cores, a run alone does not)."""
     wheres = [r.train["where"] for rs in runs.values() for r in rs if "where" in r.train]
     notes = []
     machines = sorted({machine(w) for w in wheres})
     if len(machines) > 1:
-        notes.append(f"the timing columns mix machines: {'; '.join(machines)}")
+        each = "; ".join(
+            f"{v} on {' and '.join(ms)}" for v, ms in machines_by_variant(runs).items()
+        )
+        notes.append(
+            f"the timing columns mix machines: {'; '.join(machines)}; and one recipe and "
+            "seed can train to other weights on another machine, so a contrast between "
+            f"runs of different machines mixes in the machine ({each})"
+        )
     loads = [w["load_at_start"] for w in wheres if isinstance(w.get("load_at_start"), float)]
     if loads and max(loads) - min(loads) >= 1:
         notes.append(
@@ -66,33 +94,6 @@ def timing_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
             f"{min(loads):.1f} to {max(loads):.1f} (work besides them on the same cores)"
         )
     return notes
-
-
-def machine(where: dict[str, Any]) -> str:
-    """A run's machine as summary.json's ``where`` names it: CPU model, cores, device."""
-    return f"{where.get('cpu')} x{where.get('cores')} ({where.get('device')})"
-
-
-def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
-    """Say which variant trained where when the runs trained on more than one machine:
-    the same recipe and seed can train to other weights on another CPU or GPU (their
-    kernels round differently), so a score compared across machines mixes in the
-    machine, as the timings do. Another decoding of a run (``VARIANT@TAG``) is its run's."""
-    seen: set[Path] = set()
-    where: dict[str, list[str]] = {}
-    for variant, rs in runs.items():
-        own = [r for r in rs if r.run_dir not in seen and "where" in r.train]
-        seen.update(r.run_dir for r in rs)
-        if own:
-            where[variant] = sorted({machine(r.train["where"]) for r in own})
-    if len({m for ms in where.values() for m in ms}) < 2:
-        return []
-    trained = "; ".join(f"{v} on {' and '.join(ms)}" for v, ms in where.items())
-    return [
-        f"the runs trained on more than one machine ({trained}); one recipe and seed can "
-        "train to other weights on another machine, so a contrast between runs of different "
-        "machines mixes in the machine"
-    ]
 
 
 def bucket_labels(edges: tuple[int, ...]) -> list[str]:

@@ -15,7 +15,6 @@ from nmt.compare.aggregate import (
     machine_notes,
     sentence_pairs,
     summarise,
-    timing_notes,
 )
 from nmt.compare.analysis import (
     RunAnalysis,
@@ -236,7 +235,7 @@ def report(
             f"{e.split}: {e.variant}, its {e.seeds} seeds as one ensemble: BLEU "
             f"{e.bleu:.2f} (the seeds' mean {e.seeds_bleu:.2f}, {e.gain:+.2f})"
         )
-    notes = timing_notes(runs) + machine_notes(runs) + pruned_notes(runs) + tracker_notes(runs)
+    notes = machine_notes(runs) + pruned_notes(runs) + tracker_notes(runs)
     report = Report(
         title, splits, rows, failures, baseline, spec.bootstrap, figures, spec.significance,
         ensembles, contrasts, notes,
