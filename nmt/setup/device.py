@@ -47,10 +47,18 @@ def cpuinfo_values(key_prefixes: tuple[str, ...], cpuinfo: Path = CPUINFO) -> li
     return [x.split(":", 1)[1].strip() for x in lines if x.startswith(key_prefixes) and ":" in x]
 
 
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), else what the platform says."""
-    names = cpuinfo_values(("model name",))
-    return names[0] if names else platform.processor() or "unknown"
+def cpu_model(cpuinfo: Path = CPUINFO) -> str:
+    """The CPU's model name (``cpuinfo``), else what the platform says. A name with no
+    model number in it (a virtual machine's "Intel(R) Xeon(R) Processor" covers
+    several generations) gets the family and model numbers, so that two machines'
+    timings are not taken for one's."""
+    names = cpuinfo_values(("model name",), cpuinfo)
+    if not names:
+        return platform.processor() or "unknown"
+    numbers = cpuinfo_values(("cpu family", "model\t"), cpuinfo)[:2]  # x86 Linux's
+    if re.search(r"\d", names[0]) or len(numbers) < 2:
+        return names[0]
+    return f"{names[0]} (family {numbers[0]}, model {numbers[1]})"
 
 
 BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86's two, Arm's (its "Features" line)

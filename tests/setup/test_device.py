@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nmt.setup.device import bf16_units, where_it_ran
+from nmt.setup.device import bf16_units, cpu_model, where_it_ran
 from nmt.training.run import prepare
 from nmt.training.trainer import SOFTWARE_BF16
 
@@ -55,3 +55,26 @@ def test_bf16_training_on_a_cpu_without_bf16_units_says_so_as_it_starts(
     fp32 = prepare(tiny_config(train={"precision": "fp32"}), "cpu").describe()
     assert (SOFTWARE_BF16 in bf16) is (units is False)
     assert "(bf16 autocast)" in bf16 and SOFTWARE_BF16 not in fp32
+
+
+# the first core's lines of /proc/cpuinfo on two virtual machines, cut short
+XEON_VM = "cpu family\t: 6\nmodel\t\t: 207\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+EPYC_VM = "cpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n"
+XEON = "Intel(R) Xeon(R) Processor (family 6, model 207)"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"processor\t: 0\n{XEON_VM}", XEON),
+        (f"processor\t: 0\n{XEON_VM}\nprocessor\t: 1\n{XEON_VM}", XEON),  # one per core
+        (f"processor\t: 0\n{EPYC_VM}", "AMD EPYC 7B13 64-Core Processor"),  # a model number
+        ("processor\t: 0\nmodel name\t: a CPU\n", "a CPU"),  # no numbers to add
+    ],
+)
+def test_a_cpu_name_without_a_model_number_gets_its_family_and_model(tmp_path, text, expected):
+    """A virtual machine's "Intel(R) Xeon(R) Processor" names several generations of
+    CPU: the name alone is kept only where it says which model it is."""
+    info = tmp_path / "cpuinfo"
+    info.write_text(text)
+    assert cpu_model(info) == expected
