@@ -24,6 +24,7 @@ def invoke(*args, input=None):
     return runner.invoke(app, [str(a) for a in args], input=input)
 
 
+@pytest.mark.slow  # trains and translates: a second or more
 def test_train_translate_score_end_to_end(tiny_recipe, toy_dir, tmp_path):
     recipe = tiny_recipe(train={"max_steps": 8, "valid_every": 4})
     run = tmp_path / "run"
@@ -293,6 +294,7 @@ def test_a_gpu_index_without_cuda_is_refused(tiny_run):
     assert result.exit_code == 2 and "--device cuda:0: no CUDA device is available" in result.output
 
 
+@pytest.mark.slow  # trains, then draws a long sentence: a second or more
 def test_attention_says_when_a_sentence_is_cut_to_the_models_positions(tiny_run, tmp_path):
     long = " ".join(["lo"] * 300)  # the tiny model has 256 positions
     for option in ("--src", "--tgt"):

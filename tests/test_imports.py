@@ -210,6 +210,7 @@ def loaded_after(argv: list[str], names: str) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # a subprocess that trains: a second or more
 def test_training_loads_no_plotting_or_study_module(tiny_recipe):
     """``nmt train`` imports what training needs: no matplotlib, nothing of attention
     inspection or of a study (nmt compare, its launchers): a cluster job starts

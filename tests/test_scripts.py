@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import sacrebleu
 
 from nmt.api import evaluate
@@ -18,6 +19,7 @@ from tests.conftest import subprocess_env
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "paragraph_figures.py"
 
 
+@pytest.mark.slow  # a subprocess that decodes: a second or more
 def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(tiny_run, toy_dir, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)

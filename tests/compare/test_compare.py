@@ -308,6 +308,7 @@ def test_runs_scored_against_other_references_are_not_compared(tmp_path, toy_dir
     assert not (out / "report.md").exists() and not (out / "results.json").exists()
 
 
+@pytest.mark.slow  # a study's report: a second or more
 def test_runs_that_search_differently_are_compared_with_a_warning(tmp_path, tiny_run):
     run, other = (shutil.copytree(tiny_run, tmp_path / name) for name in ("run", "other"))
     recipe = yaml.safe_load((other / "recipe.yaml").read_text())

@@ -51,6 +51,7 @@ def test_a_key_taken_or_a_text_metric_not_per_sentence_is_refused(monkeypatch):
     assert "rep" not in metrics.METRICS
 
 
+@pytest.mark.slow  # trains a study: a second or more
 def test_a_metric_from_a_plug_in_is_in_every_output(tmp_path, toy_dir, monkeypatch):
     """The copy rate of tests/plugins/copy_rate_metric.py, added to a finished study
     (its run is reused, not trained again) and registered when the spec's plug-in is

@@ -72,6 +72,7 @@ def test_seeds_are_averaged():
     assert np.isclose(result["x"].bleu, expected)
 
 
+@pytest.mark.slow  # the sacrebleu command in a subprocess: a second or more
 @pytest.mark.parametrize("test", ["bs", "ar"])
 def test_paired_test_p_values_equal_the_sacrebleu_command(tmp_path, test):
     """One pair of systems: our p-values for BLEU, chrF and TER are the ones

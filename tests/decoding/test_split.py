@@ -156,6 +156,7 @@ def test_the_check_needs_a_measured_ratio():
     assert not is_short(DecodeConfig(length_ratio=1.0), 40, 20)
 
 
+@pytest.mark.slow  # trains and translates: a second or more
 def test_a_sentence_group_model_trains_and_translates_marked_lines_through_the_cli(
     tiny_recipe, tiny_run, toy_dir, tmp_path
 ):

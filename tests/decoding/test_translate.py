@@ -60,6 +60,7 @@ def translate_cli(tiny_run, src, *options):
     return result
 
 
+@pytest.mark.slow  # translates a file twice: a second or more
 def test_a_file_in_chunks_translates_as_one_piece(tiny_run, toy_dir, tmp_path, monkeypatch):
     """Chunks keep memory bounded on a large input; they must not change a line of any
     output: the translations, n-best numbering, alignments and attention files."""

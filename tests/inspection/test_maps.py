@@ -37,6 +37,7 @@ def test_tick_labels_fit_their_axis_and_name_their_piece(n, inches):
         assert all(label == f"{i} p{i}" for i, label in zip(positions, labels))
 
 
+@pytest.mark.slow  # draws a long sentence: a second or more
 def test_a_long_sentence_gives_a_bounded_figure():
     """1,000 pieces used to ask for a canvas hundreds of inches a side."""
     long = amap(1000, 1000)

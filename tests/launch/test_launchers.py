@@ -29,6 +29,7 @@ def test_the_built_in_launchers_are_registered_and_an_unknown_one_is_named(tmp_p
         load_spec(spec, ["launcher.kind=slrum"])
 
 
+@pytest.mark.slow  # trains a study: a second or more
 def test_a_launcher_from_a_plug_in_brings_up_the_study(tmp_path, toy_dir):
     import_plugins([str(PLUGIN)])
     spec = write_spec(

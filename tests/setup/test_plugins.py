@@ -79,6 +79,7 @@ def test_a_plugin_module_trains_translates_and_is_named_where_it_is_missing(
     assert f"({run} was trained with it)" in lines[0] and missing.stdout == ""
 
 
+@pytest.mark.slow  # nmt in a subprocess: a second or more
 def test_a_plugin_that_fails_to_import_is_one_line(plugin_dir, toy_dir, tmp_path):
     """A plug-in that fails to import is one line naming it and where it failed (a
     ``.py`` path that imports: test_a_plugin_file_reaches_every_process_a_run_starts)."""
@@ -163,6 +164,7 @@ def where(run: Path) -> dict:
     return json.loads((run / "summary.json").read_text())["where"]
 
 
+@pytest.mark.slow  # nmt in a subprocess: a second or more
 def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(plugin_dir, tiny_recipe):
     """An entry point of the group nmt.plugins, in a package installed on the path:
     reading a recipe that names its kind loads it (no --plugin)."""
@@ -193,6 +195,7 @@ def test_a_plugin_that_exits_at_import_is_one_line(plugin_dir, tiny_recipe):
     assert "called sys.exit(0) while it was imported" in lines[0]
 
 
+@pytest.mark.slow  # nmt in a subprocess: a second or more
 def test_the_example_command_of_extending_md_is_a_valid_recipe(plugin_dir):
     """docs/extending.md's command line, read as nmt train reads it (in a process of
     its own: a plug-in registers its kind for the life of the process)."""
