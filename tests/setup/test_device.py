@@ -3,6 +3,8 @@ decide whether ``train.precision: bf16`` pays on a CPU."""
 
 from __future__ import annotations
 
+import platform
+
 import pytest
 import torch
 
@@ -61,6 +63,8 @@ def test_bf16_training_on_a_cpu_without_bf16_units_says_so_as_it_starts(
 XEON_VM = "cpu family\t: 6\nmodel\t\t: 207\nmodel name\t: Intel(R) Xeon(R) Processor\n"
 EPYC_VM = "cpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n"
 XEON = "Intel(R) Xeon(R) Processor (family 6, model 207)"
+GRACE = "CPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x0\nCPU part\t: 0xd4f\n"
+GRACE_PART = "(implementer 0x41, part 0xd4f)"
 
 
 @pytest.mark.parametrize(
@@ -70,6 +74,7 @@ XEON = "Intel(R) Xeon(R) Processor (family 6, model 207)"
         (f"processor\t: 0\n{XEON_VM}\nprocessor\t: 1\n{XEON_VM}", XEON),  # one per core
         (f"processor\t: 0\n{EPYC_VM}", "AMD EPYC 7B13 64-Core Processor"),  # a model number
         ("processor\t: 0\nmodel name\t: a CPU\n", "a CPU"),  # no numbers to add
+        (f"processor\t: 0\n{NEOVERSE_V2}{GRACE}", f"{platform.machine()} CPU {GRACE_PART}"),
     ],
 )
 def test_a_cpu_name_without_a_model_number_gets_its_family_and_model(tmp_path, text, expected):
