@@ -49,10 +49,11 @@ def cpuinfo_values(key_prefixes: tuple[str, ...], cpuinfo: Path = CPUINFO) -> li
 
 def cpu_model(cpuinfo: Path = CPUINFO) -> str:
     """The CPU's model name (``cpuinfo``), else what the platform says. A name with no
-    model number in it (a virtual machine's "Intel(R) Xeon(R) Processor" covers
-    several generations) gets the family and model numbers, and an Arm CPU, which
-    Linux gives no name, its implementer and part numbers (0x41 and 0xd4f: Arm's
-    Neoverse V2), so that two machines' timings are not taken for one's."""
+    model number in it (a virtual machine's "Intel(R) Xeon(R) Processor" or "Intel(R)
+    Xeon(R) CPU @ 2.20GHz" covers several generations) gets the family and model
+    numbers, and an Arm CPU, which Linux gives no name, its implementer and part
+    numbers (0x41 and 0xd4f: Arm's Neoverse V2), so that two machines' timings are not
+    taken for one's."""
     names = cpuinfo_values(("model name",), cpuinfo)
     if not names:  # Arm's Linux names no model: its implementer and part numbers do
         arm = cpuinfo_values(("CPU implementer", "CPU part"), cpuinfo)[:2]
@@ -60,7 +61,7 @@ def cpu_model(cpuinfo: Path = CPUINFO) -> str:
             return f"{platform.machine()} CPU (implementer {arm[0]}, part {arm[1]})"
         return platform.processor() or "unknown"
     numbers = cpuinfo_values(("cpu family", "model\t"), cpuinfo)[:2]  # x86 Linux's
-    if re.search(r"\d", names[0]) or len(numbers) < 2:
+    if re.search(r"\d", names[0].split("@")[0]) or len(numbers) < 2:  # "@ 2.20GHz": no model
         return names[0]
     return f"{names[0]} (family {numbers[0]}, model {numbers[1]})"
 

@@ -72,6 +72,7 @@ GRACE_PART = "(implementer 0x41, part 0xd4f)"
     [
         (f"processor\t: 0\n{XEON_VM}", XEON),
         (f"processor\t: 0\n{XEON_VM}\nprocessor\t: 1\n{XEON_VM}", XEON),  # one per core
+        (XEON_VM.replace("Processor", "CPU @ 2.20GHz"), XEON.replace("Processor", "CPU @ 2.20GHz")),
         (f"processor\t: 0\n{EPYC_VM}", "AMD EPYC 7B13 64-Core Processor"),  # a model number
         ("processor\t: 0\nmodel name\t: a CPU\n", "a CPU"),  # no numbers to add
         (f"processor\t: 0\n{NEOVERSE_V2}{GRACE}", f"{platform.machine()} CPU {GRACE_PART}"),
