@@ -133,7 +133,7 @@ def attention_figures(
     limit = loaded.model.cfg.max_positions - 1
     src_ids = encode_source(loaded.vocabs.src, src, limit)
     tgt_ids = encode_source(loaded.vocabs.tgt, refs, limit)
-    entropy, distance, offsets, misses, predicted, maps = [], [], [], [], [], {}
+    entropy, distance, offsets, misses, predicted, maps = [], [], [], [], {}, {}
     v = loaded.vocabs
     for i, amap in each_attention_map(
         loaded.model, v.src, v.tgt, src_ids, tgt_ids, range(len(src))
@@ -147,7 +147,7 @@ def attention_figures(
             offsets.append((amap.centers - diag).ravel())  # (L·Hc·T,)
             misses.append(center_distance(amap, gold[i] if gold is not None else None))
         if gold is not None:
-            predicted.append(word_alignment(amap, supervised_heads(loaded.cfg)))
+            predicted[i] = word_alignment(amap, supervised_heads(loaded.cfg))
         if i in keep:
             maps[i] = amap
     figures = {"entropy": float(np.mean(entropy)), "peak_distance": float(np.mean(distance))}
@@ -155,7 +155,7 @@ def attention_figures(
         figures["center_spread"] = float(np.concatenate(offsets).std())
         figures["center_distance"] = ratio(np.array(misses, dtype=np.float64))
     if gold is not None:
-        figures["aer"] = aer(predicted, gold)
+        figures["aer"] = aer([predicted[i] for i in range(len(src))], gold)
     return figures, maps
 
 
@@ -170,20 +170,23 @@ def output_figures(
     limit = loaded.model.cfg.max_positions - 1
     v = loaded.vocabs
     src_ids, hyp_ids = encode_source(v.src, src, limit), encode_source(v.tgt, hyps, limit)
-    out: dict[str, list[tuple[float, float]]] = {"dropped": [], "backward": []}
-    captions = []
+    out: dict[str, dict[int, tuple[float, float]]] = {"dropped": {}, "backward": {}}
+    captions = {}
     for i, amap in each_attention_map(
         loaded.model, v.src, v.tgt, src_ids, hyp_ids, range(len(src))
     ):
-        out["dropped"].append(dropped(amap))
-        out["backward"].append(backward(amap))
+        out["dropped"][i] = dropped(amap)
+        out["backward"][i] = backward(amap)
         if parts is not None:
             counts = [len(line.split()) for line in parts.src[i]]
             recall = [chrf_recall(hyps[i], ref) for ref in parts.refs[i]]
             figures = np.stack([caption_covered(amap, counts), recall], -1)  # (k,2)
-            captions.append(padded(figures, parts.k))  # (K,2)
-    pairs = {key: np.array(p, dtype=np.float64).reshape(-1, 2) for key, p in out.items()}
-    return pairs, np.stack(captions) if captions else None
+            captions[i] = padded(figures, parts.k)  # (K,2)
+    pairs = {
+        key: np.array([p[i] for i in sorted(p)], dtype=np.float64).reshape(-1, 2)
+        for key, p in out.items()
+    }
+    return pairs, np.stack([captions[i] for i in sorted(captions)]) if captions else None
 
 
 def padded(figures: np.ndarray, k: int) -> np.ndarray:

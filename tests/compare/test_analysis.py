@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from nmt.compare import analysis
+from nmt.inspection.diagnostics import backward, dropped
 from nmt.inspection.maps import AttentionMap
 
 
@@ -61,3 +62,36 @@ def test_centre_spread_is_the_std_of_every_centres_offset_from_the_diagonal(monk
     got = figures(monkeypatch, [a, b])
     assert got["center_spread"] == pytest.approx(float(np.std(offsets)))
     assert got["center_distance"] == pytest.approx(np.abs(offsets).mean())  # no gold: diagonal
+
+
+def words(peaks: list[int]) -> AttentionMap:
+    """Two source and two target words and </s>, target word t reading source word
+    peaks[t] (</s> reads </s>)."""
+    w = np.zeros((1, 1, 3, 3))
+    w[0, 0, [0, 1, 2], [*peaks, 2]] = 1.0
+    return AttentionMap(["▁a", "▁b", "</s>"], ["▁x", "▁y", "</s>"], w, None)
+
+
+@pytest.mark.parametrize("order", ["as asked", "reversed"])
+def test_each_sentences_figures_stay_its_own_whatever_order_the_maps_come_in(monkeypatch, order):
+    """each_attention_map yields by length, not in the sentences' order: row i of the
+    per-sentence figures is still sentence i's, and AER pairs each sentence's
+    alignment with its own gold links."""
+    maps = [words([0, 1]), words([1, 0]), words([1, 1])]
+    came = list(enumerate(maps))[:: 1 if order == "as asked" else -1]
+    monkeypatch.setattr(analysis, "encode_source", lambda vocab, lines, limit: [[4]] * len(lines))
+    monkeypatch.setattr(analysis, "each_attention_map", lambda *args: iter(came))
+    loaded = SimpleNamespace(
+        cfg=SimpleNamespace(train=SimpleNamespace(alignment=None)),  # no guided alignment
+        model=SimpleNamespace(cfg=SimpleNamespace(max_positions=64)),
+        vocabs=SimpleNamespace(src=None, tgt=None),
+    )
+    lines = ["a b"] * len(maps)
+    pairs, captions = analysis.output_figures(loaded, lines, lines)
+    assert captions is None
+    for i, amap in enumerate(maps):
+        assert tuple(pairs["dropped"][i]) == dropped(amap)
+        assert tuple(pairs["backward"][i]) == backward(amap)
+    gold = [{(0, 0), (1, 1)}, {(1, 0), (0, 1)}, {(1, 0), (1, 1)}]
+    got, _ = analysis.attention_figures(loaded, lines, lines, gold, ())
+    assert got["aer"] == 0.0

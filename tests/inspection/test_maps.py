@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from nmt.inspection.maps import (
     LABEL_INCHES,
     MAX_INCHES,
     AttentionMap,
+    attention_maps,
+    each_attention_map,
     grid_figure,
     heatmap_figure,
     ticks,
     word_alignment,
 )
 from nmt.inspection.plotting import pyplot, save_figure
+from nmt.model.load import load_model
+from nmt.setup.attention import ATTENTION
+from tests.helpers import VOCAB, tiny_model
 
 
 def amap(T: int, S: int, layers: int = 2, heads: int = 4) -> AttentionMap:
@@ -90,3 +96,25 @@ def test_word_alignment_reads_the_mean_map_without_eos_or_the_supervised_heads()
 def test_an_empty_side_has_no_links(src, tgt):
     w = np.full((1, 1, len(tgt), len(src)), 1 / len(src))
     assert word_alignment(AttentionMap(src, tgt, w, None)) == set()
+
+
+@pytest.mark.parametrize("kind", ATTENTION.names())
+def test_each_map_is_its_sentence_read_alone_whatever_shares_its_batch(kind, tiny_run):
+    """Sentences are batched by length, not in the order asked for: each index asked
+    for comes back once, with the map its sentence gives read alone (padding and the
+    batch's other sentences change nothing)."""
+    vocabs = load_model(tiny_run, torch.device("cpu")).vocabs  # piece names for ids < VOCAB
+    model = tiny_model(kind).eval()
+    g = torch.Generator().manual_seed(0)
+    lengths = [5, 40, 1, 17, 3, 40, 9, 2]
+    src = [torch.randint(4, VOCAB, (n,), generator=g).tolist() for n in lengths]
+    tgt = [torch.randint(4, VOCAB, (n,), generator=g).tolist() for n in reversed(lengths)]
+    asked = [6, 0, 3, 2, 5, 7]
+    got = list(each_attention_map(model, vocabs.src, vocabs.tgt, src, tgt, asked, batch=2))
+    assert sorted(i for i, _ in got) == sorted(asked)
+    for i, amap in got:
+        (alone,) = attention_maps(model, vocabs.src, vocabs.tgt, [src[i]], [tgt[i]])
+        assert (amap.src, amap.tgt) == (alone.src, alone.tgt)
+        np.testing.assert_allclose(amap.weights, alone.weights, atol=1e-5)
+        if alone.centers is not None:
+            np.testing.assert_allclose(amap.centers, alone.centers, atol=1e-4)
