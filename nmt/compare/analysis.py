@@ -182,11 +182,12 @@ def output_figures(
             recall = [chrf_recall(hyps[i], ref) for ref in parts.refs[i]]
             figures = np.stack([caption_covered(amap, counts), recall], -1)  # (k,2)
             captions[i] = padded(figures, parts.k)  # (K,2)
+    order = range(len(src))  # each_attention_map's is by length
     pairs = {
-        key: np.array([p[i] for i in sorted(p)], dtype=np.float64).reshape(-1, 2)
+        key: np.array([p[i] for i in order], dtype=np.float64).reshape(-1, 2)
         for key, p in out.items()
     }
-    return pairs, np.stack([captions[i] for i in sorted(captions)]) if captions else None
+    return pairs, np.stack([captions[i] for i in order]) if captions else None
 
 
 def padded(figures: np.ndarray, k: int) -> np.ndarray:

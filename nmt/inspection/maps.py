@@ -74,8 +74,7 @@ def each_attention_map(
 ) -> Iterator[tuple[int, AttentionMap]]:
     """(i, map of sentence i) for each of ``indices``, computed ``batch`` sentences at a
     time, shortest first: in that order, not ``indices``'. Sentences of like length
-    share a batch (in file order over half the token slots of a test split were
-    padding)."""
+    share a batch, so that less of it is padding (docs/benchmarks.md)."""
     todo = sorted(indices, key=lambda i: (len(src_ids[i]), len(tgt_ids[i])))
     for start in range(0, len(todo), batch):
         chunk = todo[start : start + batch]
