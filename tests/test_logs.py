@@ -94,3 +94,9 @@ def test_a_study_in_a_log_says_when_each_run_starts_and_ends(toy_dir, tmp_path):
     # two workers: the third run starts when one of the first two has ended, not when it
     # is queued for them (a study's log once said three runs were running)
     assert text.index("global seed 3: started") > text.index(": trained")
+    # the report's analysis, minutes on a real study: where it stands, with an ETA
+    analysing = [line for line in text.splitlines() if line.startswith("analysing global")]
+    counts = [line.split("(")[1].split(",")[0] for line in analysing]
+    assert counts == ["1 of 3", "2 of 3", "3 of 3"]
+    assert "ETA ?" in analysing[0] and "ETA ?" not in analysing[1]
+    assert "analysed 3 runs in " in text and text.index("analysed 3 runs") < text.index("report: ")

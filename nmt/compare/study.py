@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from nmt.launch.runs import (
     fail_if_any_failed,
     failed,
 )
-from nmt.progress import console, warn
+from nmt.progress import clock, console, eta, log_line, progress_bar, warn
 from nmt.setup.compare import LAUNCHERS, CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.setup.config import from_dict, read_yaml
 from nmt.setup.device import resolve_device
@@ -279,20 +280,32 @@ def analyse_all(
     runs: dict[str, list[RunAnalysis]] = {name: [] for name in spec.names}
     failures = [o for o in outcomes if o.status == "failed"]
     read: dict[Path, dict[str, dict[str, float]]] = {}  # a run's attention, for its decodings
-    for o in outcomes:  # the runs themselves before their other decodings (evaluate_decodings)
-        if o.status == "failed":
-            continue
-        console.print(f"analysing {o.variant} seed {o.seed}")
-        try:
-            analysis = analyse_run(
-                o.variant, o.seed, o.run_dir, wanted, device, o.tag, read.get(o.run_dir)
+    # the runs themselves before their other decodings (evaluate_decodings)
+    todo = [o for o in outcomes if o.status != "failed"]
+    start = time.perf_counter()
+    with progress_bar() as bar:
+        task = bar.add_task("analysis", total=len(todo), rate=0.0, unit="runs/min", info="")
+        for k, o in enumerate(todo):
+            elapsed = time.perf_counter() - start
+            bar.update(task, info=f"{o.variant} seed {o.seed}")
+            log_line(
+                f"analysing {o.variant} seed {o.seed} ({k + 1} of {len(todo)}, elapsed "
+                f"{clock(elapsed)}, ETA {eta(k, len(todo), elapsed)})"
             )
-        except Exception as e:
-            failures.append(failed(o, e))
-            continue
-        runs[o.variant].append(analysis)
-        if not o.tag:
-            read[o.run_dir] = {split: part.attention for split, part in analysis.splits.items()}
+            try:
+                analysis = analyse_run(
+                    o.variant, o.seed, o.run_dir, wanted, device, o.tag, read.get(o.run_dir)
+                )
+            except Exception as e:
+                failures.append(failed(o, e))
+                continue
+            finally:
+                minutes = (time.perf_counter() - start) / 60
+                bar.update(task, completed=k + 1, rate=(k + 1) / max(minutes, 1e-9))
+            runs[o.variant].append(analysis)
+            if not o.tag:
+                read[o.run_dir] = {split: p.attention for split, p in analysis.splits.items()}
+    log_line(f"analysed {len(todo)} runs in {clock(time.perf_counter() - start)}")
     return runs, failures
 
 
