@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
+from nmt.compare.cache import OUTPUTS, REFERENCES, Codec, FigureCache
 from nmt.compare.metrics import text_metrics
 from nmt.data.alignment import Alignment, aer, read_alignments
 from nmt.data.corpus import n_lines, read_documents, read_lines
@@ -305,20 +308,23 @@ def analyse_run(
     references, so another decoding of the run has the same. A run without
     ``best.pt`` (pruned, or brought back from a cluster without its checkpoints) is
     analysed from its translations alone: the figures that read the model's
-    attention are left out (None)."""
+    attention are left out (None). What reads the model is kept in RUN/analysis/ for
+    the next report (nmt.compare.cache)."""
     checkpoint = run_dir / "best.pt"
     loaded = load_model(checkpoint, device) if checkpoint.is_file() else None
     cfg = loaded.cfg if loaded is not None else recipe_of(run_dir)
     results = read_results(run_dir)
     train, curve = training_figures(run_dir)
     counts = training_word_counts(split_files(cfg.data, cfg.data.train)[1])
+    cache = None if loaded is None else FigureCache.of(run_dir, checkpoint, loaded.model, device)
     out = {}
     for n, split in enumerate(wanted.splits):
         name = f"{split}@{tag}" if tag else split
         text = SplitText.read(cfg.data, split, run_dir / f"{name}.hyp")
         keep = () if tag else heatmap_lines(n, split, wanted.heatmaps)
         known = None if read is None else read.get(split)
-        attention, maps, sentences, captions = run_figures(loaded, text, keep, known)
+        kept = None if cache is None else (cache, split, name)
+        attention, maps, sentences, captions = run_figures(loaded, text, keep, known, kept)
         r = results[name]
         more = {m: corpus_score(m, text.hyps, [text.refs]) for m in wanted.scores}
         out[split] = SplitAnalysis(
@@ -373,18 +379,44 @@ def run_figures(
     text: SplitText,
     keep: tuple[int, ...],
     known: dict[str, float] | None,
+    kept: tuple[FigureCache, str, str] | None = None,
 ) -> tuple[dict[str, float], dict[int, AttentionMap], dict[str, np.ndarray], np.ndarray | None]:
     """A split's attention figures and drawn maps (``known``: the figures already read
     for the run, no maps), and its per-sentence and per-caption figures; without the
-    model (``loaded`` None), the figures the translations alone give."""
+    model (``loaded`` None), the figures the translations alone give. ``kept``: the
+    run's cache, the split and the decoding's name (``SPLIT@TAG``), where the figures
+    that read the model are kept (nmt.compare.cache)."""
     if loaded is None:
         return {}, {}, text_figures(text), text_captions(text.hyps, text.parts)
+    cache, split, name = kept if kept is not None else (None, "", "")
     if known is not None:
         attention, maps = known, {}
     else:
-        attention, maps = attention_figures(loaded, text.src, text.refs, text.gold, keep)
-    sentences, captions = output_figures(loaded, text.src, text.hyps, text.parts)
+        attention, maps = cached(
+            cache,
+            f"{split}.refs",
+            (text.src, text.refs, text.gold, keep),
+            lambda: attention_figures(loaded, text.src, text.refs, text.gold, keep),
+            REFERENCES,
+        )
+    parts = None if text.parts is None else (text.parts.src, text.parts.refs, text.parts.k)
+    sentences, captions = cached(
+        cache,
+        f"{name}.hyps",
+        (text.src, text.hyps, parts),
+        lambda: output_figures(loaded, text.src, text.hyps, text.parts),
+        OUTPUTS,
+    )
     return attention, maps, text_figures(text) | sentences, captions
+
+
+def cached(
+    cache: FigureCache | None, name: str, read: tuple, compute: Callable[[], Any], codec: Codec
+) -> Any:
+    """``compute()``, or its value kept in ``cache`` from the same ``read`` inputs."""
+    if cache is None:
+        return compute()
+    return cache.computed(name, cache.key(*read), compute, codec)
 
 
 def recipe_of(run_dir: Path) -> RunConfig:

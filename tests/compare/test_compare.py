@@ -677,12 +677,19 @@ def test_decodings_evaluate_every_run_again_without_training(tmp_path, toy_dir, 
     monkeypatch.setattr(
         analysis, "attention_figures", lambda *a, **k: read.append(a) or reading(*a, **k)
     )
+    for run in (out / "runs").glob("*/seed1"):  # the figures kept beside each run
+        shutil.rmtree(run / "analysis")
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert calls == []  # every decoding of every run was reused
     # the attention read with the references is read once a run and split, not again
     # for each of its decodings, and the report is the same
     assert len(read) == 2 * 2  # two runs, two splits
+    assert json.loads((out / "results.json").read_text())["rows"] == results["rows"]
+    # written again, the report reads the figures kept beside the runs, no model
+    read.clear()
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert result.exit_code == 0 and read == [], result.output
     assert json.loads((out / "results.json").read_text())["rows"] == results["rows"]
 
 
