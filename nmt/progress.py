@@ -85,6 +85,35 @@ def eta(done: float, total: float | None, elapsed: float) -> str:
     return clock((total - done) * elapsed / done)
 
 
+class LogLines:
+    """Long work's plain lines for a log (:func:`log_line`: none on a terminal, where a
+    bar shows the same): at most one line every ``every`` seconds with what is done,
+    the rate, the time elapsed and an ETA, and one when it ends."""
+
+    def __init__(self, description: str, unit: str, total: int | None, every: float = 60.0):
+        self.description, self.unit, self.total, self.every = description, unit, total, every
+        self.start = self.last = time.perf_counter()
+
+    def update(self, done: int) -> None:
+        now = time.perf_counter()
+        if now - self.last < self.every:
+            return
+        self.last, elapsed = now, now - self.start
+        total = "?" if self.total is None else f"{self.total:,}"
+        log_line(
+            f"{self.description}: {done:,}/{total} {self.unit}, "
+            f"{done / max(elapsed, 1e-9):,.1f} {self.unit}/s, elapsed "
+            f"{clock(elapsed)}, ETA {eta(done, self.total, elapsed)}"
+        )
+
+    def end(self, done: int) -> None:
+        elapsed = time.perf_counter() - self.start
+        log_line(
+            f"{self.description}: {done:,} {self.unit} in {clock(elapsed)} "
+            f"({done / max(elapsed, 1e-9):,.1f} {self.unit}/s)"
+        )
+
+
 def warn(message: str) -> None:
     """A warning on stderr, shown even under ``--quiet``."""
     sys.stderr.write(f"warning: {message}\n")

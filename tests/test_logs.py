@@ -36,6 +36,9 @@ def test_train_and_evaluate_print_plain_lines_into_a_log(toy_dir, tmp_path):
         r"^step (\d+)/6 .* tok/s  lr \S+  elapsed \d:\d\d:\d\d  ETA \S+$", text, re.M
     )
     assert steps and steps == sorted(steps, key=int), text[-2000:]
+    # the data cache's encoding: a line when it ends (and every minute), not a bar
+    assert re.search(r"^encoding train\.src: [\d,]+ pairs in \d:\d\d:\d\d \(", text, re.M)
+    assert "━" not in text  # no bar (training's, the encoding's) drawn into the log
     assert re.search(r"^test: 15 sentences$", text, re.M)
     assert re.search(r"^test: 15 sentences in \d:\d\d:\d\d \([\d.,]+ sent/s\)$", text, re.M)
     where = json.loads((tmp_path / "run" / "summary.json").read_text())["where"]

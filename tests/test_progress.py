@@ -1,15 +1,18 @@
 """Progress bars: the rate column reads well at every scale; messages stay one line;
-environment switches take the usual spellings of true and false."""
+environment switches take the usual spellings of true and false; in a log, long work
+says where it stands at most every so often and how it ended (LogLines)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 import pytest
 from rich.progress import Progress
 
-from nmt.progress import RateColumn, flag, info
+from nmt import progress
+from nmt.progress import LogLines, RateColumn, flag, info
 from tests.conftest import subprocess_env
 
 
@@ -57,3 +60,30 @@ def test_nmt_quiet_true_silences_a_command(tiny_run, tmp_path):
     cmd = [sys.executable, "-m", "nmt", "average", str(tiny_run / "best.pt")]
     out = subprocess.run([*cmd, "-o", str(tmp_path / "a.pt")], env=env, capture_output=True)
     assert out.returncode == 0 and out.stderr == b"" and out.stdout == b""
+
+
+def test_a_line_at_most_every_interval_and_one_at_the_end(monkeypatch, capsys):
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: now[0])
+    lines = LogLines("encoding train.src", "pairs", 1_000, every=60.0)
+    for done, at in [(100, 130.0), (200, 160.0), (300, 161.0), (400, 200.0)]:
+        now[0] = at
+        lines.update(done)
+    now[0] = 250.0
+    lines.end(1_000)
+    out = capsys.readouterr().err.splitlines()
+    assert out == [
+        "encoding train.src: 200/1,000 pairs, 3.3 pairs/s, elapsed 0:01:00, ETA 0:04:00",
+        "encoding train.src: 1,000 pairs in 0:02:30 (6.7 pairs/s)",
+    ]
+
+
+def test_an_unknown_total_has_no_eta(monkeypatch, capsys):
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: now[0])
+    lines = LogLines("study", "runs", None, every=1.0)
+    now[0] = 2.0
+    lines.update(3)
+    assert re.fullmatch(
+        r"study: 3/\? runs, 1\.5 runs/s, elapsed 0:00:02, ETA \?\n", capsys.readouterr().err
+    )

@@ -44,7 +44,7 @@ from nmt.data.splits import word_count
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.io.files import held
-from nmt.progress import progress_bar
+from nmt.progress import LogLines, console, progress_bar
 from nmt.setup.data import DataConfig
 
 FORMAT = 3  # bump when the layout of an entry changes (2: lines; 3: CRC-32 of each file)
@@ -217,12 +217,10 @@ def encode_split(
     try:
         for side, *_ in sides:
             output.write(f"{side}.offsets", np.zeros(1, np.int64))
-        bar = progress_bar()
-        with bar:
-            total, start = count_lines(files[0]), time.perf_counter()
-            task = bar.add_task(
-                f"encoding {files[0].name}", total=total, rate=0.0, unit="pairs/s", info=""
-            )
+        with progress_bar(disable=not console.is_terminal) as bar:  # a log has the lines
+            total, what = count_lines(files[0]), f"encoding {files[0].name}"
+            task = bar.add_task(what, total=total, rate=0.0, unit="pairs/s", info="")
+            lines = LogLines(what, "pairs", total)
             pairs = iter_parallel(*files)
             while chunk := list(itertools.islice(pairs, CHUNK)):
                 encoded = [
@@ -242,8 +240,10 @@ def encode_split(
                     counts[f"{side}_ids"] += output.sequences(
                         side, [seqs[i] for i in short], dtype, counts[f"{side}_ids"]
                     )
-                rate = counts["lines"] / max(time.perf_counter() - start, 1e-9)
+                rate = counts["lines"] / max(time.perf_counter() - lines.start, 1e-9)
                 bar.update(task, completed=counts["lines"], rate=rate)
+                lines.update(counts["lines"])
+            lines.end(counts["lines"])
         if numbers is not None and next(numbers, None) is not None:
             raise NmtError(f"{docs}: more lines than {files[0]}")
         output.sync()
