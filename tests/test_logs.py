@@ -25,7 +25,8 @@ def test_train_and_evaluate_print_plain_lines_into_a_log(toy_dir, tmp_path):
     with open(log, "w") as stderr:
         done = subprocess.run(
             [sys.executable, "-m", "nmt", "train", str(recipe), "--device", "cpu"],
-            env={**subprocess_env(), "COLUMNS": "100"},
+            # a cache of its own: the corpus is encoded here, whatever ran before
+            env={**subprocess_env(), "COLUMNS": "100", "NMT_CACHE_DIR": str(tmp_path / "cache")},
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             timeout=300,
