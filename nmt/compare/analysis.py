@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from nmt.compare.cache import OUTPUTS, REFERENCES, Codec, FigureCache
+from nmt.compare.cache import OUTPUTS, REFERENCES, FigureCache
 from nmt.compare.metrics import text_metrics
 from nmt.data.alignment import Alignment, aer, read_alignments
 from nmt.data.corpus import n_lines, read_documents, read_lines
@@ -379,44 +377,34 @@ def run_figures(
     text: SplitText,
     keep: tuple[int, ...],
     known: dict[str, float] | None,
-    kept: tuple[FigureCache, str, str] | None = None,
+    kept: tuple[FigureCache, str, str] | None,
 ) -> tuple[dict[str, float], dict[int, AttentionMap], dict[str, np.ndarray], np.ndarray | None]:
     """A split's attention figures and drawn maps (``known``: the figures already read
     for the run, no maps), and its per-sentence and per-caption figures; without the
-    model (``loaded`` None), the figures the translations alone give. ``kept``: the
-    run's cache, the split and the decoding's name (``SPLIT@TAG``), where the figures
-    that read the model are kept (nmt.compare.cache)."""
-    if loaded is None:
+    model (``loaded`` None, and so no ``kept``), the figures the translations alone
+    give. ``kept``: the run's cache, the split and the decoding's name
+    (``SPLIT@TAG``), where the figures that read the model are kept
+    (nmt.compare.cache)."""
+    if loaded is None or kept is None:
         return {}, {}, text_figures(text), text_captions(text.hyps, text.parts)
-    cache, split, name = kept if kept is not None else (None, "", "")
+    cache, split, name = kept
     if known is not None:
         attention, maps = known, {}
     else:
-        attention, maps = cached(
-            cache,
+        attention, maps = cache.computed(
             f"{split}.refs",
-            (text.src, text.refs, text.gold, keep),
+            cache.key(text.src, text.refs, text.gold, keep),
             lambda: attention_figures(loaded, text.src, text.refs, text.gold, keep),
             REFERENCES,
         )
     parts = None if text.parts is None else (text.parts.src, text.parts.refs, text.parts.k)
-    sentences, captions = cached(
-        cache,
+    sentences, captions = cache.computed(
         f"{name}.hyps",
-        (text.src, text.hyps, parts),
+        cache.key(text.src, text.hyps, parts),
         lambda: output_figures(loaded, text.src, text.hyps, text.parts),
         OUTPUTS,
     )
     return attention, maps, text_figures(text) | sentences, captions
-
-
-def cached(
-    cache: FigureCache | None, name: str, read: tuple, compute: Callable[[], Any], codec: Codec
-) -> Any:
-    """``compute()``, or its value kept in ``cache`` from the same ``read`` inputs."""
-    if cache is None:
-        return compute()
-    return cache.computed(name, cache.key(*read), compute, codec)
 
 
 def recipe_of(run_dir: Path) -> RunConfig:

@@ -24,7 +24,7 @@ import io
 import json
 import sys
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,15 @@ from nmt.progress import warn
 
 DIRECTORY = "analysis"  # in the run directory
 KEY = "__key__"  # the array that holds a file's key
+
+# the modules beside the model's whose code makes the figures
+ANALYSIS_MODULES = (
+    "nmt.compare.analysis",
+    "nmt.inspection.diagnostics",
+    "nmt.inspection.maps",
+    "nmt.decoding.search",
+    "nmt.data.alignment",
+)
 
 
 def file_digest(path: Path) -> str:
@@ -91,16 +100,6 @@ class FigureCache:
         self.directory.mkdir(exist_ok=True)
         atomic_write(path, lambda f: f.write(npz_bytes(stored)))
         return value
-
-
-# the modules beside the model's whose code makes the figures
-ANALYSIS_MODULES = (
-    "nmt.compare.analysis",
-    "nmt.inspection.diagnostics",
-    "nmt.inspection.maps",
-    "nmt.decoding.search",
-    "nmt.data.alignment",
-)
 
 
 def sorted_list(value: Any) -> Any:
@@ -158,7 +157,7 @@ def encode_references(value: tuple[dict[str, float], dict[int, AttentionMap]]) -
 def decode_references(arrays: dict) -> tuple[dict[str, float], dict[int, AttentionMap]]:
     attention = {k: float(v) for k, v in prefixed(arrays, "attention/").items()}
     drawn = prefixed(arrays, "map/")
-    lines: Iterable[int] = sorted({int(k.split("/")[0]) for k in drawn})
+    lines = sorted({int(k.split("/")[0]) for k in drawn})
     maps = {
         i: AttentionMap(
             [str(p) for p in drawn[f"{i}/src"]],
