@@ -20,6 +20,7 @@ from tests.conftest import tiny_recipe_dict
 DOC = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_the_example_of_docs_api_md_runs_as_written(tiny_run, tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
     code = next(b for b in blocks if "Translator.load" in b)  # the translation example
@@ -28,6 +29,7 @@ def test_the_example_of_docs_api_md_runs_as_written(tiny_run, tmp_path, monkeypa
     assert (tmp_path / "attention.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_the_calls_give_what_the_commands_give(tiny_run, toy_dir):
     t = Translator.load(tiny_run, "cpu")
     src = (toy_dir / "test.src").read_text().splitlines()[:5]

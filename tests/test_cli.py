@@ -80,6 +80,7 @@ def test_train_translate_score_end_to_end(tiny_recipe, toy_dir, tmp_path):
     assert [s["name"] for s in json.loads(result.stdout)] == ["bleu", "chrf", "ter"]
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_run_with_an_average_a_batch_schedule_and_a_curriculum_translates(
     tiny_recipe, toy_dir, tmp_path
 ):
@@ -209,6 +210,7 @@ def test_attention_writes_the_format_its_suffix_names(tiny_run, tmp_path, name, 
     assert figure.read_bytes().startswith(magic)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_attention_draws_a_grid_of_every_layer_and_head(tiny_run, tmp_path):
     """tiny_run has 1 decoder layer and 2 heads: 'all' gives a panel each, side by
     side on one scale, wider than the one-panel figure."""

@@ -193,6 +193,7 @@ def recipe_keys(cls: type, path: str = "") -> set[str]:
 DOCS = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize("cls", [RunConfig, CompareSpec], ids=["recipe", "compare spec"])
 def test_every_recipe_and_spec_key_is_documented(cls):
     keys = recipe_keys(cls)

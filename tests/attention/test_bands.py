@@ -65,6 +65,7 @@ def test_the_bound_on_blocks_holds_where_every_tile_has_one_query_too_many():
     assert blocks.start.size(-1) == 2 * len(tiles) <= banded.most_blocks(lo.size(-1), C, S)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize(("kind", "options"), LOCAL)
 def test_what_torch_compile_traces_is_one_graph_with_eager_weights(kind, options):
     """Traced by TorchDynamo (``fullgraph``: a host read of a block count or a band

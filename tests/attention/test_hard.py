@@ -67,6 +67,7 @@ def test_samples_follow_alpha_and_avoid_padding():
     torch.testing.assert_close(freq, alpha, atol=0.03, rtol=0)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize("T", [1, 2])
 def test_reinforce_matches_the_exact_gradient(T):
     """T queries over S source positions; each query's loss depends on its own

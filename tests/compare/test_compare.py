@@ -285,6 +285,7 @@ def test_absurd_spec_values_are_refused_before_any_run(tmp_path, toy_dir, key, v
     assert not (tmp_path / "study").exists()
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_runs_scored_against_other_references_are_not_compared(tmp_path, toy_dir, tiny_run):
     """The same model, pointed at a copy of the corpus whose test line 3 differs: the
     paired test would pair unrelated sentences, so compare refuses, naming the line."""
@@ -322,6 +323,7 @@ def test_runs_that_search_differently_are_compared_with_a_warning(tmp_path, tiny
     assert "batch_tokens" not in said
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_runs_take_the_reports_keys_with_set_and_refuse_the_others(tmp_path, tiny_run):
     """--runs with --set: the keys that say how the report compares (a contrast of
     the runs by their names, the scores beside BLEU), checked as a spec's are; a key

@@ -150,6 +150,7 @@ def test_the_diagnostics_section_shows_each_figure_by_split_length_and_frequency
     assert "- line 4 (-23.4): source `a b`" in text and "  - local_m: `A`" in text
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_the_figures_draw_bands_greyed_buckets_and_one_colour_scale(tmp_path):
     """BLEU by length with the seeds' range and small buckets greyed; attention panels
     on one scale with the captions' starts; rows from before the bands draw too."""

@@ -24,6 +24,7 @@ WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", ".", "big"]
 sentence = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(sentence, sentence), min_size=1, max_size=20))
 def test_summed_sentence_stats_give_corpus_bleu(pairs):

@@ -55,6 +55,7 @@ def test_least_length_holds_every_output_open(tiny_run, toy_dir):
         assert len(hyps[0].tokens) >= min(int(1.2 * s + 2), int(1.5 * s + 10) - 1)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_evaluate_keeps_another_decoding_beside_the_recipes_own(tiny_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
@@ -69,6 +70,7 @@ def test_evaluate_keeps_another_decoding_beside_the_recipes_own(tiny_run, tmp_pa
     assert (run / f"{name}.hyp").read_text().count("\n") == results[name]["sentences"]
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_evaluate_reads_another_corpus_and_keeps_it_apart(tiny_run, toy_dir, tmp_path):
     """--data DIR: the splits come from another directory (an out-of-domain test set,
     documents too), scored as the recipe's own would be and kept as SPLIT@data=NAME."""
@@ -96,6 +98,7 @@ def test_evaluate_reads_another_corpus_and_keeps_it_apart(tiny_run, toy_dir, tmp
     )
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_relative_data_dir_read_from_elsewhere_says_how_to_reach_it(
     tiny_run, toy_dir, tmp_path, monkeypatch
 ):

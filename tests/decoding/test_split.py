@@ -30,6 +30,7 @@ word = st.sampled_from(["a", "dog", "runs", "the", "green", "park", "two", "men"
 sentence = st.lists(word, min_size=2, max_size=6).map(lambda w: " ".join(w).capitalize() + ".")
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.lists(sentence, max_size=5), max_size=6))
 def test_each_line_gets_back_exactly_its_own_sentences(paragraphs):

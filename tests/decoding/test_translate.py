@@ -35,6 +35,7 @@ def system(toy_dir):
 line = line_text(max_size=80)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -90,6 +91,7 @@ def test_a_file_in_chunks_translates_as_one_piece(tiny_run, toy_dir, tmp_path, m
     assert [int(x.split(" ||| ")[0]) for x in nbest] == expected
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_sampling_draws_continue_across_chunks(tiny_run, toy_dir, tmp_path, monkeypatch):
     """The second chunk's draws follow the first's: the same line repeated gets
     different draws in different chunks, and the same command draws the same again."""

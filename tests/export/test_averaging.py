@@ -75,6 +75,7 @@ def test_averaging_two_gives_the_mean_of_every_tensor(kept_run):
         torch.testing.assert_close(averaged[k], (a[k] + b[k]) / 2, rtol=0, atol=1e-7)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_evaluate_scores_the_average_that_nmt_average_writes(kept_run, tmp_path, toy_dir):
     run = with_average_last(kept_run, tmp_path / "run", 2)
     evaluate(run, ["test"], device="cpu")
@@ -93,6 +94,7 @@ def test_average_last_needs_that_many_kept_checkpoints(kept_run, tmp_path):
     assert result.exit_code == 2 and "the run kept 2" in result.output
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_average_refuses_damaged_and_foreign_checkpoints(kept_run, tmp_path, toy_dir):
     out = tmp_path / "o.pt"
     bad = tmp_path / "bad.pt"
@@ -114,6 +116,7 @@ def another_vocabulary(payload) -> bytes:
     return Vocab.train(text, size, "unigram").model
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize(
     "change, expect",
     [

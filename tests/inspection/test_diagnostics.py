@@ -88,6 +88,7 @@ def test_word_accuracy_follows_compare_mts_rule_by_hand():
     assert d.f_measure(half[None]) == [pytest.approx(2 / 3)]
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_word_accuracy_equals_compare_mt_on_a_random_corpus():
     require_extra("compare_mt.bucketers", "test")
     from compare_mt import bucketers

@@ -27,6 +27,7 @@ def dead_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize("command", ["average", "attention"])
 def test_an_output_through_a_symlink_replaces_its_target_and_keeps_the_link(
     tiny_run, tmp_path, command

@@ -26,6 +26,7 @@ from tests.conftest import subprocess_env, tiny_recipe_dict
 runner = CliRunner()
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_second_process_is_refused_naming_the_owner(tiny_recipe, tmp_path):
     """While one process owns the run directory, ``nmt train`` there (fresh or
     ``--resume``) exits 2 naming the directory and the owner's pid, and writes nothing."""
@@ -95,6 +96,7 @@ def test_resume_refuses_a_changed_model_data_or_optimisation(key, two_steps, toy
     assert after == before
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_resume_accepts_run_time_keys_and_says_what_changed(two_steps, toy_dir, tmp_path, capsys):
     run = tmp_path / "copy"
     run.mkdir()

@@ -150,6 +150,7 @@ def test_incremental_state_is_kept_per_sub_module(kind, own):
         assert own is None or set(cache["cross_attn"]) == own
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_run_stored_in_the_earlier_layout_resumes(tiny_config):
     """Its recipe has no ``plugins`` and says ``model.attention.fusion``: the keys
     added since read at their defaults and the moved key is read where it is now,

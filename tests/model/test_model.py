@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -57,6 +58,7 @@ def test_tied_embeddings_share_storage():
     assert model.src_embed is model.tgt_embed
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_overfits_a_handful_of_pairs():
     torch.manual_seed(0)
     model = tiny_model()

@@ -94,6 +94,7 @@ def test_a_plugin_that_fails_to_import_is_one_line(plugin_dir, toy_dir, tmp_path
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_without_the_plugin_the_kind_is_unknown_and_named(tiny_recipe):
     recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
     done = nmt("train", recipe, "--device", "cpu", plugin_dir=None)
@@ -186,6 +187,7 @@ def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(plugin_dir, ti
     assert "UniformConfig(kind='uniform')" in done.stdout
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_plugin_that_exits_at_import_is_one_line(plugin_dir, tiny_recipe):
     quitter = plugin_dir / "quitter.py"
     quitter.write_text("import sys\nsys.exit(0)\n")

@@ -50,6 +50,7 @@ def scheduled(tiny_config, **train):
     return tiny_config(train={"max_steps": 6, "accumulate_schedule": [[2, 3], [4, 2]], **train})
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_each_update_takes_the_batches_of_its_schedule(tiny_config):
     trainer = Counting(*build(scheduled(tiny_config), print))
     trainer.run()
@@ -57,6 +58,7 @@ def test_each_update_takes_the_batches_of_its_schedule(tiny_config):
     assert trainer.state.batch_in_epoch == 12  # one epoch of the toy corpus holds more
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_resume_across_a_change_of_batches_is_exact(tiny_config, tmp_path):
     whole = scheduled(tiny_config)
     stopped = replace(whole, run_dir=str(tmp_path / "stopped"))

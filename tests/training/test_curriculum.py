@@ -94,6 +94,7 @@ def curriculum(tiny_config, **options):
     )
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_every_update_takes_batches_within_its_limit_and_all_lengths_come_in(tiny_config):
     trainer = Recording(*build(curriculum(tiny_config), print))
     trainer.run()
@@ -107,6 +108,7 @@ def test_every_update_takes_batches_within_its_limit_and_all_lengths_come_in(tin
     assert s.epoch >= 1 or s.batch_in_epoch > s.step, s
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_joined_examples_are_measured_as_joined_and_drawn_before_full_competence(tiny_config):
     """Under data.join the limits come from the epoch's joined examples: those longer
     than any single pair are drawn once their share is reached, not only at
@@ -131,6 +133,7 @@ def test_joined_examples_are_measured_as_joined_and_drawn_before_full_competence
     assert records and all(r["competence"] == competence(c, r["step"]) for r in records)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_curriculum_at_full_competence_trains_as_none(tiny_config, tmp_path):
     plain = tiny_config(model={"dropout": 0.0}, train={"max_steps": 5})
     full = replace(curriculum(tiny_config, start=1.0), run_dir=str(tmp_path / "full"))
@@ -143,6 +146,7 @@ def test_a_curriculum_at_full_competence_trains_as_none(tiny_config, tmp_path):
         assert torch.equal(a["model"][k], b["model"][k]), k
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_resume_in_the_curriculum_is_exact(tiny_config, tmp_path):
     whole = curriculum(tiny_config)
     stopped = replace(whole, run_dir=str(tmp_path / "stopped"))

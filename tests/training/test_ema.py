@@ -89,6 +89,7 @@ def logged_valid_loss(run_dir, step):
 KINDS = [k if k == "global" else pytest.param(k, marks=pytest.mark.slow) for k in ATTENTION.names()]
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize("kind", KINDS)
 def test_checkpoints_and_validation_hold_the_average_of_the_trained_weights(tiny_config, kind):
     cfg = ema_config(tiny_config, kind)
@@ -116,6 +117,7 @@ def test_checkpoints_and_validation_hold_the_average_of_the_trained_weights(tiny
     assert all(torch.equal(weights[k], v) for k, v in last["training_weights"].items())
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_resume_continues_the_weights_and_their_average_exactly(tiny_config, tmp_path, kind):
     whole = ema_config(tiny_config, kind)
@@ -142,6 +144,7 @@ def test_absurd_average_settings_name_the_key(train_cfg, key):
         from_dict(TrainConfig, {"max_steps": 10, **train_cfg})
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize(
     ("damage", "message"),
     [

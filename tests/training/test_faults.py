@@ -76,6 +76,7 @@ def exploding(cfg, bad: set[int]) -> Trainer:
     return trainer
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_non_finite_steps_are_skipped_and_logged(tiny_config):
     cfg = tiny_config(train={"max_steps": 6, "valid_every": 3})
     trainer = exploding(cfg, {2, 3})
@@ -99,6 +100,7 @@ def test_non_finite_steps_are_skipped_and_logged(tiny_config):
     assert checkpoint.load(f"{cfg.run_dir}/last.pt")["state"]["step"] == 6
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_too_many_non_finite_steps_stop_the_run_and_keep_the_checkpoint(tiny_config):
     cfg = tiny_config(train={"max_steps": 20, "valid_every": 2, "max_bad_steps": 3})
     trainer = exploding(cfg, set(range(5, 100)))
@@ -130,6 +132,7 @@ def test_a_signal_during_validation_stops_the_run_at_once(tiny_config):
     assert signal.getsignal(signal.SIGTERM) is found  # handlers restored
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize("error", ["OSError", "RuntimeError"])
 def test_disk_full_keeps_the_previous_checkpoint(tiny_config, monkeypatch, error):
     """PyTorch's writer reports a full disk as a RuntimeError, Python as OSError 28:
@@ -170,6 +173,7 @@ def test_a_failed_metrics_append_leaves_no_torn_line(tmp_path, monkeypatch):
     assert path.read_text() == '{"step": 1}\n'
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_out_of_memory_names_the_key_and_the_run_resumes(tiny_config, monkeypatch):
     cfg = tiny_config(train={"max_steps": 6, "valid_every": 2})
     original = Trainer.train_step
@@ -220,6 +224,7 @@ class StoppedInValidation(Trainer):
         return super().validate(on_batch)
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize(
     ("valid_every", "at"),
     [(2, 6), (10, 6), (2, 4)],

@@ -75,6 +75,7 @@ def test_gold_outside_a_window_is_reported_not_fitted():
     assert float(loss) == pytest.approx(0.05 * 0.5 * -np.log(0.5))
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 @pytest.mark.parametrize("kind", ["global", "local_m", "local_p", "hard"])
 def test_the_loss_trains_the_attention_of_every_kind(kind):
     """Minimising the loss alone moves each kind's attention onto the gold links

@@ -113,6 +113,7 @@ def test_a_log_dir_that_is_a_file_is_refused_before_the_run_builds(
     assert blocker.read_text() == "mine\n"
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_a_full_disk_under_the_log_dir_stops_logging_and_the_run_finishes(
     tiny_config, monkeypatch, capfd
 ):

@@ -18,6 +18,7 @@ from nmt.training.trainer import Trainer
 from tests.helpers import DiesAfterUpdate, Killed
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_run_writes_checkpoints_and_metrics(tiny_config, capsys):
     cfg = tiny_config()
     summary = train(cfg, device="cpu")
@@ -65,6 +66,7 @@ def test_best_pt_holds_the_best_validation_not_the_last(tiny_config, monkeypatch
     assert any(not torch.equal(best["model"][k], last["model"][k]) for k in best["model"])
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_logged_rates_leave_out_the_time_validation_takes(tiny_config, monkeypatch):
     """Each log line's tokens/s is over its interval's training steps: a validation
     that takes a second between two steps of one interval must not lower it."""
@@ -112,6 +114,7 @@ def test_resume_equals_uninterrupted(tiny_config, tmp_path, sampling):
         assert torch.equal(a[k], b[k]), k
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_save_every_keeps_last_pt_between_validations_so_a_killed_run_resumes(
     tiny_config, tmp_path
 ):
@@ -297,6 +300,7 @@ def test_validation_reports_every_decoded_dev_sentence(tiny_config):
     assert sum(seen) == len(trainer.data.dev_src) and "valid_bleu" in metrics
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_resume_trims_a_damaged_metrics_log_to_its_whole_records(tiny_config):
     """A list, a step that is not a number and a cut line used to stop the resume with
     an AttributeError or TypeError."""

@@ -20,6 +20,7 @@ from tests.conftest import tiny_recipe_dict
 runner = CliRunner()
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_an_update_that_makes_the_weights_infinite_stops_before_any_save(toy_dir, tmp_path):
     """Finite gradients, non-finite weights (the recipe's bounds keep train.lr from
     doing it, so the update here writes an infinity itself): the run stops at the
@@ -42,6 +43,7 @@ def test_an_update_that_makes_the_weights_infinite_stops_before_any_save(toy_dir
         assert all(torch.isfinite(w).all() for w in weights.values() if w.is_floating_point())
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_resuming_a_decaying_schedule_with_another_budget_is_refused(toy_dir, tmp_path):
     def config(steps):
         t = {"lr_schedule": "cosine", "warmup": 1, "max_steps": steps, "valid_every": 2}
