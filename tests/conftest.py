@@ -24,8 +24,9 @@ from nmt.setup.allocator import allocator_named, library_dirs, restart_environme
 from nmt.setup.config import from_dict
 from nmt.setup.recipe import RunConfig
 
-# a run that never reports a test it collected fails and names it
-pytest_plugins = ("tests.completeness",)
+# a run that never reports a test it collected fails and names it; --cpu-times FILE
+# writes what each test costs (the slow marker's rule)
+pytest_plugins = ("tests.completeness", "tests.cpu_times")
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One PyTorch thread per worker (and per process a test starts): workers share

@@ -1,9 +1,9 @@
-"""What each test costs in CPU, for deciding its tier: ``pytest -p tests.cpu_times
---cpu-times FILE`` appends one tab-separated line per test to FILE (its node id, wall
-seconds, CPU seconds of the process that ran it, CPU seconds of the child processes
-it waited for), from every xdist worker. A test's wall time under xdist shares the
-cores with the other worker; its CPU time does not, so the slow marker's rule
-(pyproject.toml) is read from these columns."""
+"""What each test costs in CPU, for deciding its tier: ``pytest --cpu-times FILE``
+(tests/conftest.py loads this plug-in) appends one tab-separated line per test to
+FILE (its node id, wall seconds, CPU seconds of the process that ran it, CPU seconds
+of the child processes it waited for), from every xdist worker. A test's wall time
+under xdist shares the cores with the other worker; its CPU time does not, so the
+slow marker's rule (pyproject.toml) is read from these columns."""
 
 from __future__ import annotations
 
