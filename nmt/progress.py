@@ -134,7 +134,10 @@ def progress_bar(*, disable: bool = False) -> Progress:
 
     Each task carries the fields ``rate`` and ``unit`` (tokens/s for training,
     sentences/s for translation, one bar may hold both) and a free ``info``;
-    callers update the rate themselves, or through :func:`advancer`.
+    callers update the rate themselves, or through :func:`advancer`. Never drawn
+    where stderr is no terminal: rich's last render of a bar would stay in a log as a
+    line cut at 80 columns, and :func:`log_line` and :class:`LogLines` say the same
+    there in plain lines.
     """
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -146,7 +149,7 @@ def progress_bar(*, disable: bool = False) -> Progress:
         TextColumn("ETA"),
         TimeRemainingColumn(),
         console=console,
-        disable=disable,
+        disable=disable or not console.is_terminal,
         transient=False,
     )
 

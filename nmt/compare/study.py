@@ -283,7 +283,7 @@ def analyse_all(
     # the runs themselves before their other decodings (evaluate_decodings)
     todo = [o for o in outcomes if o.status != "failed"]
     start = time.perf_counter()
-    with progress_bar(disable=not console.is_terminal) as bar:  # a log has the lines
+    with progress_bar() as bar:  # a log has the lines
         task = bar.add_task("analysis", total=len(todo), rate=0.0, unit="runs/min", info="")
         for k, o in enumerate(todo):
             elapsed = time.perf_counter() - start

@@ -44,7 +44,7 @@ from nmt.data.splits import word_count
 from nmt.data.vocab import Vocab, clip_lines
 from nmt.errors import NmtError
 from nmt.io.files import held
-from nmt.progress import LogLines, console, progress_bar
+from nmt.progress import LogLines, progress_bar
 from nmt.setup.data import DataConfig
 
 FORMAT = 3  # bump when the layout of an entry changes (2: lines; 3: CRC-32 of each file)
@@ -217,7 +217,7 @@ def encode_split(
     try:
         for side, *_ in sides:
             output.write(f"{side}.offsets", np.zeros(1, np.int64))
-        with progress_bar(disable=not console.is_terminal) as bar:  # a log has the lines
+        with progress_bar() as bar:  # a log has the lines
             total, what = count_lines(files[0]), f"encoding {files[0].name}"
             task = bar.add_task(what, total=total, rate=0.0, unit="pairs/s", info="")
             lines = LogLines(what, "pairs", total)

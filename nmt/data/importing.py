@@ -34,7 +34,7 @@ from nmt.data.corpus import count_lines, iter_lines
 from nmt.errors import NmtError, brief
 from nmt.io.files import WRITING, atomic_files, finish_renames
 from nmt.io.rundir import owned
-from nmt.progress import console, sentence_progress
+from nmt.progress import sentence_progress
 from nmt.setup.data import plain_name
 
 Format = Literal["tsv", "jsonl", "hf", "xml"]
@@ -367,9 +367,7 @@ def import_corpus(
             for split, (total, records, extras) in todo.items():
                 mine = files[at : at + 2 + len(extras)]
                 at += len(mine)
-                with sentence_progress(
-                    f"import {split}", total, options.show and console.is_terminal
-                ) as advance:
+                with sentence_progress(f"import {split}", total, options.show) as advance:
                     counts[split] = write_split(
                         split, mine, records, extras, options.skip_empty, advance
                     )

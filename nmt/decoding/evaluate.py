@@ -115,7 +115,7 @@ def evaluate(
         src, refs = load_split(data, split)
         name = f"{split}@{tag}" if tag else split
         start = time.perf_counter()
-        with sentence_progress(name, len(src), console.is_terminal) as advance:
+        with sentence_progress(name, len(src), show=True) as advance:
             oracle = refs if length == "oracle" else None
             options = Options(on_batch=advance, refs=oracle)
             nbest = translate_text(loaded, loaded.model, src, decode, dev, options)

@@ -21,7 +21,7 @@ from nmt.io.files import atomic_file
 from nmt.model.ensemble import Ensemble
 from nmt.model.load import Loaded, load_model
 from nmt.model.seq2seq import Transformer
-from nmt.progress import console, sentence_progress, warn
+from nmt.progress import sentence_progress, warn
 from nmt.setup.decoding import DecodeConfig, LengthMode, with_overrides
 from nmt.setup.device import resolve_device
 
@@ -196,8 +196,9 @@ def translate_file(
     if refs is not None and len(refs) != total:  # before any work or output
         few = "fewer than" if len(refs) < total else "more than"
         raise NmtError(f"--ref {files.ref}: {n_lines(len(refs))}, {few} the input's {total:,}")
-    # Stdin typed at a terminal gets no bar; a file or a pipe into a file does.
-    shown = console.is_terminal and (files.input is not None or not sys.stdout.isatty())
+    # Stdin typed at a terminal gets no bar; a file or a pipe into a file does (where
+    # stderr is a terminal: nmt.progress.progress_bar).
+    shown = files.input is not None or not sys.stdout.isatty()
     with ExitStack() as outputs:
         advance = outputs.enter_context(sentence_progress("translate", total, shown and not typed))
         run = Translating(loaded, model, cfg, dev, request, files, refs).open(outputs, advance)

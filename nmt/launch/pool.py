@@ -76,7 +76,7 @@ def bring_up_all(
         initializer=_start_worker,
         initargs=(stopping, os.getpid(), plugins, news),
     )
-    with pool, progress_bar(disable=not console.is_terminal) as bar:  # a log: log_summary
+    with pool, progress_bar() as bar:  # a log: log_summary
         task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
         futures = [
             pool.submit(_bring_up_in_worker, r, splits, device, threads, decodings) for r in planned

@@ -46,7 +46,7 @@ from nmt import install_hint
 from nmt.errors import NmtError, brief
 from nmt.io.files import write_text
 from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
-from nmt.progress import console, progress_bar
+from nmt.progress import console, log_line, progress_bar
 from nmt.setup.compare import LauncherSpec, PlannedRun
 from nmt.setup.config import from_dict
 from nmt.setup.plugins import with_plugins
@@ -285,12 +285,13 @@ def collect(
     known: dict[str, str],
     folder: Path,
 ) -> list[RunResult]:
-    """Wait with a bar of runs queued, running, done and failed; the outcomes. A job
+    """Wait with a bar of runs queued, running, done and failed (in a log, a line
+    whenever those counts change); the outcomes. A job
     that has written its result is taken at once (a look at one directory, every
     :data:`RESULT_POLL_SECONDS`); SLURM is asked about the others (squeue) every
     :data:`POLL_SECONDS`, which also finds those that ended without one."""
     outcomes: dict[int, RunResult] = {}
-    asked, states = -math.inf, {}
+    asked, states, said = -math.inf, {}, ""
     with progress_bar() as bar:
         task = bar.add_task("study", total=len(planned), rate=0.0, unit="runs", info="")
         while True:
@@ -318,6 +319,9 @@ def collect(
             if waiting:  # squeue's reasons: why the queued ones wait
                 info += " (waiting: " + ", ".join(f"{r} {n}" for r, n in waiting.items()) + ")"
             bar.update(task, completed=len(outcomes), info=info)
+            if info != said:  # in a log, where no bar is drawn: each change in a line
+                log_line(f"study: {info}")
+                said = info
             if len(outcomes) == len(planned):
                 return [outcomes[i] for i in range(len(planned))]
             time.sleep(RESULT_POLL_SECONDS)

@@ -393,7 +393,7 @@ class Trainer:
 
     def _training_bar(self, plan: list) -> tuple[Progress, Any]:
         t, s, d = self.cfg.train, self.state, self.dist
-        bar = progress_bar(disable=not d.main or not console.is_terminal)  # a log: log_line
+        bar = progress_bar(disable=not d.main)
         task = bar.add_task(
             "train",
             total=expected_steps(t, s, len(plan), d.world),
