@@ -34,6 +34,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 
+# rich takes stderr for a terminal wherever these say so (many CI systems set
+# FORCE_COLOR), and nmt then draws bars where the tests read a log's plain lines: the
+# suite, and every process it starts, sees stderr as it is.
+for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+    os.environ.pop(name, None)
+
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
 

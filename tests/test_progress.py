@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from rich.progress import Progress
@@ -64,7 +65,7 @@ def test_nmt_quiet_true_silences_a_command(tiny_run, tmp_path):
 
 def test_a_line_at_most_every_interval_and_one_at_the_end(monkeypatch, capsys):
     now = [100.0]
-    monkeypatch.setattr(progress.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     lines = LogLines("encoding train.src", "pairs", 1_000, every=60.0)
     for done, at in [(100, 130.0), (200, 160.0), (300, 161.0), (400, 200.0)]:
         now[0] = at
@@ -80,7 +81,7 @@ def test_a_line_at_most_every_interval_and_one_at_the_end(monkeypatch, capsys):
 
 def test_an_unknown_total_has_no_eta(monkeypatch, capsys):
     now = [0.0]
-    monkeypatch.setattr(progress.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     lines = LogLines("study", "runs", None, every=1.0)
     now[0] = 2.0
     lines.update(3)
