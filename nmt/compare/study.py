@@ -125,7 +125,9 @@ def check_data(spec: CompareSpec, planned: list[PlannedRun]) -> None:
 
 # the spec keys that say how a report compares, which --runs takes with --set (the
 # others say what to train, or have options of their own: --out, --split, --baseline)
-REPORT_KEYS = ("bootstrap", "contrasts", "heatmaps", "length_buckets", "scores", "significance")
+REPORT_KEYS = (
+    "bootstrap", "contrasts", "figures", "heatmaps", "length_buckets", "scores", "significance",
+)  # fmt: skip
 
 
 def compare_runs(
@@ -228,7 +230,8 @@ def report(
     baseline = spec.baseline_name
     rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets, spec.significance)
     contrasts = contrast_rows(runs, splits, spec.contrasts, spec.bootstrap, spec.significance)
-    figures = plot_all(out, runs, rows, splits, spec.heatmaps)
+    figures = plot_all(out, runs, rows, splits, spec.heatmaps) if spec.figures else {"_all": []}
+    remove_other_figures(out, figures)
     ensembles = ensemble_rows(runs, splits, out, dev) if spec.ensemble else []
     print_tables(rows, splits, failures, contrasts)
     for e in ensembles:
@@ -377,6 +380,21 @@ def per_run(r: RunAnalysis) -> dict[str, Any]:
             for split, a in r.splits.items()
         },
     }
+
+
+# the names of the PNGs a report draws (plot_all)
+FIGURE_FILES = ("bleu_by_length_*.png", "dev_curves.png", "attention_*_line*.png")
+
+
+def remove_other_figures(out: Path, figures: dict[str, list[str]]) -> None:
+    """Delete the figures that an earlier report of this study drew and this one does
+    not show (``figures: false``, other heatmap lines or splits), so that the folder
+    holds what report.md shows and nothing stale beside it."""
+    shown = {name for names in figures.values() for name in names}
+    for pattern in FIGURE_FILES:
+        for path in out.glob(pattern):
+            if path.name not in shown:
+                path.unlink()
 
 
 def plot_all(

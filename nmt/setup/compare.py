@@ -123,6 +123,9 @@ class CompareSpec:
     bootstrap: int = 1000  # resamples (Koehn 2004)
     length_buckets: tuple[int, ...] = (10, 20, 30, 40)  # source-word bucket upper bounds
     heatmaps: tuple[int, ...] = (0, 1)  # lines of the first split drawn for every variant
+    # the PNG figures (BLEU by length, dev curves, attention grids); false: the tables,
+    # verdicts and report.html's own heatmaps only, seconds sooner a report
+    figures: bool = True
     ensemble: bool = (
         False  # also score each variant's seeds as one ensemble (nmt.compare.ensembles)
     )

@@ -40,10 +40,12 @@ OUTPUTS = {
 }
 
 
-def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=(), heatmaps=()):
+def write_spec(
+    tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=(), heatmaps=(), figures=False
+):
     """A spec of tiny runs on the toy corpus; ``extra_set``: more of its ``set``;
-    ``heatmaps``: the lines drawn (none unless a test is about them: drawing is most
-    of a tiny study's report time)."""
+    ``heatmaps``: the lines drawn, ``figures``: whether the PNGs are (neither unless a
+    test is about them: drawing is most of a tiny study's report time)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     base = tiny_recipe_dict(toy_dir, tmp_path / "unused", train={"max_steps": 4})
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
@@ -57,6 +59,7 @@ def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=(), heatmaps
         "bootstrap": 200,
         "length_buckets": [8, 16],
         "heatmaps": list(heatmaps),
+        "figures": figures,
     }
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -73,6 +76,7 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
             "local_m": ["model.attention.kind=local_m", "model.attention.window=2"],
         },
         heatmaps=(0, 1),
+        figures=True,
     )
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--set", "ensemble=true"])
     assert result.exit_code == 0, result.output
@@ -112,9 +116,11 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     assert len(rows["local_m"]["seed_deltas"]) == 2
 
     # A second invocation reuses every finished run instead of training again; another
-    # significance test, or a contrast between any two variants, needs no new run either.
+    # significance test, or a contrast between any two variants, needs no new run either;
+    # a report without figures leaves none of the earlier ones beside it.
     stamp = (out / "runs/global/seed1/best.pt").stat().st_mtime_ns
     sets = ["--set", "significance.test=paired_ar", "--set", "significance.metrics=[chrf,ter]"]
+    sets += ["--set", "figures=false"]
     sets += ["--set", "contrasts=[[global, local_m]]", "--set", "scores=[chrf++, ter]"]
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", *sets])
     assert result.exit_code == 0, result.output
@@ -133,6 +139,7 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
         assert local_m[f"{metric}_std"] == pytest.approx(abs(seeds[0] - seeds[1]) / 2**0.5)
         assert f"{metric}_signature" in local_m
     assert "| chrF++ | TER |" in (out / "report.md").read_text()
+    assert "![" not in (out / "report.md").read_text() and not list(out.glob("*.png"))
     assert set(local_m["p_values"]) == {"chrf", "ter"}
     assert local_m["p_value"] == local_m["p_values"]["chrf"]
     (contrast,) = results["contrasts"]  # global against local_m: local_m's test turned round
@@ -315,7 +322,7 @@ def test_runs_that_search_differently_are_compared_with_a_warning(tmp_path, tiny
     recipe = yaml.safe_load((other / "recipe.yaml").read_text())
     recipe["decode"] = {**recipe["decode"], "beam": 1, "batch_tokens": 999}
     (other / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    args = ["--runs", str(run), "--runs", str(other), "--split", "test"]
+    args = ["--runs", str(run), "--runs", str(other), "--split", "test", "--set", "figures=false"]
     result = runner.invoke(app, ["compare", *args, "--out", str(tmp_path / "cmp")])
     said = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
@@ -548,7 +555,7 @@ def test_compare_mends_what_it_derived_and_a_run_left_damaged(tmp_path, tiny_run
             (a / name).write_text(text)
     out = tmp_path / "cmp"
     args = ["--runs", str(a), "--runs", str(b), "--split", "test", "--out", str(out)]
-    result = runner.invoke(app, ["compare", *args])
+    result = runner.invoke(app, ["compare", *args, "--set", "figures=false"])
     said = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
     assert warning is None or warning in said
@@ -597,6 +604,7 @@ def test_a_length_study_with_joined_and_held_out_splits_reports_every_diagnostic
         {"global": [], "local_p": ["model.attention.kind=local_p", "model.attention.window=2"]},
         seeds=(1,),
         heatmaps=(0,),
+        figures=True,
     )
     data = yaml.safe_load(spec.read_text())
     data["splits"] = ["test", "test*3", "test~3", "train>20"]
@@ -757,7 +765,8 @@ def test_runs_without_their_checkpoints_are_reported_from_their_translations(tmp
     shutil.copytree(tiny_run, a)
     shutil.copytree(tiny_run, b)
     args = ["--runs", str(a), "--runs", str(b), "--split", "test", "--split", "test*2"]
-    with_model = runner.invoke(app, ["compare", *args, "--out", str(tmp_path / "one")])
+    quick = ["--set", "figures=false"]  # the figures are drawn in the second report
+    with_model = runner.invoke(app, ["compare", *args, *quick, "--out", str(tmp_path / "one")])
     assert with_model.exit_code == 0, with_model.output
     for run in (a, b):
         for checkpoint in run.glob("*.pt"):

@@ -62,6 +62,7 @@ def test_the_study_page_renders_runs_and_sorts_in_a_browser(chromium, tmp_path, 
         toy_dir,
         {"global": [], "local_m": ["model.attention.kind=local_m", "model.attention.window=2"]},
         seeds=(1, 2),
+        figures=True,
     )
     data = yaml.safe_load(spec.read_text())
     data["splits"] = ["test", "test*3"]

@@ -145,6 +145,7 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, t
         "variants": {"uniform": []},  # one run: one spawned worker
         "bootstrap": 100,
         "heatmaps": [],
+        "figures": False,
     }
     spec.write_text(yaml.safe_dump(study))
     done = nmt("compare", spec, "--jobs", "2", "--device", "cpu", plugin_dir=None, cwd=tmp_path)
