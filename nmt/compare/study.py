@@ -230,8 +230,7 @@ def report(
     baseline = spec.baseline_name
     rows = summarise(runs, splits, baseline, spec.bootstrap, spec.length_buckets, spec.significance)
     contrasts = contrast_rows(runs, splits, spec.contrasts, spec.bootstrap, spec.significance)
-    figures = plot_all(out, runs, rows, splits, spec.heatmaps) if spec.figures else {"_all": []}
-    remove_other_figures(out, figures)
+    figures = plot_all(out, runs, rows, splits, spec.heatmaps, spec.figures)
     ensembles = ensemble_rows(runs, splits, out, dev) if spec.ensemble else []
     print_tables(rows, splits, failures, contrasts)
     for e in ensembles:
@@ -382,19 +381,10 @@ def per_run(r: RunAnalysis) -> dict[str, Any]:
     }
 
 
-# the names of the PNGs a report draws (plot_all)
-FIGURE_FILES = ("bleu_by_length_*.png", "dev_curves.png", "attention_*_line*.png")
-
-
-def remove_other_figures(out: Path, figures: dict[str, list[str]]) -> None:
-    """Delete the figures that an earlier report of this study drew and this one does
-    not show (``figures: false``, other heatmap lines or splits), so that the folder
-    holds what report.md shows and nothing stale beside it."""
-    shown = {name for names in figures.values() for name in names}
-    for pattern in FIGURE_FILES:
-        for path in out.glob(pattern):
-            if path.name not in shown:
-                path.unlink()
+# the PNGs a report draws, by their names' patterns
+LENGTH_FIGURE = "bleu_by_length_{split}.png"
+CURVES_FIGURE = "dev_curves.png"
+ATTENTION_FIGURE = "attention_{split}_line{line}.png"
 
 
 def plot_all(
@@ -403,17 +393,41 @@ def plot_all(
     rows: list[Row],
     splits: tuple[str, ...],
     lines: tuple[int, ...],
+    draw: bool,
 ) -> dict[str, list[str]]:
-    """Write the PNGs; returns their file names by split ("_all" for the rest)."""
+    """Write the PNGs (none where ``draw`` is false: the spec's ``figures``) and delete
+    those that an earlier report of this study drew and this one does not show (other
+    heatmap lines or splits), so that the folder holds what report.md shows; returns
+    their file names by split ("_all" for the rest)."""
+    figures = draw_all(out, runs, rows, splits, lines) if draw and rows else {"_all": []}
+    shown = {name for names in figures.values() for name in names}
+    patterns = (
+        LENGTH_FIGURE.format(split="*"),
+        CURVES_FIGURE,
+        ATTENTION_FIGURE.format(split="*", line="*"),
+    )
+    for pattern in patterns:
+        for path in out.glob(pattern):
+            if path.name not in shown:
+                path.unlink()
+    return figures
+
+
+def draw_all(
+    out: Path,
+    runs: dict[str, list[RunAnalysis]],
+    rows: list[Row],
+    splits: tuple[str, ...],
+    lines: tuple[int, ...],
+) -> dict[str, list[str]]:
+    """Draw every figure of the report (:func:`plot_all`)."""
     figures: dict[str, list[str]] = {"_all": []}
-    if not rows:
-        return figures
     for split in splits:
-        name = f"bleu_by_length_{split}.png"
+        name = LENGTH_FIGURE.format(split=split)
         plot_length_buckets(out / name, split, [r for r in rows if r.split == split])
         figures[split] = [name]
-    plot_dev_curves(out / "dev_curves.png", runs)
-    figures["_all"].append("dev_curves.png")
+    plot_dev_curves(out / CURVES_FIGURE, runs)
+    figures["_all"].append(CURVES_FIGURE)
     firsts = {name: rs[0] for name, rs in runs.items() if rs}
     for n, split in enumerate(splits):
         for line in heatmap_lines(n, split, lines):
@@ -425,7 +439,7 @@ def plot_all(
                 if line in parts[v].caption_words
             }
             if maps:
-                name = f"attention_{split}_line{line}.png"
+                name = ATTENTION_FIGURE.format(split=split, line=line)
                 title = f"{split} line {line}: cross-attention"
                 plot_attention_grid(out / name, maps, title, starts)
                 figures["_all"].append(name)
