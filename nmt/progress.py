@@ -88,10 +88,19 @@ def eta(done: float, total: float | None, elapsed: float) -> str:
 class LogLines:
     """Long work's plain lines for a log (:func:`log_line`: none on a terminal, where a
     bar shows the same): at most one line every ``every`` seconds with what is done,
-    the rate, the time elapsed and an ETA, and one when it ends."""
+    the rate (in ``rate_unit``, by default ``unit``/s), the time elapsed and an ETA,
+    and one when it ends."""
 
-    def __init__(self, description: str, unit: str, total: int | None, every: float = 60.0):
+    def __init__(
+        self,
+        description: str,
+        unit: str,
+        total: int | None,
+        every: float = 60.0,
+        rate_unit: str | None = None,
+    ):
         self.description, self.unit, self.total, self.every = description, unit, total, every
+        self.rate_unit = rate_unit or f"{unit}/s"
         self.start = self.last = time.perf_counter()
 
     def update(self, done: int) -> None:
@@ -102,7 +111,7 @@ class LogLines:
         total = "?" if self.total is None else f"{self.total:,}"
         log_line(
             f"{self.description}: {done:,}/{total} {self.unit}, "
-            f"{done / max(elapsed, 1e-9):,.1f} {self.unit}/s, elapsed "
+            f"{done / max(elapsed, 1e-9):,.1f} {self.rate_unit}, elapsed "
             f"{clock(elapsed)}, ETA {eta(done, self.total, elapsed)}"
         )
 
@@ -110,7 +119,7 @@ class LogLines:
         elapsed = time.perf_counter() - self.start
         log_line(
             f"{self.description}: {done:,} {self.unit} in {clock(elapsed)} "
-            f"({done / max(elapsed, 1e-9):,.1f} {self.unit}/s)"
+            f"({done / max(elapsed, 1e-9):,.1f} {self.rate_unit})"
         )
 
 
@@ -174,11 +183,7 @@ def sentence_progress(description: str, total: int, show: bool) -> Iterator[Call
     bar = progress_bar(disable=not show)
     task = bar.add_task(description, total=total, rate=0.0, unit="sent/s", info="")
     log_line(f"{description}: {total:,} sentences")
-    start = time.perf_counter()
+    lines = LogLines(description, "sentences", total, rate_unit="sent/s")
     with bar:
         yield advancer(bar, task)
-    seconds = time.perf_counter() - start
-    log_line(
-        f"{description}: {total:,} sentences in {clock(seconds)} "
-        f"({total / max(seconds, 1e-9):,.1f} sent/s)"
-    )
+    lines.end(total)
