@@ -179,11 +179,20 @@ def advancer(bar: Progress, task: TaskID) -> Callable[[int], None]:
 @contextmanager
 def sentence_progress(description: str, total: int, show: bool) -> Iterator[Callable[[int], None]]:
     """A bar over ``total`` sentences while the block runs (or, in a log, a line as it
-    starts and one as it ends); yields its ``advance(n)``."""
+    starts, one a minute at most with the rate and an ETA, and one as it ends); yields
+    its ``advance(n)``."""
     bar = progress_bar(disable=not show)
     task = bar.add_task(description, total=total, rate=0.0, unit="sent/s", info="")
     log_line(f"{description}: {total:,} sentences")
     lines = LogLines(description, "sentences", total, rate_unit="sent/s")
+    on_bar, done = advancer(bar, task), 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        on_bar(n)
+        lines.update(done)
+
     with bar:
-        yield advancer(bar, task)
+        yield advance
     lines.end(total)

@@ -1,6 +1,7 @@
 """Progress bars: the rate column reads well at every scale; messages stay one line;
 environment switches take the usual spellings of true and false; in a log, long work
-says where it stands at most every so often and how it ended (LogLines)."""
+says where it stands at most every so often and how it ended (LogLines), a
+translation too."""
 
 from __future__ import annotations
 
@@ -88,3 +89,20 @@ def test_an_unknown_total_has_no_eta(monkeypatch, capsys):
     assert re.fullmatch(
         r"study: 3/\? runs, 1\.5 runs/s, elapsed 0:00:02, ETA \?\n", capsys.readouterr().err
     )
+
+
+def test_a_translation_in_a_log_says_where_it_stands_each_minute(monkeypatch, capsys):
+    """``sentence_progress`` (translate, evaluate, import): in a log, a line as it
+    starts, one a minute at most with the rate and an ETA, and one as it ends."""
+    now = [0.0]
+    monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    with progress.sentence_progress("translate", 1_000, show=True) as advance:
+        for at in (30.0, 61.0, 90.0, 110.0):
+            now[0] = at
+            advance(250)
+        now[0] = 125.0
+    assert capsys.readouterr().err.splitlines() == [
+        "translate: 1,000 sentences",
+        "translate: 500/1,000 sentences, 8.2 sent/s, elapsed 0:01:01, ETA 0:01:01",
+        "translate: 1,000 sentences in 0:02:05 (8.0 sent/s)",
+    ]
