@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -248,9 +249,8 @@ def report(
         warn(note)
     maps = html_maps(runs, splits)
     # the page draws attention itself (hoverable canvases); it embeds the other plots
-    plots = {
-        k: [f for f in names if not f.startswith("attention_")] for k, names in figures.items()
-    }
+    grids = ATTENTION_FIGURE.format(split="*", line="*")
+    plots = {k: [f for f in names if not fnmatch(f, grids)] for k, names in figures.items()}
     write_html(out / "report.html", title, splits, rows, maps, notes, plots)
     write_csv(out / "results.csv", rows)
     payload: dict[str, Any] = {

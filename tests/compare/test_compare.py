@@ -40,9 +40,7 @@ OUTPUTS = {
 }
 
 
-def write_spec(
-    tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=(), heatmaps=(), figures=False
-):
+def write_spec(tmp_path, toy_dir, variants, seeds=(1, 2), extra_set=(), heatmaps=(), figures=False):
     """A spec of tiny runs on the toy corpus; ``extra_set``: more of its ``set``;
     ``heatmaps``: the lines drawn, ``figures``: whether the PNGs are (neither unless a
     test is about them: drawing is most of a tiny study's report time)."""
