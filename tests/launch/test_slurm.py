@@ -23,6 +23,8 @@ from nmt.cli import app
 from nmt.errors import NmtError
 from nmt.launch.slurm import read_outcome
 from nmt.progress import flag
+from nmt.setup.recipe import load_recipe
+from nmt.training.run import train
 from tests.compare.test_compare import write_spec
 from tests.conftest import require_extra, subprocess_env
 
@@ -69,17 +71,15 @@ def weights(run: Path) -> dict[str, torch.Tensor]:
 
 
 def trained_alone(run: Path, out: Path) -> Path:
-    """The run's own resolved recipe, trained here without interruption on one thread
-    (as a study's worker trains it): its run directory."""
-    command = [sys.executable, "-m", "nmt", "train", str(run / "recipe.yaml"), "--device", "cpu"]
-    done = subprocess.run(
-        [*command, "--set", f"run_dir={out}"],
-        env={**subprocess_env(), "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    """The run's own resolved recipe, trained without interruption on one thread (as
+    a study's worker trains it), in this process (one of its own would add only its
+    seconds of imports): its run directory."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(load_recipe(run / "recipe.yaml", [f"run_dir={out}"]), device="cpu")
+    finally:
+        torch.set_num_threads(threads)
     return out
 
 
