@@ -163,15 +163,17 @@ def progress_bar(*, disable: bool = False) -> Progress:
     )
 
 
-def advancer(bar: Progress, task: TaskID) -> Callable[[int], None]:
+def advancer(bar: Progress, task: TaskID, lines: LogLines | None = None) -> Callable[[int], None]:
     """A callback that advances ``task`` by n units and sets its rate (units per
-    second since the callback was made)."""
+    second since the callback was made), and tells ``lines`` (a log's) the same."""
     start, done = time.perf_counter(), 0
 
     def advance(n: int) -> None:
         nonlocal done
         done += n
         bar.update(task, completed=done, rate=done / max(time.perf_counter() - start, 1e-9))
+        if lines is not None:
+            lines.update(done)
 
     return advance
 
@@ -185,14 +187,6 @@ def sentence_progress(description: str, total: int, show: bool) -> Iterator[Call
     task = bar.add_task(description, total=total, rate=0.0, unit="sent/s", info="")
     log_line(f"{description}: {total:,} sentences")
     lines = LogLines(description, "sentences", total, rate_unit="sent/s")
-    on_bar, done = advancer(bar, task), 0
-
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        on_bar(n)
-        lines.update(done)
-
     with bar:
-        yield advance
+        yield advancer(bar, task, lines)
     lines.end(total)
