@@ -19,7 +19,7 @@ import yaml
 
 from nmt import install_hint
 from nmt.data.toy import write_corpus
-from nmt.progress import flag
+from nmt.progress import QUIET, console, flag
 from nmt.setup.allocator import allocator_named, library_dirs, restart_environment
 from nmt.setup.config import from_dict
 from nmt.setup.recipe import RunConfig
@@ -35,10 +35,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 # rich takes stderr for a terminal wherever these say so (many CI systems set
-# FORCE_COLOR), and nmt then draws bars where the tests read a log's plain lines: the
-# suite, and every process it starts, sees stderr as it is.
-for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+# FORCE_COLOR), and nmt then draws bars where the tests read a log's plain lines; a
+# shell's NMT_QUIET silences the messages they read. The suite, and every process it
+# starts, sees stderr as it is and says what it says (a test of quiet sets it itself).
+for name in ("FORCE_COLOR", "TTY_COMPATIBLE", QUIET):
     os.environ.pop(name, None)
+console.quiet = False  # nmt.progress read NMT_QUIET when it was imported, above
 
 SHARED_MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
