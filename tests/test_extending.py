@@ -35,5 +35,5 @@ def test_the_training_snippet_runs_as_shown(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "10"
+    assert done.stdout.strip().splitlines()[-1] == "5"
     assert (tmp_path / "runs/scratch/last.pt").is_file()
