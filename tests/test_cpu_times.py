@@ -3,6 +3,8 @@ the process that ran it and of the children it waited for, and nothing without i
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytest_plugins = ("pytester",)
@@ -32,10 +34,13 @@ def test_each_test_gets_its_own_and_its_childrens_cpu(pytester: pytest.Pytester)
     out = pytester.path / "times.tsv"
     done = pytester.runpytest("-p", "tests.cpu_times", "-p", "no:randomly", "--cpu-times", out)
     done.assert_outcomes(passed=3)
-    rows = {}
+    rows, ends = {}, []
     for line in out.read_text().splitlines():
-        node, wall, own, children = line.split("\t")
+        node, wall, own, children, worker, ended = line.split("\t")
         rows[node.split("::")[1]] = (float(wall), float(own), float(children))
+        assert worker == os.environ.get("PYTEST_XDIST_WORKER", "main")  # pytester: in-process
+        ends.append(float(ended))
+    assert ends == sorted(ends) and ends[-1] - ends[0] >= 0.29  # the tests, in turn
     assert set(rows) == {"test_works_itself", "test_waits_for_a_child", "test_idles"}
     assert rows["test_works_itself"][1] >= 0.29 and rows["test_works_itself"][2] < 0.1
     assert rows["test_waits_for_a_child"][2] >= 0.29
