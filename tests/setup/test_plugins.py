@@ -121,18 +121,21 @@ def test_two_plugin_files_of_one_name_are_two_modules(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, tmp_path):
     """Named by a relative path: stored resolved, so that translate works from another
-    directory; a study with --jobs 2 (spawned workers), and --nproc 2 (DDP ranks, with
-    the base-class projections the plug-in leaves unused), train with it, and under the
+    directory; --nproc 2 (DDP ranks, with the base-class projections the plug-in leaves
+    unused) and a study with --jobs 2 (a spawned worker) train with it, under the
     allocator the command chose (nmt/setup/allocator.py: they inherit its preload)."""
     recipe = tmp_path / "recipe.yaml"
     base = tiny_recipe_dict(toy_dir, tmp_path / "run", train={"max_steps": 2, "valid_every": 2})
     base["model"]["attention"] = {"kind": "uniform"}
     recipe.write_text(yaml.safe_dump(base))
     relative = ["--plugin", "elsewhere/uniform_attention.py"]
-    done = nmt("train", recipe, *relative, "--device", "cpu", plugin_dir=None, cwd=tmp_path)
+    chosen = allocator_of_a_command(subprocess_env())
+    ddp, env = ["--nproc", "2", *relative, "--device", "cpu"], {"OMP_NUM_THREADS": "1"}
+    done = nmt("train", recipe, *ddp, plugin_dir=None, cwd=tmp_path, extra_env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     stored = yaml.safe_load((tmp_path / "run" / "recipe.yaml").read_text())["plugins"]
     assert stored == [str((plugin_dir / "uniform_attention.py").resolve())]
+    assert where(tmp_path / "run")["allocator"] == chosen
     source = (toy_dir / "test.src").read_text()
     done = nmt("translate", tmp_path / "run", plugin_dir=None, input=source, cwd=toy_dir)
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 15, done.stderr[-3000:]
@@ -150,16 +153,7 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, t
     spec.write_text(yaml.safe_dump(study))
     done = nmt("compare", spec, "--jobs", "2", "--device", "cpu", plugin_dir=None, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]  # two spellings of one file: one module
-    chosen = allocator_of_a_command(subprocess_env())
     assert where(tmp_path / "study/runs/uniform/seed1")["allocator"] == chosen
-
-    ddp = ["--nproc", "2", "--set", f"run_dir={tmp_path / 'ddp'}", *relative]
-    env = {"OMP_NUM_THREADS": "1"}
-    done = nmt(
-        "train", recipe, *ddp, "--device", "cpu", plugin_dir=None, cwd=tmp_path, extra_env=env
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert where(tmp_path / "ddp")["allocator"] == chosen
 
 
 def where(run: Path) -> dict:
