@@ -238,7 +238,7 @@ def test_sigterm_to_time_to_quality_stops_its_training(toy_dir, tmp_path):
         run = tmp_path / how
         command = [sys.executable, str(BENCHMARKS / "time_to_quality.py"), "recipes/toy.yaml"]
         command += ["--data", str(toy_dir), "--run-dir", str(run), "--every", "100000", *TINY]
-        command += ["--split", "test"]
+        command += ["--split", "test", "--cache", "cold"]  # no nmt data prepare before it
         command += ["--set", "train.max_steps=1000000", "--set", "train.max_epochs=null"]
         command += ["--set", "train.max_minutes=null", "--set", "train.log_every=1"]
         env = {**subprocess_env(), "NMT_CACHE_DIR": str(tmp_path / "cache")}
