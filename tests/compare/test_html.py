@@ -83,6 +83,8 @@ def test_the_study_page_renders_runs_and_sorts_in_a_browser(chromium, tmp_path, 
     (curves,) = embedded["plots"]
     png = base64.b64decode(curves["src"].removeprefix("data:image/png;base64,"))
     assert png == (tmp_path / "study" / "dev_curves.png").read_bytes()
+    # the joined line's attention grid, a panel per variant, is a figure beside the page
+    assert (tmp_path / "study" / "attention_test*3_line0.png").read_bytes()[:4] == b"\x89PNG"
 
     dom = browse(chromium, page, tmp_path, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
