@@ -124,7 +124,8 @@ for name, path, lines, limit in json.loads(sys.argv[1]):
     for i, line in enumerate(lines):
         batch = tokenizer([line], return_tensors="pt")
         most = min(int(limit["a"] * batch.input_ids.size(1) + limit["b"]), limit["cap"])
-        for beams, key in ((1, "greedy"), (3, "beam"))[: 2 if i < BEAM_LINES else 1]:
+        searches = [(1, "greedy"), (3, "beam")] if i < BEAM_LINES else [(1, "greedy")]
+        for beams, key in searches:
             ids = model.generate(**batch, max_new_tokens=most, num_beams=beams)
             out[name][key].append(ids[0, 1:].tolist())
         out[name]["most"].append(most)
