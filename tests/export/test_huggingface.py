@@ -111,9 +111,11 @@ def test_greedy_generate_of_a_stock_class_equals_nmt_translate(name, tiny_run, t
     assert all(a == t.text for a, t, i in zip(texts, ours, ids) if UNK not in i)
 
 
+BEAM_LINES = 3  # the first lines, which beam search also translates (greedy: every line)
+
 WITHOUT_NMT = """
 import json, sys
-BEAM_LINES = 3  # beam search, several times greedy's cost, on the first lines only
+BEAM_LINES = int(sys.argv[3])
 sys.modules["nmt"] = None  # nmt made unimportable
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 out = {}
@@ -139,9 +141,9 @@ def test_every_remote_code_export_runs_without_nmt_as_nmt_translate(tiny_run, to
     """Every attention kind and position scheme that needs nmt's own code, loaded and
     run by transformers in a process where nmt cannot be imported (the export
     carries the code): greedy gives nmt translate's ids on eight lines; beam search
-    (whose length penalty is transformers', as the card says) ends every output of the
-    first three with </s> within nmt's length limit, as the export's generation config
-    forces it to."""
+    (whose length penalty is transformers', as the card says) ends every output of
+    the first BEAM_LINES with </s> within nmt's length limit, as the export's
+    generation config forces it to."""
     lines = read_lines(toy_dir / "test.src")[:8]
     jobs, ours = [], {}
     for name in (n for n in VARIANTS if n not in STOCK):
@@ -153,15 +155,15 @@ def test_every_remote_code_export_runs_without_nmt_as_nmt_translate(tiny_run, to
         ours[name] = nmt_translations(path, lines)
     modules = {"HF_MODULES_CACHE": str(tmp_path / "modules")}
     done = run_outside_the_checkout(
-        WITHOUT_NMT, json.dumps(jobs), "out.json", cwd=tmp_path, env=modules
+        WITHOUT_NMT, json.dumps(jobs), "out.json", str(BEAM_LINES), cwd=tmp_path, env=modules
     )
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads((tmp_path / "out.json").read_text())
     for name, *_ in jobs:
         greedy = [[i for i in ids if i not in (EOS, PAD)] for ids in theirs[name]["greedy"]]
         assert greedy == [t.tokens for t in ours[name]], name
-        assert len(theirs[name]["beam"]) == 3, name
-        beams = zip(theirs[name]["beam"], theirs[name]["most"])  # the first three lines
+        assert len(theirs[name]["beam"]) == BEAM_LINES, name
+        beams = zip(theirs[name]["beam"], theirs[name]["most"])  # the first lines
         assert all(ids[-1] == EOS and len(ids) <= most for ids, most in beams), name
 
 
