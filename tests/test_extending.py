@@ -35,5 +35,6 @@ def test_the_training_snippet_runs_as_shown(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "5"
+    steps = re.search(r'"train\.max_steps=(\d+)"', block)[1]  # the updates it asks for
+    assert done.stdout.strip().splitlines()[-1] == steps
     assert (tmp_path / "runs/scratch/last.pt").is_file()
