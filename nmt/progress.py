@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
     ProgressColumn,
     Task,
@@ -103,16 +102,19 @@ class LogLines:
         self.rate_unit = rate_unit or f"{unit}/s"
         self.start = self.last = time.perf_counter()
 
-    def update(self, done: int) -> None:
+    def update(self, done: int, share: float | None = None) -> None:
+        """``done`` so far; ``share``: the share of the work done, where the ETA
+        should follow it rather than ``done`` (:class:`Tally`)."""
         now = time.perf_counter()
         if now - self.last < self.every:
             return
         self.last, elapsed = now, now - self.start
         total = "?" if self.total is None else f"{self.total:,}"
+        left = eta(done, self.total, elapsed) if share is None else eta(share, 1.0, elapsed)
         log_line(
             f"{self.description}: {done:,}/{total} {self.unit}, "
             f"{done / max(elapsed, 1e-9):,.1f} {self.rate_unit}, elapsed "
-            f"{clock(elapsed)}, ETA {eta(done, self.total, elapsed)}"
+            f"{clock(elapsed)}, ETA {left}"
         )
 
     def end(self, done: int) -> None:
@@ -127,6 +129,17 @@ def warn(message: str) -> None:
     """A warning on stderr, shown even under ``--quiet``."""
     sys.stderr.write(f"warning: {message}\n")
     sys.stderr.flush()
+
+
+class CountColumn(ProgressColumn):
+    """``done/total``: the task's ``count`` field where it has one (a translation's
+    sentences, while its fill follows the work: :class:`Tally`), else what is
+    completed."""
+
+    def render(self, task: Task) -> Text:
+        done = int(task.fields.get("count", task.completed))
+        total = "?" if task.total is None else f"{int(task.total):,}"
+        return Text(f"{done:,}/{total}", style="progress.download")
 
 
 class RateColumn(ProgressColumn):
@@ -151,7 +164,7 @@ def progress_bar(*, disable: bool = False) -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        CountColumn(),
         RateColumn(),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
@@ -163,30 +176,61 @@ def progress_bar(*, disable: bool = False) -> Progress:
     )
 
 
-def advancer(bar: Progress, task: TaskID, lines: LogLines | None = None) -> Callable[[int], None]:
-    """A callback that advances ``task`` by n units and sets its rate (units per
-    second since the callback was made), and tells ``lines`` (a log's) the same."""
-    start, done = time.perf_counter(), 0
+class Tally:
+    """Sentences done (what a user reads: 1,657/2,020) and the work behind them, from
+    which ``task``'s fill and rate and the ETA come, on the bar and in ``lines`` (a
+    log's).
 
-    def advance(n: int) -> None:
-        nonlocal done
-        done += n
-        bar.update(task, completed=done, rate=done / max(time.perf_counter() - start, 1e-9))
-        if lines is not None:
-            lines.update(done)
+    The work is what a translation call plans (:meth:`planned`: source pieces). A
+    batch of long sentences takes about as long as one of many short ones, and a
+    translation goes from the shortest sentences to the longest, so that an ETA that
+    counted sentences came early (docs/commands.md). Work not planned yet (the parts
+    of a long input not read yet) is taken at the work per sentence planned so far;
+    where nothing plans any (an import), the work is the sentences."""
 
-    return advance
+    def __init__(
+        self, bar: Progress, task: TaskID, total: int, lines: LogLines | None = None
+    ) -> None:
+        self.bar, self.task, self.total, self.lines = bar, task, total, lines  # total: sentences
+        self.start = time.perf_counter()
+        self.sentences = self.work = self.planned_sentences = self.planned_work = 0
+
+    def planned(self, sentences: int, work: int) -> None:
+        """A translation call's ``sentences`` and their ``work``, before it starts."""
+        self.planned_sentences += sentences
+        self.planned_work += work
+
+    def done(self, sentences: int, work: int = 0) -> None:
+        """``sentences`` more done, and their ``work`` (of what was planned)."""
+        self.sentences += sentences
+        self.work += work
+        rate = self.sentences / max(time.perf_counter() - self.start, 1e-9)
+        share = self.share()
+        # the fill follows the work (in sentences' worth), the count the sentences
+        completed = self.sentences if share is None else share * self.total
+        self.bar.update(self.task, completed=completed, count=self.sentences, rate=rate)
+        if self.lines is not None:
+            self.lines.update(self.sentences, share)
+
+    def share(self) -> float | None:
+        """The share of the whole work done; None where nothing was planned."""
+        if not self.planned_sentences:
+            return None
+        per_sentence = self.planned_work / self.planned_sentences
+        unplanned = max(self.total - self.planned_sentences, 0) * per_sentence
+        whole = self.planned_work + unplanned
+        return min(self.work / whole, 1.0) if whole else None
 
 
 @contextmanager
-def sentence_progress(description: str, total: int, show: bool) -> Iterator[Callable[[int], None]]:
+def sentence_progress(description: str, total: int, show: bool) -> Iterator[Tally]:
     """A bar over ``total`` sentences while the block runs (or, in a log, a line as it
     starts, one a minute at most with the rate and an ETA, and one as it ends); yields
-    its ``advance(n)``."""
+    its :class:`Tally`."""
     bar = progress_bar(disable=not show)
     task = bar.add_task(description, total=total, rate=0.0, unit="sent/s", info="")
     log_line(f"{description}: {total:,} sentences")
     lines = LogLines(description, "sentences", total, rate_unit="sent/s")
     with bar:
-        yield advancer(bar, task, lines)
+        yield Tally(bar, task, total, lines)
     lines.end(total)

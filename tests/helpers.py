@@ -136,3 +136,17 @@ def straight_and_resumed(
         raise AssertionError(f"the run did not stop after update {stop_at}")
     train(stopped, device="cpu", resume=True)
     return tuple(checkpoint.load(f"{c.run_dir}/last.pt") for c in (whole, stopped))
+
+
+class Heard:
+    """A progress listener that keeps what it hears."""
+
+    def __init__(self) -> None:
+        self.plans: list[tuple[int, int]] = []
+        self.batches: list[tuple[int, int]] = []
+
+    def planned(self, sentences: int, work: int) -> None:
+        self.plans.append((sentences, work))
+
+    def done(self, sentences: int, work: int = 0) -> None:
+        self.batches.append((sentences, work))

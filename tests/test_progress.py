@@ -96,13 +96,34 @@ def test_a_translation_in_a_log_says_where_it_stands_each_minute(monkeypatch, ca
     starts, one a minute at most with the rate and an ETA, and one as it ends."""
     now = [0.0]
     monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    with progress.sentence_progress("translate", 1_000, show=True) as advance:
+    with progress.sentence_progress("translate", 1_000, show=True) as tally:
         for at in (30.0, 61.0, 90.0, 110.0):
             now[0] = at
-            advance(250)
+            tally.done(250)  # no work planned (an import): the ETA counts sentences
         now[0] = 125.0
     assert capsys.readouterr().err.splitlines() == [
         "translate: 1,000 sentences",
         "translate: 500/1,000 sentences, 8.2 sent/s, elapsed 0:01:01, ETA 0:01:01",
         "translate: 1,000 sentences in 0:02:05 (8.0 sent/s)",
     ]
+
+
+def test_a_translations_eta_follows_its_work_not_its_sentences(monkeypatch, capsys):
+    """Translation goes from the shortest sentences to the longest: half the sentences
+    done in 61 s may be a sixth of the work (500 of 4 source pieces and 500 of 20),
+    and then 305 s are left, not 61. Work not planned yet (the next part of a long
+    input) counts at the work per sentence planned so far."""
+    now = [0.0]
+    monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    with progress.sentence_progress("translate", 1_000, show=True) as tally:
+        tally.planned(1_000, 12_000)
+        now[0] = 61.0
+        tally.done(500, 2_000)
+        now[0] = 200.0
+    now[0] = 0.0
+    with progress.sentence_progress("translate", 1_000, show=True) as tally:
+        tally.planned(500, 5_000)  # the first part of two: the second taken as as long
+        now[0] = 61.0
+        tally.done(250, 2_500)
+    lines = [x for x in capsys.readouterr().err.splitlines() if "ETA" in x]
+    assert [x.split("ETA ")[1] for x in lines] == ["0:05:05", "0:03:03"]

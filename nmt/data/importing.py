@@ -367,9 +367,9 @@ def import_corpus(
             for split, (total, records, extras) in todo.items():
                 mine = files[at : at + 2 + len(extras)]
                 at += len(mine)
-                with sentence_progress(f"import {split}", total, options.show) as advance:
+                with sentence_progress(f"import {split}", total, options.show) as progress:
                     counts[split] = write_split(
-                        split, mine, records, extras, options.skip_empty, advance
+                        split, mine, records, extras, options.skip_empty, progress.done
                     )
     return counts
 

@@ -115,9 +115,9 @@ def evaluate(
         src, refs = load_split(data, split)
         name = f"{split}@{tag}" if tag else split
         start = time.perf_counter()
-        with sentence_progress(name, len(src), show=True) as advance:
+        with sentence_progress(name, len(src), show=True) as progress:
             oracle = refs if length == "oracle" else None
-            options = Options(on_batch=advance, refs=oracle)
+            options = Options(progress=progress, refs=oracle)
             nbest = translate_text(loaded, loaded.model, src, decode, dev, options)
         seconds = time.perf_counter() - start
         hyps = [one_line(h[0].text) for h in nbest]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
@@ -281,11 +281,21 @@ def _collect(
         results[b] = [Hypothesis(_strip(rows[j * K + k]), float(final[j, k])) for k in possible]
 
 
+class Listener(Protocol):
+    """What hears a translation's progress (nmt.progress.Tally: a bar, a log's lines):
+    the sentences a call will translate and their work (source pieces, end of
+    sentence included), then each batch's as it is done."""
+
+    def planned(self, sentences: int, work: int) -> None: ...
+
+    def done(self, sentences: int, work: int = 0) -> None: ...
+
+
 @dataclass(frozen=True)
 class Options:
     """What a translation call may be given beyond the model and its search settings."""
 
-    on_batch: Callable[[int], None] | None = None  # hears n after each batch of n sentences
+    progress: Listener | None = None  # hears the work planned and each batch done
     on_truncated: Callable[[int], None] | None = None  # hears how many lines were cut
     sampling: Sampling | None = None  # draw one output per sentence instead of searching
     # where the draws come from, so that calls for successive parts of one input
@@ -308,8 +318,8 @@ def translate_ids(
     oracle``: the reference's own length).
 
     Sentences are bucketed by length into ``cfg.batch_tokens`` batches; an empty
-    sentence gets an empty hypothesis without being decoded; ``options.on_batch(n)``
-    hears each batch of n sentences (progress bars).
+    sentence gets an empty hypothesis without being decoded (and is done at once for
+    ``options.progress``, which hears each batch's sentences and source pieces).
     """
     draw = drawing(cfg, options, device)
     limit = model.cfg.max_positions - 1
@@ -318,6 +328,9 @@ def translate_ids(
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in src_ids]
     todo = [i for i, s in enumerate(src_ids) if s]
     lengths = [(len(src_ids[i]) + 1, len(src_ids[i]) + 1) for i in todo]
+    if options.progress is not None:
+        options.progress.planned(len(src_ids), sum(n for n, _ in lengths))
+        options.progress.done(len(src_ids) - len(todo))
     # A beam multiplies the work per sentence: keep the tokens in flight bounded.
     for batch in bucket(lengths, max(1, cfg.batch_tokens // cfg.beam)):
         idx = [todo[j] for j in batch]
@@ -331,8 +344,8 @@ def translate_ids(
             hyps = beam_search(model, src, lengths, cfg.beam, cfg.n_best, remedies)
         for i, h in zip(idx, hyps):
             results[i] = h
-        if options.on_batch is not None:
-            options.on_batch(len(idx))
+        if options.progress is not None:
+            options.progress.done(len(idx), sum(len(src_ids[i]) + 1 for i in idx))
     return results
 
 

@@ -14,13 +14,14 @@ With ``decode.split: none`` this is :func:`nmt.decoding.search.translate_lines`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from nmt.data.sentences import Segment, joiner, segmenter, split_lines
 from nmt.decoding.search import (
+    Listener,
     Options,
     Translation,
     detokenised,
@@ -52,8 +53,8 @@ def translate_text(
     plain = dataclasses.replace(cfg, split="none")
     if cfg.split == "marks":
         return marked(loaded, model, by_line(sentences, owners, len(lines)), plain, device, options)
-    progress = in_lines(options.on_batch, len(lines), len(sentences))
-    on_sentences = dataclasses.replace(options, on_batch=progress)
+    progress = None if options.progress is None else InLines(options.progress, len(lines))
+    on_sentences = dataclasses.replace(options, progress=progress)
     each = translate_lines(model, v.src, v.tgt, sentences, plain, device, on_sentences)
     return joined(each, owners, len(lines), joiner(data.tgt_lang))
 
@@ -123,20 +124,24 @@ def joined(
     ]
 
 
-def in_lines(
-    on_batch: Callable[[int], None] | None, lines: int, sentences: int
-) -> Callable[[int], None] | None:
-    """A progress callback counting lines, fed sentences: each sentence done is its
-    share of a line, reported in whole lines (all of them by the last sentence)."""
-    if on_batch is None or not sentences:
-        return on_batch
-    done = {"sentences": 0, "lines": 0}
+@dataclass
+class InLines:
+    """A translation's progress counted in lines (``progress``'s count), fed its
+    sentences: each sentence done is its share of a line, reported in whole lines (all
+    of them by the last sentence); the work is passed on as it is."""
 
-    def advance(n: int) -> None:
-        done["sentences"] += n
-        now = done["sentences"] * lines // sentences
-        if now > done["lines"]:
-            on_batch(now - done["lines"])
-            done["lines"] = now
+    progress: Listener
+    lines: int
+    sentences: int = 0  # planned
+    done_sentences: int = 0
+    done_lines: int = 0
 
-    return advance
+    def planned(self, sentences: int, work: int) -> None:
+        self.sentences += sentences
+        self.progress.planned(self.lines, work)
+
+    def done(self, sentences: int, work: int = 0) -> None:
+        self.done_sentences += sentences
+        now = self.done_sentences * self.lines // max(self.sentences, 1)
+        self.progress.done(now - self.done_lines, work)
+        self.done_lines = now

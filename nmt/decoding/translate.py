@@ -14,7 +14,7 @@ import torch
 from nmt.data.alignment import Alignment, format_pharaoh
 from nmt.data.corpus import input_chunks, n_lines, read_lines
 from nmt.decoding.length_check import check_lengths
-from nmt.decoding.search import Options, Sampling, Translation, encode_source
+from nmt.decoding.search import Listener, Options, Sampling, Translation, encode_source
 from nmt.decoding.split import sentence_rules, translate_text
 from nmt.errors import ConfigError, NmtError
 from nmt.io.files import atomic_file
@@ -200,8 +200,8 @@ def translate_file(
     # stderr is a terminal: nmt.progress.progress_bar).
     shown = files.input is not None or not sys.stdout.isatty()
     with ExitStack() as outputs:
-        advance = outputs.enter_context(sentence_progress("translate", total, shown and not typed))
-        run = Translating(loaded, model, cfg, dev, request, files, refs).open(outputs, advance)
+        progress = outputs.enter_context(sentence_progress("translate", total, shown and not typed))
+        run = Translating(loaded, model, cfg, dev, request, files, refs).open(outputs, progress)
         first = 0
         for lines in typed_lines() if typed else chunks:
             run.part(lines, first)
@@ -228,8 +228,8 @@ class Translating:
     truncated: int = 0
     lengths: list[tuple[int, int]] = field(default_factory=list)  # (source, output) pieces
 
-    def open(self, outputs: ExitStack, advance: Callable[[int], None]) -> Translating:
-        """Open the output (and alignments) files in ``outputs``; progress to ``advance``."""
+    def open(self, outputs: ExitStack, progress: Listener) -> Translating:
+        """Open the output (and alignments) files in ``outputs``; progress to ``progress``."""
         self.write = outputs.enter_context(open_output(self.files.output))
         links = self.files.alignments
         self.write_links = None if links is None else outputs.enter_context(open_output(links))
@@ -237,7 +237,7 @@ class Translating:
         generator = None
         if sampling is not None:
             generator = torch.Generator(self.device).manual_seed(sampling.seed)
-        self.options = Options(advance, self.count_truncated, sampling, generator)
+        self.options = Options(progress, self.count_truncated, sampling, generator)
         return self
 
     def count_truncated(self, n: int) -> None:

@@ -26,11 +26,12 @@ from torch.nn.parallel import DistributedDataParallel
 
 from nmt import kernels
 from nmt.data.batching import Batch
+from nmt.decoding.search import Listener
 from nmt.errors import NmtError
 from nmt.export.averaging import kept_name, prune
 from nmt.io import checkpoint, files
 from nmt.model.seq2seq import Transformer
-from nmt.progress import advancer, clock, console, eta, log_line, progress_bar
+from nmt.progress import Tally, clock, console, eta, log_line, progress_bar
 from nmt.setup.config import from_dict
 from nmt.setup.device import bf16_units, load_average, where_it_ran
 from nmt.setup.training import TRAINERS
@@ -264,11 +265,11 @@ class Trainer:
 
     # ------------------------------------------------------------- validation
 
-    def validate(self, on_batch: Callable[[int], None] | None = None) -> dict[str, float]:
+    def validate(self, progress: Listener | None = None) -> dict[str, float]:
         """The dev set's scores for the model as it stands, or for its weights'
         average under ``train.ema`` (nmt.training.validation)."""
         with self.averaged():
-            return dev_scores(self.model, self.data, self.cfg, self.device, self.bf16, on_batch)
+            return dev_scores(self.model, self.data, self.cfg, self.device, self.bf16, progress)
 
     def averaged(self) -> Any:
         """The model holds the weights that validation scores and checkpoints keep
@@ -575,8 +576,9 @@ class Trainer:
         first or cut it short (the loop then saves ``last.pt`` and stops)."""
         if not self.cfg.train.valid_bleu:
             return self.signals.interruptible(self.validate)
-        task = bar.add_task("valid", total=len(self.data.dev_src), rate=0.0, unit="sent/s", info="")
+        dev = len(self.data.dev_src)
+        task = bar.add_task("valid", total=dev, rate=0.0, unit="sent/s", info="")
         try:
-            return self.signals.interruptible(lambda: self.validate(advancer(bar, task)))
+            return self.signals.interruptible(lambda: self.validate(Tally(bar, task, dev)))
         finally:
             bar.remove_task(task)

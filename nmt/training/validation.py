@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -12,7 +11,7 @@ import torch.nn.functional as F
 
 from nmt.data.vocab import PAD
 from nmt.decoding.metrics import bleu
-from nmt.decoding.search import Options, translate_lines
+from nmt.decoding.search import Listener, Options, translate_lines
 from nmt.model.seq2seq import Transformer
 
 if TYPE_CHECKING:
@@ -27,10 +26,10 @@ def dev_scores(
     cfg: RunConfig,
     device: torch.device,
     bf16: bool,
-    on_batch: Callable[[int], None] | None = None,
+    progress: Listener | None = None,
 ) -> dict[str, float]:
     """Dev loss and perplexity (teacher forced), and the BLEU of greedy decoding when
-    ``train.valid_bleu``; ``on_batch(n)`` follows the decoding's sentences."""
+    ``train.valid_bleu``; ``progress`` follows the decoding."""
     model.eval()
     amp = {"device_type": device.type, "dtype": torch.bfloat16, "enabled": bf16}
     nll = tokens = 0.0
@@ -53,7 +52,7 @@ def dev_scores(
         changes = {"beam": 1, "n_best": 1, "coverage": 0.0, "word_reward": 0.0}
         greedy = dataclasses.replace(cfg.decode, **changes)
         with torch.autocast(**amp):
-            v, options = data.vocabs, Options(on_batch=on_batch)
+            v, options = data.vocabs, Options(progress=progress)
             hyps = translate_lines(model, v.src, v.tgt, data.dev_src, greedy, device, options)
         out["valid_bleu"] = bleu([h[0].text for h in hyps], data.dev_refs)
     return out

@@ -23,7 +23,13 @@ from nmt.decoding.search import (
 )
 from nmt.errors import NmtError
 from nmt.model.seq2seq import Transformer
-from tests.helpers import VOCAB, assert_incremental_equals_full, random_batch, tiny_model
+from tests.helpers import (
+    VOCAB,
+    Heard,
+    assert_incremental_equals_full,
+    random_batch,
+    tiny_model,
+)
 from tests.model.test_architectures import ARCHITECTURES
 
 
@@ -334,3 +340,23 @@ def test_the_same_seed_draws_the_same_translations():
         translate_ids(
             model, src, DecodeConfig(beam=3), torch.device("cpu"), Options(sampling=Sampling())
         )
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_progress_hears_every_sentence_and_its_source_pieces_once(beam):
+    """What a bar and its ETA count (nmt.progress.Tally): the work planned is every
+    sentence's source pieces with its end of sentence; the batches done add up to it,
+    an empty sentence done at once with no work, and go from short to long."""
+    torch.manual_seed(0)
+    model = tiny_model("global").eval()
+    lengths = [5, 0, 12, 3, 7, 30, 1, 18]
+    src = [torch.randint(4, VOCAB, (n,)).tolist() for n in lengths]
+    heard = Heard()
+    cfg = DecodeConfig(beam=beam, batch_tokens=24 * beam)
+    translate_ids(model, src, cfg, torch.device("cpu"), Options(progress=heard))
+    work = sum(n + 1 for n in lengths if n)
+    assert heard.plans == [(len(src), work)]
+    assert heard.batches[0] == (1, 0)  # the empty sentence
+    assert sum(s for s, _ in heard.batches) == len(src) and sum(w for _, w in heard.batches) == work
+    per_sentence = [w / s for s, w in heard.batches[1:]]
+    assert len(per_sentence) > 1 and per_sentence == sorted(per_sentence)

@@ -17,12 +17,13 @@ from nmt.attention import ATTENTION
 from nmt.data.corpus import read_lines
 from nmt.data.sentences import attached, joiner, segmenter, split_lines
 from nmt.decoding.length_check import is_short
-from nmt.decoding.search import translate_lines
+from nmt.decoding.search import Options, translate_lines
 from nmt.decoding.split import joined, translate_text
 from nmt.errors import NmtError
 from nmt.model.load import load_model
 from nmt.setup.decoding import DecodeConfig
 from tests.export.test_huggingface import variant
+from tests.helpers import Heard
 from tests.test_cli import invoke
 
 word = st.sampled_from(["a", "dog", "runs", "the", "green", "park", "two", "men", "sit"])
@@ -87,8 +88,12 @@ def test_split_then_translate_equals_each_sentence_translated_alone(
     lines = [". ".join(toy[i : i + n]) + "." for i, n in zip((0, 1, 3, 6), (1, 2, 3, 1))]
     lines.insert(2, "")
     cfg = DecodeConfig(beam=2, max_len_a=0.5, max_len_b=4, split="sentences", split_lang="en")
-    split = translate_text(loaded, loaded.model, lines, cfg, torch.device("cpu"))
+    heard = Heard()  # a bar counts lines, fed the sentences' work
+    split = translate_text(loaded, loaded.model, lines, cfg, torch.device("cpu"), Options(heard))
     assert len(split) == len(lines) and split[2][0].text == ""
+    ((planned, work),) = heard.plans
+    assert planned == sum(s for s, _ in heard.batches) == len(lines)
+    assert sum(w for _, w in heard.batches) == work > 0
     plain = dataclasses.replace(cfg, split="none")
     for line, (got,) in zip(lines, split):
         alone = [

@@ -114,10 +114,10 @@ def test_too_many_non_finite_steps_stop_the_run_and_keep_the_checkpoint(tiny_con
 class SlowValidation(Trainer):
     """A validation that would decode for a minute, signalled as it starts."""
 
-    def validate(self, on_batch=None):
+    def validate(self, progress=None):
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(60)
-        return super().validate(on_batch)
+        return super().validate(progress)
 
 
 def test_a_signal_during_validation_stops_the_run_at_once(tiny_config):
@@ -217,11 +217,11 @@ class StoppedInValidation(Trainer):
 
     at = 0
 
-    def validate(self, on_batch=None):
+    def validate(self, progress=None):
         if self.state.step == self.at:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(60)
-        return super().validate(on_batch)
+        return super().validate(progress)
 
 
 @pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)

@@ -15,7 +15,7 @@ from nmt.training.lr_schedule import inverse_sqrt
 from nmt.training.optimizers import Optimizers
 from nmt.training.run import prepare, train
 from nmt.training.trainer import Trainer
-from tests.helpers import DiesAfterUpdate, Killed
+from tests.helpers import DiesAfterUpdate, Heard, Killed
 
 
 @pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
@@ -56,7 +56,7 @@ def test_best_pt_holds_the_best_validation_not_the_last(tiny_config, monkeypatch
     scores = iter(
         [{"valid_loss": 1.0, "valid_bleu": 30.0}, {"valid_loss": 2.0, "valid_bleu": 20.0}]
     )
-    monkeypatch.setattr(Trainer, "validate", lambda self, on_batch=None: next(scores))
+    monkeypatch.setattr(Trainer, "validate", lambda self, progress=None: next(scores))
     cfg = tiny_config(
         train={"early_stopping": early_stopping, "valid_bleu": early_stopping == "bleu"}
     )
@@ -293,11 +293,14 @@ def test_local_m_measures_its_length_ratio_on_the_training_data(tiny_config):
 
 
 def test_validation_reports_every_decoded_dev_sentence(tiny_config):
-    """The validation bar's callback sees each dev sentence once."""
+    """The validation bar's listener sees each dev sentence once, and the work
+    planned done."""
     trainer = prepare(tiny_config(train={"max_steps": 1}), device="cpu")
-    seen = []
-    metrics = trainer.validate(seen.append)
-    assert sum(seen) == len(trainer.data.dev_src) and "valid_bleu" in metrics
+    heard = Heard()
+    metrics = trainer.validate(heard)
+    ((planned, work),) = heard.plans
+    assert planned == sum(s for s, _ in heard.batches) == len(trainer.data.dev_src)
+    assert sum(w for _, w in heard.batches) == work and "valid_bleu" in metrics
 
 
 @pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)

@@ -50,7 +50,7 @@ def test_dev_bleu_scores_greedy_translations_whatever_the_recipes_beam(monkeypat
     """valid_bleu is sacreBLEU's corpus BLEU of one greedy translation per dev line."""
     seen = {}
 
-    def translate(model, src_vocab, tgt_vocab, lines, cfg, device, on_batch):
+    def translate(model, src_vocab, tgt_vocab, lines, cfg, device, options):
         seen["cfg"] = cfg
         return [[Translation("a cat sits on the mat", 0.0, [])], [Translation("the dog", 0.0, [])]]
 
