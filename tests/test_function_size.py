@@ -6,6 +6,7 @@ function that needs more takes a typed options object, as ``import_corpus`` take
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nmt"
@@ -39,6 +40,7 @@ def is_command(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
+@functools.cache  # both tests read the package once
 def offenders() -> tuple[list[str], list[str]]:
     long, wide = [], []
     for path in sorted(PACKAGE.rglob("*.py")):
