@@ -195,23 +195,12 @@ def test_tune_decoding_never_chooses_a_setting_that_loses_the_first_split():
     assert tune.choose(table, ["val", "val*5"], keep=2.0)["coverage"]["set"] == ["loses b"]
 
 
-def ttq(*args, env=None, **popen):
-    command = [sys.executable, str(BENCHMARKS / "time_to_quality.py"), "recipes/toy.yaml", *args]
-    return subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        env=env or subprocess_env(),
-        timeout=300,
-        cwd=BENCHMARKS.parent,
-        **popen,
-    )
-
-
-@pytest.mark.slow
-def test_time_to_quality_refuses_in_one_line(toy_dir, tmp_path):
+def test_time_to_quality_refuses_in_one_line(toy_dir, tmp_path, monkeypatch, capsys):
     """The benchmark is a command users run: bad arguments and damaged runs are one
-    line and exit 2, and no result file is written."""
+    line and exit 2, and no result file is written. Its ``main`` runs here, as the
+    script's last line calls it (the tests below run the script itself)."""
+    script = load(BENCHMARKS / "time_to_quality.py", monkeypatch)
+    monkeypatch.chdir(BENCHMARKS.parent)
     data = ("--data", str(toy_dir), "--split", "test")
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -221,9 +210,12 @@ def test_time_to_quality_refuses_in_one_line(toy_dir, tmp_path):
         (["--split", "nope", "--run-dir", str(empty), "--score-only"], "nope.src: no such file"),
     ]
     for args, message in cases:
-        done = ttq(*data, *args)
-        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
-        assert message in done.stderr.strip().splitlines()[-1]
+        monkeypatch.setattr(sys, "argv", ["time_to_quality.py", "recipes/toy.yaml", *data, *args])
+        with pytest.raises(SystemExit) as stopped:
+            script.main()
+        err = capsys.readouterr().err
+        assert stopped.value.code == 2 and "Traceback" not in err, err[-2000:]
+        assert message in err.strip().splitlines()[-1]
     assert not list(empty.iterdir())
 
 
