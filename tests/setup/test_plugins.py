@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from nmt.cli import app
 from nmt.setup import plugins
 from tests.conftest import (
     allocator_of_a_command,
@@ -79,26 +81,32 @@ def test_a_plugin_module_trains_translates_and_is_named_where_it_is_missing(
     assert f"({run} was trained with it)" in lines[0] and missing.stdout == ""
 
 
-@pytest.mark.slow  # nmt in a subprocess: a second or more
-def test_a_plugin_that_fails_to_import_is_one_line(plugin_dir, toy_dir, tmp_path):
+def refused_here(monkeypatch: pytest.MonkeyPatch, *args) -> list[str]:
+    """``nmt ARGS`` in this process, for a refusal that registers nothing: its output
+    lines (the plug-ins it remembers are this test's alone)."""
+    monkeypatch.setattr(plugins, "_loaded", set())
+    monkeypatch.setattr(plugins, "_stand_ins", {})
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2, result.output
+    return result.output.strip().splitlines()
+
+
+def test_a_plugin_that_fails_to_import_is_one_line(plugin_dir, toy_dir, tmp_path, monkeypatch):
     """A plug-in that fails to import is one line naming it and where it failed (a
     ``.py`` path that imports: test_a_plugin_file_reaches_every_process_a_run_starts)."""
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, tmp_path / "run")))
     broken = plugin_dir / "broken.py"
     broken.write_text("import torch\nraise RuntimeError('the lab server is down')\n")
-    done = nmt("train", recipe, "--plugin", broken, "--device", "cpu", plugin_dir=None)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert "broken.py:2: RuntimeError: the lab server is down" in lines[0]
+    lines = refused_here(monkeypatch, "train", recipe, "--plugin", broken, "--device", "cpu")
+    assert len(lines) == 1 and "broken.py:2: RuntimeError: the lab server is down" in lines[0]
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
-def test_without_the_plugin_the_kind_is_unknown_and_named(tiny_recipe):
+def test_without_the_plugin_the_kind_is_unknown_and_named(tiny_recipe, monkeypatch):
     recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
-    done = nmt("train", recipe, "--device", "cpu", plugin_dir=None)
-    assert done.returncode == 2 and "unknown attention kind 'uniform'" in done.stderr
+    lines = refused_here(monkeypatch, "train", recipe, "--device", "cpu")
+    assert "unknown attention kind 'uniform'" in lines[-1]
 
 
 def test_two_plugin_files_of_one_name_are_two_modules(tmp_path, monkeypatch):
@@ -182,14 +190,12 @@ def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(plugin_dir, ti
     assert "UniformConfig(kind='uniform')" in done.stdout
 
 
-@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
-def test_a_plugin_that_exits_at_import_is_one_line(plugin_dir, tiny_recipe):
+def test_a_plugin_that_exits_at_import_is_one_line(plugin_dir, tiny_recipe, monkeypatch):
     quitter = plugin_dir / "quitter.py"
     quitter.write_text("import sys\nsys.exit(0)\n")
-    done = nmt("train", tiny_recipe(), "--plugin", quitter, "--device", "cpu", plugin_dir=None)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 2 and len(lines) == 1, done.stderr
-    assert "called sys.exit(0) while it was imported" in lines[0]
+    args = ["train", tiny_recipe(), "--plugin", quitter, "--device", "cpu"]
+    lines = refused_here(monkeypatch, *args)
+    assert len(lines) == 1 and "called sys.exit(0) while it was imported" in lines[0]
 
 
 @pytest.mark.slow  # nmt in a subprocess: a second or more
