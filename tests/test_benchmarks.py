@@ -144,17 +144,21 @@ def test_time_to_quality_scores_every_snapshot_and_finds_the_thresholds(toy_dir,
 
 
 @pytest.mark.slow
-def test_tune_decoding_scores_every_setting_and_names_the_best(tiny_run, tmp_path):
+def test_tune_decoding_scores_every_setting_and_names_the_best(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    """The script's ``main``, run here as its last line calls it (a benchmark run as
+    a command, signals included: time_to_quality's tests)."""
     import shutil
 
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     out = tmp_path / "tune.json"
-    cmd = [sys.executable, str(BENCHMARKS / "tune_decoding.py"), str(run), "--split", "test*2"]
-    cmd += ["--remedy", "word_reward", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=subprocess_env(), timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "chosen for each remedy" in proc.stdout
+    script = load(BENCHMARKS / "tune_decoding.py", monkeypatch)
+    argv = ["tune_decoding.py", str(run), "--split", "test*2", "--remedy", "word_reward"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--json", str(out)])
+    script.main()
+    assert "chosen for each remedy" in capsys.readouterr().out
     payload = json.loads(out.read_text())
     rows = payload["rows"]
     assert [r["remedy"] for r in rows] == ["recipe"] + ["word_reward"] * 3
