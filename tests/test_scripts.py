@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,27 +13,30 @@ import pytest
 import sacrebleu
 
 from nmt.api import evaluate
-from tests.conftest import subprocess_env
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "paragraph_figures.py"
 
 
-@pytest.mark.slow  # a subprocess that decodes: a second or more
-def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(tiny_run, toy_dir, tmp_path):
+def script():
+    """The script as a module (``main`` is what its last line calls)."""
+    spec = importlib.util.spec_from_file_location("paragraph_figures", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow  # it decodes: a second or more
+def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(
+    tiny_run, toy_dir, tmp_path, monkeypatch
+):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     evaluate(run, ["test", "test*2"], device="cpu")
     split = ["decode.split=sentences", "decode.split_lang=en"]
     evaluate(run, ["test*2"], overrides=split, device="cpu")
     out = tmp_path / "figures.json"
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(out), str(run)],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT), str(out), str(run)])
+    script().main()  # as its last line calls it
     figures = json.loads(out.read_text())[str(run)]
     assert set(figures) >= {"test", "test*2", "test*2 from single outputs"}
     hyps = (run / "test.hyp").read_text().splitlines()
@@ -61,13 +63,10 @@ def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(tiny_run, toy_
 def test_segmentation_groups_lines_cut_into_each_fewer_and_more_pieces(tmp_path):
     """A line the segmenter cut into more pieces than it joins sentences is not one
     cut into fewer: each sign of the difference is a group of its own."""
-    spec = importlib.util.spec_from_file_location("paragraph_figures", SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
     cut = tmp_path / "x*2@decode.split=sentences.hyp"
     cut.write_text("a b c\nd e f\ng h i\n", encoding="utf-8")
     single, refs = ["a b c", "d e x", "g h i"], ["a b c", "d e f", "g h i"]
-    got = script.by_segmentation(cut, [0, -1, 2], single, refs)
+    got = script().by_segmentation(cut, [0, -1, 2], single, refs)
     assert {k.split(", ")[1]: (v["lines"], v["same_as_single"]) for k, v in got.items()} == {
         "cut into each": (1, 1),
         "cut into fewer": (1, 0),
