@@ -44,6 +44,7 @@ output word matching a reference word at most as often as the reference has it.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import Counter
 from collections.abc import Iterable
@@ -156,16 +157,16 @@ def aligned_positions(amap: AttentionMap, links: Alignment | None = None) -> np.
     to (NaN for an unlinked word and for ``</s>``); without, the diagonal."""
     if links is None:
         return diagonal(len(amap.tgt), len(amap.src))
-    src_word = np.array(word_ids(amap.src[:-1]))  # (S−1,) the word of each source piece
-    linked: dict[int, list[int]] = {}  # target word -> its source words
-    for i, j in links:
-        linked.setdefault(j, []).append(i)
-    at = np.full(len(amap.tgt), np.nan)
-    for t, j in enumerate(word_ids(amap.tgt[:-1])):
-        pieces = np.flatnonzero(np.isin(src_word, linked.get(j, [])))
-        if pieces.size:
-            at[t] = pieces.mean()
-    return at
+    src_word = np.array(word_ids(amap.src[:-1]), dtype=np.int64)  # (S−1,) each piece's word
+    tgt_word = np.array(word_ids(amap.tgt[:-1]), dtype=np.int64)  # (T−1,)
+    n_src, n_tgt = src_word.max(initial=-1) + 1, tgt_word.max(initial=-1) + 1
+    pieces = np.bincount(src_word, minlength=n_src)  # (n_src,) pieces of each source word
+    places = np.bincount(src_word, weights=np.arange(src_word.size), minlength=n_src)  # Σ s
+    kept = np.array([(i, j) for i, j in links if i < n_src and j < n_tgt], dtype=np.int64)
+    i, j = kept.reshape(-1, 2).T  # the links within both sentences
+    with np.errstate(invalid="ignore"):  # 0/0: a target word without a link
+        mean = np.bincount(j, places[i], n_tgt) / np.bincount(j, pieces[i], n_tgt)  # (n_tgt,)
+    return np.append(mean[tgt_word], np.nan)  # </s> has no word
 
 
 def center_distance(amap: AttentionMap, links: Alignment | None = None) -> tuple[float, int]:
@@ -186,7 +187,7 @@ def ratio(pairs: np.ndarray) -> float:
 
 def frequency_bucket(count: int, edges: tuple[int, ...] = FREQUENCY_EDGES) -> int:
     """compare-mt's bucket of a word seen ``count`` times: 0 for count < edges[0]."""
-    return int(np.searchsorted(np.array(edges), count, side="right"))
+    return bisect.bisect_right(edges, count)
 
 
 def frequency_labels(edges: tuple[int, ...] = FREQUENCY_EDGES) -> list[str]:

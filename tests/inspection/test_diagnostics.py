@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from nmt.data.alignment import word_ids
 from nmt.inspection import diagnostics as d
 from nmt.inspection.maps import AttentionMap
 from tests.conftest import require_extra
@@ -73,6 +74,34 @@ def test_centre_distance_measures_from_the_gold_aligned_pieces_or_the_diagonal()
     unlinked = d.aligned_positions(local_p, {(0, 0)})  # blau has no link: NaN, not counted
     assert np.isnan(unlinked[1:]).all() and d.center_distance(local_p, {(0, 0)}) == (1.0, 1)
     assert d.center_distance(AttentionMap(src, tgt, local_p.weights, None)) == (0.0, 0)
+
+
+def pieces_of(rng: random.Random, words: int) -> list[str]:
+    """A sentence of ``words`` words, each in 1-3 SentencePiece pieces, then </s>."""
+    pieces = []
+    for w in range(words):
+        pieces += [f"▁w{w}"] + [f"p{k}" for k in range(rng.randrange(3))]
+    return [*pieces, "</s>"]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_aligned_positions_are_each_target_words_linked_source_pieces_mean(seed):
+    """Against the definition, word by word: the mean position of the pieces of the
+    source words a target word is linked to (links may name words past either
+    sentence's end: a truncated line); NaN where it has none, and for </s>."""
+    rng = random.Random(seed)
+    src, tgt = pieces_of(rng, rng.randrange(0, 7)), pieces_of(rng, rng.randrange(0, 7))
+    links = {(rng.randrange(8), rng.randrange(8)) for _ in range(rng.randrange(12))}
+    got = d.aligned_positions(
+        AttentionMap(src, tgt, np.zeros((1, 1, len(tgt), len(src))), None), links
+    )
+    src_word, tgt_word = word_ids(src[:-1]), word_ids(tgt[:-1])
+    want = []
+    for j in tgt_word:
+        linked = {i for i, k in links if k == j}
+        places = [s for s, i in enumerate(src_word) if i in linked]
+        want.append(np.mean(places) if places else np.nan)
+    np.testing.assert_allclose(got, [*want, np.nan])
 
 
 def test_word_accuracy_follows_compare_mts_rule_by_hand():
