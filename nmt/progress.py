@@ -177,7 +177,7 @@ def progress_bar(*, disable: bool = False) -> Progress:
 
 
 class Tally:
-    """Sentences done (what a user reads: 1,657/2,020) and the work behind them, from
+    """Sentences done (what a user reads: ``250/1,000``) and the work behind them, from
     which ``task``'s fill and rate and the ETA come, on the bar and in ``lines`` (a
     log's).
 
