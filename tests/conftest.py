@@ -18,11 +18,19 @@ import torch
 import yaml
 
 from nmt import install_hint
+from nmt.attention.base import SCORES
+from nmt.compare.metrics import METRICS
 from nmt.data.toy import write_corpus
 from nmt.progress import QUIET, console, flag
+from nmt.setup import plugins
 from nmt.setup.allocator import allocator_named, library_dirs, restart_environment
+from nmt.setup.attention import ATTENTION
+from nmt.setup.compare import LAUNCHERS
 from nmt.setup.config import from_dict
+from nmt.setup.decoding import REMEDIES
+from nmt.setup.model import DECODERS, ENCODER_BLOCKS, POSITIONS
 from nmt.setup.recipe import RunConfig
+from nmt.setup.training import TRAINERS
 
 # a run that never reports a test it collected fails and names it; --cpu-times FILE
 # writes what each test costs (the slow marker's rule)
@@ -62,6 +70,38 @@ NOT_THE_TESTS = (
 )  # fmt: skip
 
 
+# Every table a plug-in adds to besides the study metrics' (tests/setup/test_registry.py
+# checks that none is missing; each holds its built-ins once imported, above): what a
+# test's plug-in registers in this process is the test's alone.
+REGISTRIES = (ATTENTION, SCORES, POSITIONS, ENCODER_BLOCKS, DECODERS, REMEDIES, LAUNCHERS, TRAINERS)
+
+
+def _plugins_known() -> tuple:
+    """The names every registry and the metrics' table hold, the plug-ins imported and
+    the modules loaded: what :func:`_forget_plugins` puts back."""
+    names = [set(r.names()) for r in REGISTRIES]
+    return names, set(METRICS), set(plugins._loaded), dict(plugins._stand_ins), set(sys.modules)
+
+
+def _forget_plugins(known: tuple) -> None:
+    """Unregister what plug-ins registered since ``known`` and forget that they were
+    imported (a later test that imports one gets its entries again)."""
+    names, metrics, loaded, stand_ins, modules = known
+    for registry, before in zip(REGISTRIES, names):
+        for name in set(registry.names()) - before:
+            del registry._items[name]
+            registry._configs.pop(name, None)
+    for key in set(METRICS) - metrics:
+        del METRICS[key]
+    for module in set(sys.modules) - modules:
+        if module.startswith("nmt_plugin_") or module in plugins._loaded - loaded:
+            del sys.modules[module]
+    plugins._loaded.clear()
+    plugins._loaded.update(loaded)
+    plugins._stand_ins.clear()
+    plugins._stand_ins.update(stand_ins)
+
+
 def _environment() -> dict[str, str]:
     """The environment, less the variables that others set (``NOT_THE_TESTS``)."""
     return {k: v for k, v in os.environ.items() if not k.startswith(NOT_THE_TESTS)}
@@ -73,15 +113,19 @@ def _isolated() -> object:
     whatever order (pytest-randomly shuffles them) and however the suite was started.
 
     Global RNG states (Python, NumPy, torch) are put back after the test and torch's
-    is seeded before it. Signal handlers, environment variables, the working
+    is seeded before it; so are the registries, without what a plug-in the test
+    imported registered in them (a kind a test's plug-in adds is unknown to the
+    next test, as to a fresh process). Signal handlers, environment variables, the working
     directory and torch's thread count are checked after the test: a test that
     changed one fails, naming it, and the value is put back so that the next test
     is not affected."""
     rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
     handlers = {sig: signal.getsignal(sig) for sig in GUARDED_SIGNALS}
     env, cwd, threads = _environment(), os.getcwd(), torch.get_num_threads()
+    known = _plugins_known()
     torch.manual_seed(0)
     yield
+    _forget_plugins(known)
     random.setstate(rng[0])
     np.random.set_state(rng[1])
     torch.set_rng_state(rng[2])
