@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from nmt.cli import app
 from nmt.setup import plugins
+from nmt.setup.recipe import load_recipe
 from tests.conftest import (
+    _forget_plugins,
+    _plugins_known,
     allocator_of_a_command,
     require_extra,
     subprocess_env,
@@ -51,11 +54,29 @@ def plugin_dir(tmp_path: Path) -> Path:
     return out
 
 
-@pytest.mark.slow
+@pytest.fixture
+def nmt_here(monkeypatch):
+    """``nmt ARGS`` in this process as in a fresh one: the plug-ins that the test's
+    earlier commands imported are forgotten first (tests/conftest.py's guard forgets
+    them after every test), and ``plugin_dir``, if given, is on the path for this
+    command alone (as PYTHONPATH is for a process)."""
+    known = _plugins_known()
+
+    def invoke(*args, plugin_dir: Path | None = None, input: str | None = None) -> Result:
+        _forget_plugins(known)
+        with monkeypatch.context() as patch:
+            if plugin_dir is not None:
+                patch.syspath_prepend(str(plugin_dir))
+            return CliRunner().invoke(app, [str(a) for a in args], input=input)
+
+    return invoke
+
+
+@pytest.mark.slow  # trains: a second or more
 def test_a_plugin_module_trains_translates_and_is_named_where_it_is_missing(
-    plugin_dir, toy_dir, tmp_path
+    plugin_dir, toy_dir, tmp_path, nmt_here
 ):
-    """A module on PYTHONPATH named by --plugin: the run stores it, translate imports
+    """A module on the path named by --plugin: the run stores it, translate imports
     it again, and without it translate says which plug-in the run needs (resuming and
     comparing with a plug-in: the file-path tests below, through the same import)."""
     run = tmp_path / "run"
@@ -64,54 +85,50 @@ def test_a_plugin_module_trains_translates_and_is_named_where_it_is_missing(
     recipe.write_text(yaml.safe_dump(base))
     uniform = ["--plugin", "uniform_attention", "--set", "model.attention.kind=uniform"]
 
-    done = nmt("train", recipe, *uniform, "--device", "cpu", plugin_dir=plugin_dir)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = nmt_here("train", recipe, *uniform, "--device", "cpu", plugin_dir=plugin_dir)
+    assert done.exit_code == 0, done.output[-3000:]
     stored = yaml.safe_load((run / "recipe.yaml").read_text())
     assert stored["plugins"] == ["uniform_attention"]
     assert stored["model"]["attention"]["kind"] == "uniform"
 
     source = (toy_dir / "test.src").read_text()
-    done = nmt("translate", run, "--device", "cpu", plugin_dir=plugin_dir, input=source)
-    assert done.returncode == 0 and len(done.stdout.splitlines()) == 15, done.stderr[-3000:]
+    done = nmt_here("translate", run, "--device", "cpu", plugin_dir=plugin_dir, input=source)
+    assert done.exit_code == 0 and len(done.stdout.splitlines()) == 15, done.output[-3000:]
 
-    missing = nmt("translate", run, "--device", "cpu", plugin_dir=None, input=source)
+    missing = nmt_here("translate", run, "--device", "cpu", input=source)
     lines = missing.stderr.strip().splitlines()
-    assert missing.returncode == 2 and len(lines) == 1, missing.stderr
+    assert missing.exit_code == 2 and len(lines) == 1, missing.stderr
     assert "plug-in 'uniform_attention'" in lines[0] and "is not installed" in lines[0]
     assert f"({run} was trained with it)" in lines[0] and missing.stdout == ""
 
 
-def refused_here(monkeypatch: pytest.MonkeyPatch, *args) -> list[str]:
-    """``nmt ARGS`` in this process, for a refusal that registers nothing: its output
-    lines (the plug-ins it remembers are this test's alone)."""
-    monkeypatch.setattr(plugins, "_loaded", set())
-    monkeypatch.setattr(plugins, "_stand_ins", {})
-    result = CliRunner().invoke(app, [str(a) for a in args])
+def refused_here(nmt_here, *args) -> list[str]:
+    """The output lines of ``nmt ARGS``, a refusal in this process."""
+    result = nmt_here(*args)
     assert result.exit_code == 2, result.output
     return result.output.strip().splitlines()
 
 
-def test_a_plugin_that_fails_to_import_is_one_line(plugin_dir, toy_dir, tmp_path, monkeypatch):
+def test_a_plugin_that_fails_to_import_is_one_line(plugin_dir, toy_dir, tmp_path, nmt_here):
     """A plug-in that fails to import is one line naming it and where it failed (a
     ``.py`` path that imports: test_a_plugin_file_reaches_every_process_a_run_starts)."""
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, tmp_path / "run")))
     broken = plugin_dir / "broken.py"
     broken.write_text("import torch\nraise RuntimeError('the lab server is down')\n")
-    lines = refused_here(monkeypatch, "train", recipe, "--plugin", broken, "--device", "cpu")
+    lines = refused_here(nmt_here, "train", recipe, "--plugin", broken, "--device", "cpu")
     assert len(lines) == 1 and "broken.py:2: RuntimeError: the lab server is down" in lines[0]
     assert not (tmp_path / "run").exists()
 
 
-def test_without_the_plugin_the_kind_is_unknown_and_named(tiny_recipe, monkeypatch):
+def test_without_the_plugin_the_kind_is_unknown_and_named(tiny_recipe, nmt_here):
     recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
-    lines = refused_here(monkeypatch, "train", recipe, "--device", "cpu")
+    lines = refused_here(nmt_here, "train", recipe, "--device", "cpu")
     assert "unknown attention kind 'uniform'" in lines[-1]
 
 
-def test_two_plugin_files_of_one_name_are_two_modules(tmp_path, monkeypatch):
+def test_two_plugin_files_of_one_name_are_two_modules(tmp_path):
     """lab/a/attn.py and lab/b/attn.py: the second must not replace the first."""
-    monkeypatch.setattr(plugins, "_loaded", set())
     files = []
     for lab in ("a", "b"):
         (tmp_path / lab).mkdir()
@@ -120,14 +137,14 @@ def test_two_plugin_files_of_one_name_are_two_modules(tmp_path, monkeypatch):
     before = set(sys.modules)
     plugins.import_plugins(map(str, files))
     added = {name: sys.modules[name] for name in set(sys.modules) - before}
-    for name in added:
-        monkeypatch.delitem(sys.modules, name)
     assert sorted(m.WHICH for m in added.values()) == ["a", "b"]
     assert all(name.startswith("nmt_plugin_attn_") for name in added)
 
 
 @pytest.mark.slow
-def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, tmp_path):
+def test_a_plugin_file_reaches_every_process_a_run_starts(
+    plugin_dir, toy_dir, tmp_path, nmt_here, monkeypatch
+):
     """Named by a relative path: stored resolved, so that translate works from another
     directory; --nproc 2 (DDP ranks, with the base-class projections the plug-in leaves
     unused) and a study with --jobs 2 (a spawned worker) train with it, under the
@@ -145,8 +162,10 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(plugin_dir, toy_dir, t
     assert stored == [str((plugin_dir / "uniform_attention.py").resolve())]
     assert where(tmp_path / "run")["allocator"] == chosen
     source = (toy_dir / "test.src").read_text()
-    done = nmt("translate", tmp_path / "run", plugin_dir=None, input=source, cwd=toy_dir)
-    assert done.returncode == 0 and len(done.stdout.splitlines()) == 15, done.stderr[-3000:]
+    with monkeypatch.context() as patch:
+        patch.chdir(toy_dir)  # another directory
+        done = nmt_here("translate", tmp_path / "run", input=source)
+    assert done.exit_code == 0 and len(done.stdout.splitlines()) == 15, done.output[-3000:]
 
     spec = tmp_path / "spec.yaml"
     study = {
@@ -168,8 +187,9 @@ def where(run: Path) -> dict:
     return json.loads((run / "summary.json").read_text())["where"]
 
 
-@pytest.mark.slow  # nmt in a subprocess: a second or more
-def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(plugin_dir, tiny_recipe):
+def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(
+    plugin_dir, tiny_recipe, monkeypatch
+):
     """An entry point of the group nmt.plugins, in a package installed on the path:
     reading a recipe that names its kind loads it (no --plugin)."""
     info = plugin_dir / "lab_plugins-1.0.dist-info"
@@ -177,50 +197,32 @@ def test_an_installed_plugins_kind_is_known_when_a_recipe_is_read(plugin_dir, ti
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-plugins\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[nmt.plugins]\nuniform = uniform_attention\n")
     recipe = tiny_recipe(model={"attention": {"kind": "uniform"}})
-    code = "from nmt.setup.recipe import load_recipe; "
-    code += f"print(load_recipe({str(recipe)!r}).model.attention)"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(recipe)],
-        env={**subprocess_env(), "PYTHONPATH": f"{plugin_dir}:{subprocess_env()['PYTHONPATH']}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "UniformConfig(kind='uniform')" in done.stdout
+    plugins._loaded.discard(plugins.GROUP)  # as a process that has not looked for them yet
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    assert repr(load_recipe(recipe).model.attention) == "UniformConfig(kind='uniform')"
 
 
-def test_a_plugin_that_exits_at_import_is_one_line(plugin_dir, tiny_recipe, monkeypatch):
+def test_a_plugin_that_exits_at_import_is_one_line(plugin_dir, tiny_recipe, nmt_here):
     quitter = plugin_dir / "quitter.py"
     quitter.write_text("import sys\nsys.exit(0)\n")
     args = ["train", tiny_recipe(), "--plugin", quitter, "--device", "cpu"]
-    lines = refused_here(monkeypatch, *args)
+    lines = refused_here(nmt_here, *args)
     assert len(lines) == 1 and "called sys.exit(0) while it was imported" in lines[0]
 
 
-@pytest.mark.slow  # nmt in a subprocess: a second or more
-def test_the_example_command_of_extending_md_is_a_valid_recipe(plugin_dir):
-    """docs/extending.md's command line, read as nmt train reads it (in a process of
-    its own: a plug-in registers its kind for the life of the process)."""
+def test_the_example_command_of_extending_md_is_a_valid_recipe(plugin_dir, monkeypatch):
+    """docs/extending.md's command line, read as nmt train reads it."""
     text = (Path(__file__).parents[2] / "docs" / "extending.md").read_text()
     assert "--set 'model.attention={kind: uniform}'" in text
-    code = "import sys; from nmt.setup.recipe import load_recipe; "
-    code += "cfg = load_recipe(sys.argv[1], ['model.attention={kind: uniform}'], "
-    code += "plugins=('uniform_attention',)); print(cfg.model.attention.kind)"
+    monkeypatch.syspath_prepend(str(plugin_dir))
     toy = Path(__file__).parents[2] / "recipes" / "toy.yaml"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(toy)],
-        env={**subprocess_env(), "PYTHONPATH": f"{plugin_dir}:{subprocess_env()['PYTHONPATH']}"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0 and done.stdout.strip() == "uniform", done.stderr[-2000:]
+    cfg = load_recipe(toy, ["model.attention={kind: uniform}"], plugins=("uniform_attention",))
+    assert cfg.model.attention.kind == "uniform"
 
 
 @pytest.mark.slow
 def test_a_run_moved_with_its_plugin_file_resumes_and_translates_where_it_is(
-    plugin_dir, toy_dir, tmp_path
+    plugin_dir, toy_dir, tmp_path, nmt_here
 ):
     """The stored plug-in path is the training machine's: after a move it is gone
     (one line that says to name the file with --plugin), or it is still there beside
@@ -229,8 +231,8 @@ def test_a_run_moved_with_its_plugin_file_resumes_and_translates_where_it_is(
     recipe.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, run, train={"max_steps": 2})))
     original = plugin_dir / "uniform_attention.py"
     uniform = ["--plugin", original, "--set", "model.attention.kind=uniform"]
-    done = nmt("train", recipe, *uniform, "--device", "cpu", plugin_dir=None)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = nmt_here("train", recipe, *uniform, "--device", "cpu")
+    assert done.exit_code == 0, done.output[-3000:]
     moved = tmp_path / "moved"
     shutil.copytree(run, moved / "run")
     shutil.copy(original, moved / "uniform_attention.py")
@@ -239,25 +241,25 @@ def test_a_run_moved_with_its_plugin_file_resumes_and_translates_where_it_is(
     resume = ["train", moved / "run/recipe.yaml", "--set", f"run_dir={moved / 'run'}"]
     resume += ["--set", "train.max_steps=4", "--resume", "--device", "cpu"]
 
-    both = nmt(*resume, "--plugin", copy, plugin_dir=None)  # the original still there
-    assert both.returncode == 0, both.stderr[-3000:]
+    both = nmt_here(*resume, "--plugin", copy)  # the original still there
+    assert both.exit_code == 0, both.output[-3000:]
     assert yaml.safe_load((moved / "run/recipe.yaml").read_text())["plugins"] == [str(copy)]
 
     shutil.rmtree(plugin_dir)  # the original gone
     (moved / "run/last.pt").unlink()
     shutil.copy(run / "last.pt", moved / "run/last.pt")
-    missing = nmt(*resume, plugin_dir=None)
-    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    missing = nmt_here(*resume)
+    assert missing.exit_code == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "no such file (a run moved with its plug-in: name the file" in missing.stderr
-    done = nmt(*resume, "--plugin", copy, plugin_dir=None)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = nmt("translate", run, "--plugin", copy, "--device", "cpu", plugin_dir=None, input=source)
-    assert out.returncode == 0 and len(out.stdout.splitlines()) == 15, out.stderr[-3000:]
+    done = nmt_here(*resume, "--plugin", copy)
+    assert done.exit_code == 0, done.output[-3000:]
+    out = nmt_here("translate", run, "--plugin", copy, "--device", "cpu", input=source)
+    assert out.exit_code == 0 and len(out.stdout.splitlines()) == 15, out.output[-3000:]
 
 
 @pytest.mark.slow
 def test_an_export_needs_no_plugin_file_and_records_no_path_of_this_machine(
-    plugin_dir, toy_dir, tmp_path
+    plugin_dir, toy_dir, tmp_path, nmt_here
 ):
     """A plug-in's kind is not exported (the export would import the training
     machine's file when loaded); what an export writes names no path of it."""
@@ -265,21 +267,20 @@ def test_an_export_needs_no_plugin_file_and_records_no_path_of_this_machine(
     run, recipe = tmp_path / "run", tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe_dict(toy_dir, run, train={"max_steps": 2})))
     uniform = ["--plugin", plugin_dir / "uniform_attention.py"]
-    done = nmt("train", recipe, *uniform, "--set", "model.attention.kind=uniform", "--set",
-               "data.test=[]", "--device", "cpu", plugin_dir=None)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    refused = nmt("export", run, "-o", tmp_path / "hf", "--format", "hf", plugin_dir=None)
-    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    done = nmt_here("train", recipe, *uniform, "--set", "model.attention.kind=uniform", "--set",
+                    "data.test=[]", "--device", "cpu")  # fmt: skip
+    assert done.exit_code == 0, done.output[-3000:]
+    refused = nmt_here("export", run, "-o", tmp_path / "hf", "--format", "hf")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "model.attention.kind uniform (module nmt_plugin_uniform_attention_" in refused.stderr
     assert "not exported" in refused.stderr and not (tmp_path / "hf").exists()
 
     local = tmp_path / "local"  # a built-in kind that needs the modelling file
     sets = ["--set", "model.attention.kind=local_m", "--set", f"run_dir={local}"]
-    done = nmt("train", recipe, *uniform, *sets, "--set", "data.test=[]", "--device", "cpu",
-               plugin_dir=None)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    done = nmt("export", local, "-o", tmp_path / "hf", "--format", "hf", plugin_dir=None)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = nmt_here("train", recipe, *uniform, *sets, "--set", "data.test=[]", "--device", "cpu")
+    assert done.exit_code == 0, done.output[-3000:]
+    done = nmt_here("export", local, "-o", tmp_path / "hf", "--format", "hf")
+    assert done.exit_code == 0, done.output[-3000:]
     for written in (tmp_path / "hf").iterdir():
         if written.suffix in (".json", ".md", ".py"):
             text = written.read_text(encoding="utf-8")
