@@ -142,24 +142,37 @@ def shipped_file(args: list[str]) -> list[str]:
     return files[:1] if command.name in ("train", "compare", "prepare") else []
 
 
-# A line with --plugin registers a user's kind: loading it here would register it
-# in this process for every later test; tests/setup/test_plugins.py runs those lines.
-LOADED = [p for p in SHOWN if shipped_file(p.values[0]) and "--plugin" not in p.values[0]]
+def plugins_of(args: list[str]) -> tuple[str, ...]:
+    """The plug-ins a line names with --plugin."""
+    return tuple(args[i + 1] for i, token in enumerate(args[:-1]) if token == "--plugin")
+
+
+# A line's plug-in is a shipped file, or a module of tests/plugins (docs/extending.md
+# copies it to a directory on PYTHONPATH first); a placeholder (FILE, ...) is not run.
+LOADED = [
+    p for p in SHOWN
+    if shipped_file(p.values[0]) and "..." not in p.values[0]
+    and all(name.endswith(".py") or (ROOT / "tests/plugins" / f"{name}.py").is_file()
+            for name in plugins_of(p.values[0]))
+]  # fmt: skip
 
 
 def test_most_recipe_lines_name_a_shipped_file():
     assert len(LOADED) > 30
+    assert sum(bool(plugins_of(p.values[0])) for p in LOADED) >= 3
 
 
 @pytest.mark.parametrize("args", LOADED)
 def test_every_shown_recipe_and_spec_loads_with_its_overrides(args, monkeypatch):
-    """Run from the repository's root, as the pages do."""
+    """Run from the repository's root, as the pages do (what a line's plug-in registers
+    is forgotten after the test: tests/conftest.py)."""
     (path,) = shipped_file(args)
     monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT / "tests/plugins"))
     if resolve(args)[0].name == "compare":
-        load_spec(path, overrides(args))
+        load_spec(path, overrides(args), plugins=plugins_of(args))
     else:
-        load_recipe(path, overrides(args))
+        load_recipe(path, overrides(args), plugins=plugins_of(args))
 
 
 def documented(name: str, text: str) -> bool:
