@@ -102,6 +102,22 @@ def _forget_plugins(known: tuple) -> None:
     plugins._stand_ins.update(stand_ins)
 
 
+def _torch_modes() -> tuple[bool, torch.dtype, bool]:
+    """torch's process-wide modes a test could leave set: autograd on, the default
+    floating dtype, deterministic algorithms."""
+    return (
+        torch.is_grad_enabled(),
+        torch.get_default_dtype(),
+        torch.are_deterministic_algorithms_enabled(),
+    )
+
+
+def _set_torch_modes(modes: tuple[bool, torch.dtype, bool]) -> None:
+    torch.set_grad_enabled(modes[0])
+    torch.set_default_dtype(modes[1])
+    torch.use_deterministic_algorithms(modes[2])
+
+
 def _environment() -> dict[str, str]:
     """The environment, less the variables that others set (``NOT_THE_TESTS``)."""
     return {k: v for k, v in os.environ.items() if not k.startswith(NOT_THE_TESTS)}
@@ -114,15 +130,15 @@ def _isolated() -> object:
 
     Global RNG states (Python, NumPy, torch) are put back after the test and torch's
     is seeded before it; so are the registries, without what a plug-in the test
-    imported registered in them (a kind a test's plug-in adds is unknown to the
-    next test, as to a fresh process). Signal handlers, environment variables, the working
-    directory and torch's thread count are checked after the test: a test that
-    changed one fails, naming it, and the value is put back so that the next test
-    is not affected."""
+    imported registered in them (a kind a test's plug-in adds is unknown to the next
+    test, as to a fresh process). Signal handlers, environment variables, the working
+    directory, torch's thread count and its modes are checked after the test: a test
+    that changed one fails, naming it, and the value is put back so that the next
+    test is not affected (tests/test_isolation.py)."""
     rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
     handlers = {sig: signal.getsignal(sig) for sig in GUARDED_SIGNALS}
     env, cwd, threads = _environment(), os.getcwd(), torch.get_num_threads()
-    known = _plugins_known()
+    known, modes = _plugins_known(), _torch_modes()
     torch.manual_seed(0)
     yield
     _forget_plugins(known)
@@ -148,6 +164,9 @@ def _isolated() -> object:
     if torch.get_num_threads() != threads:
         leaked.append(f"torch's thread count ({torch.get_num_threads()}, was {threads})")
         torch.set_num_threads(threads)
+    if _torch_modes() != modes:
+        leaked.append(f"torch's modes (grad, dtype, deterministic: {_torch_modes()}, were {modes})")
+        _set_torch_modes(modes)
     if leaked:
         pytest.fail("the test leaked " + "; ".join(leaked) + " (restored)", pytrace=False)
 
