@@ -156,7 +156,7 @@ def progress_bar(*, disable: bool = False) -> Progress:
 
     Each task carries the fields ``rate`` and ``unit`` (tokens/s for training,
     sentences/s for translation, one bar may hold both) and a free ``info``;
-    callers update the rate themselves, or through :func:`advancer`. Never drawn
+    callers update the rate themselves, or through a :class:`Tally`. Never drawn
     where stderr is no terminal: rich's last render of a bar would stay in a log as a
     line cut at 80 columns, and :func:`log_line` and :class:`LogLines` say the same
     there in plain lines.

@@ -327,12 +327,12 @@ def translate_ids(
         exact = [min(e, limit - 1) for e in exact]
     results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in src_ids]
     todo = [i for i, s in enumerate(src_ids) if s]
-    lengths = [(len(src_ids[i]) + 1, len(src_ids[i]) + 1) for i in todo]
+    sizes = [(len(src_ids[i]) + 1, len(src_ids[i]) + 1) for i in todo]  # source pieces, EOS
     if options.progress is not None:
-        options.progress.planned(len(src_ids), sum(n for n, _ in lengths))
+        options.progress.planned(len(src_ids), sum(n for n, _ in sizes))
         options.progress.done(len(src_ids) - len(todo))
     # A beam multiplies the work per sentence: keep the tokens in flight bounded.
-    for batch in bucket(lengths, max(1, cfg.batch_tokens // cfg.beam)):
+    for batch in bucket(sizes, max(1, cfg.batch_tokens // cfg.beam)):
         idx = [todo[j] for j in batch]
         src = pad([src_ids[i] for i in idx], suffix=[EOS]).to(device)
         wanted = None if exact is None else torch.tensor([exact[i] for i in idx], device=device)
@@ -345,7 +345,7 @@ def translate_ids(
         for i, h in zip(idx, hyps):
             results[i] = h
         if options.progress is not None:
-            options.progress.done(len(idx), sum(len(src_ids[i]) + 1 for i in idx))
+            options.progress.done(len(idx), sum(sizes[j][0] for j in batch))
     return results
 
 
