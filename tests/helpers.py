@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import itertools
 import os
 import signal
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import strategies as st
 
@@ -150,3 +155,22 @@ class Heard:
 
     def done(self, sentences: int, work: int = 0) -> None:
         self.batches.append((sentences, work))
+
+    def plan(self) -> tuple[int, int]:
+        """The one plan heard, (sentences, work), once the batches done add up to it."""
+        ((sentences, work),) = self.plans
+        assert sum(s for s, _ in self.batches) == sentences, (self.plans, self.batches)
+        assert sum(w for _, w in self.batches) == work, (self.plans, self.batches)
+        return sentences, work
+
+
+def script_module(script: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A script (benchmarks/, scripts/) as a module, imported as ``python script.py``
+    runs it (its directory on the path; ``main`` is what its last line calls); its
+    module is gone from sys.modules after the test."""
+    monkeypatch.syspath_prepend(str(script.parent))
+    spec = importlib.util.spec_from_file_location(script.stem, script)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, script.stem, module)  # dataclasses look it up there
+    spec.loader.exec_module(module)
+    return module

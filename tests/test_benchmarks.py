@@ -3,7 +3,6 @@ two that drive the trainer's internals take a few steps on the toy corpus."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from tests.conftest import require_extra, subprocess_env
+from tests.helpers import script_module
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if p.name != "common.py")
@@ -27,18 +27,7 @@ def test_every_benchmark_imports(script, monkeypatch):
         require_extra("onnxruntime", "onnx")
     if script.name == "hf_roundtrip.py":
         require_extra("transformers", "hf")
-    assert callable(load(script, monkeypatch).main)
-
-
-def load(script: Path, monkeypatch: pytest.MonkeyPatch):
-    """The script as a module, imported as `python benchmarks/x.py` runs it (its
-    directory on the path); its module is gone from sys.modules after the test."""
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(script.stem, script)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, script.stem, module)  # dataclasses look it up there
-    spec.loader.exec_module(module)
-    return module
+    assert callable(script_module(script, monkeypatch).main)
 
 
 @pytest.mark.slow
@@ -76,7 +65,7 @@ def test_the_step_benchmarks_run_a_few_steps(
     script, args, expect, toy_dir, tmp_path, monkeypatch, capsys
 ):
     """The script's ``main``, run here as its last line calls it."""
-    module = load(BENCHMARKS / script, monkeypatch)
+    module = script_module(BENCHMARKS / script, monkeypatch)
     monkeypatch.chdir(BENCHMARKS.parent)
     argv = [script, "--recipe", "recipes/toy.yaml", "--data", str(toy_dir)]
     monkeypatch.setattr(sys, "argv", [*argv, *(a.format(tmp=tmp_path) for a in args), *TINY])
@@ -122,7 +111,7 @@ def test_time_to_quality_scores_every_snapshot_and_finds_the_thresholds(
 
     # scored again on another split (its main, here), the result still names how the
     # run was trained
-    script = load(BENCHMARKS / "time_to_quality.py", monkeypatch)
+    script = script_module(BENCHMARKS / "time_to_quality.py", monkeypatch)
     monkeypatch.chdir(BENCHMARKS.parent)
     monkeypatch.setenv("NMT_CACHE_DIR", env["NMT_CACHE_DIR"])
     again = [*command[1:3], "--data", str(toy_dir), "--run-dir", str(run_dir), "--score-only"]
@@ -155,7 +144,7 @@ def test_tune_decoding_scores_every_setting_and_names_the_best(
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     out = tmp_path / "tune.json"
-    script = load(BENCHMARKS / "tune_decoding.py", monkeypatch)
+    script = script_module(BENCHMARKS / "tune_decoding.py", monkeypatch)
     argv = ["tune_decoding.py", str(run), "--split", "test*2", "--remedy", "word_reward"]
     monkeypatch.setattr(sys, "argv", [*argv, "--json", str(out)])
     script.main()
@@ -169,19 +158,11 @@ def test_tune_decoding_scores_every_setting_and_names_the_best(
     assert "test*2@decode.alpha=0,decode.word_reward=0.5" in stored
 
 
-def test_tune_decoding_never_chooses_a_setting_that_loses_the_first_split():
+def test_tune_decoding_never_chooses_a_setting_that_loses_the_first_split(monkeypatch):
     """The rule: a setting more than ``keep`` BLEU below the recipe on the first
     split, on any run, is not chosen however well it does on the joined splits;
     among the rest the best mean over the joined splits wins."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("tune", BENCHMARKS / "tune_decoding.py")
-    tune = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec.loader.exec_module(tune)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    tune = script_module(BENCHMARKS / "tune_decoding.py", monkeypatch)
 
     def row(remedy, name, a1, a5, b1, b5):
         bleu = {"a val": a1, "a val*5": a5, "b val": b1, "b val*5": b5}
@@ -204,7 +185,7 @@ def test_time_to_quality_refuses_in_one_line(toy_dir, tmp_path, monkeypatch, cap
     """The benchmark is a command users run: bad arguments and damaged runs are one
     line and exit 2, and no result file is written. Its ``main`` runs here, as the
     script's last line calls it (the tests below run the script itself)."""
-    script = load(BENCHMARKS / "time_to_quality.py", monkeypatch)
+    script = script_module(BENCHMARKS / "time_to_quality.py", monkeypatch)
     monkeypatch.chdir(BENCHMARKS.parent)
     data = ("--data", str(toy_dir), "--split", "test")
     empty = tmp_path / "empty"
@@ -269,7 +250,8 @@ def test_sigterm_to_time_to_quality_stops_its_training(toy_dir, tmp_path):
 def test_the_step_split_counts_every_operator_once(dtype, monkeypatch):
     """profile_step's four parts hold every CPU operator's self time exactly once:
     the optimiser's work whatever it calls, weight casts only under bf16 autocast."""
-    where_the_time_goes = load(BENCHMARKS / "profile_step.py", monkeypatch).where_the_time_goes
+    profile_step = script_module(BENCHMARKS / "profile_step.py", monkeypatch)
+    where_the_time_goes = profile_step.where_the_time_goes
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     optimiser = torch.optim.Adam(model.parameters())

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
@@ -13,16 +12,9 @@ import pytest
 import sacrebleu
 
 from nmt.api import evaluate
+from tests.helpers import script_module
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "paragraph_figures.py"
-
-
-def script():
-    """The script as a module (``main`` is what its last line calls)."""
-    spec = importlib.util.spec_from_file_location("paragraph_figures", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow  # it decodes: a second or more
@@ -36,7 +28,7 @@ def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(
     evaluate(run, ["test*2"], overrides=split, device="cpu")
     out = tmp_path / "figures.json"
     monkeypatch.setattr(sys, "argv", [str(SCRIPT), str(out), str(run)])
-    script().main()  # as its last line calls it
+    script_module(SCRIPT, monkeypatch).main()  # as its last line calls it
     figures = json.loads(out.read_text())[str(run)]
     assert set(figures) >= {"test", "test*2", "test*2 from single outputs"}
     hyps = (run / "test.hyp").read_text().splitlines()
@@ -60,13 +52,13 @@ def test_paragraph_figures_rescore_a_runs_outputs_and_their_joins(
     assert "test*2@decode.split=sentences,decode.split_lang=en, cut into each" not in figures
 
 
-def test_segmentation_groups_lines_cut_into_each_fewer_and_more_pieces(tmp_path):
+def test_segmentation_groups_lines_cut_into_each_fewer_and_more_pieces(tmp_path, monkeypatch):
     """A line the segmenter cut into more pieces than it joins sentences is not one
     cut into fewer: each sign of the difference is a group of its own."""
     cut = tmp_path / "x*2@decode.split=sentences.hyp"
     cut.write_text("a b c\nd e f\ng h i\n", encoding="utf-8")
     single, refs = ["a b c", "d e x", "g h i"], ["a b c", "d e f", "g h i"]
-    got = script().by_segmentation(cut, [0, -1, 2], single, refs)
+    got = script_module(SCRIPT, monkeypatch).by_segmentation(cut, [0, -1, 2], single, refs)
     assert {k.split(", ")[1]: (v["lines"], v["same_as_single"]) for k, v in got.items()} == {
         "cut into each": (1, 1),
         "cut into fewer": (1, 0),

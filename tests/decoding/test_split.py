@@ -91,9 +91,8 @@ def test_split_then_translate_equals_each_sentence_translated_alone(
     heard = Heard()  # a bar counts lines, fed the sentences' work
     split = translate_text(loaded, loaded.model, lines, cfg, torch.device("cpu"), Options(heard))
     assert len(split) == len(lines) and split[2][0].text == ""
-    ((planned, work),) = heard.plans
-    assert planned == sum(s for s, _ in heard.batches) == len(lines)
-    assert sum(w for _, w in heard.batches) == work > 0
+    planned, work = heard.plan()
+    assert planned == len(lines) and work > 0
     plain = dataclasses.replace(cfg, split="none")
     for line, (got,) in zip(lines, split):
         alone = [
