@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -76,30 +76,45 @@ NOT_THE_TESTS = (
 REGISTRIES = (ATTENTION, SCORES, POSITIONS, ENCODER_BLOCKS, DECODERS, REMEDIES, LAUNCHERS, TRAINERS)
 
 
-def _plugins_known() -> tuple:
-    """The names every registry and the metrics' table hold, the plug-ins imported and
-    the modules loaded: what :func:`_forget_plugins` puts back."""
-    names = [set(r.names()) for r in REGISTRIES]
-    return names, set(METRICS), set(plugins._loaded), dict(plugins._stand_ins), set(sys.modules)
+class PluginsKnown(NamedTuple):
+    """What :func:`_forget_plugins` puts back: the names each registry and the
+    metrics' table hold, the plug-ins imported (and the files standing in for stored
+    ones), the modules loaded."""
+
+    names: list[set[str]]  # one per registry of REGISTRIES
+    metrics: set[str]
+    loaded: set[str]
+    stand_ins: dict[str, str]
+    modules: set[str]
 
 
-def _forget_plugins(known: tuple) -> None:
+def _plugins_known() -> PluginsKnown:
+    return PluginsKnown(
+        [set(r.names()) for r in REGISTRIES],
+        set(METRICS),
+        set(plugins._loaded),
+        dict(plugins._stand_ins),
+        set(sys.modules),
+    )
+
+
+def _forget_plugins(known: PluginsKnown) -> None:
     """Unregister what plug-ins registered since ``known`` and forget that they were
     imported (a later test that imports one gets its entries again)."""
-    names, metrics, loaded, stand_ins, modules = known
-    for registry, before in zip(REGISTRIES, names):
+    for registry, before in zip(REGISTRIES, known.names):
         for name in set(registry.names()) - before:
             del registry._items[name]
             registry._configs.pop(name, None)
-    for key in set(METRICS) - metrics:
+    for key in set(METRICS) - known.metrics:
         del METRICS[key]
-    for module in set(sys.modules) - modules:
-        if module.startswith("nmt_plugin_") or module in plugins._loaded - loaded:
+    imported = plugins._loaded - known.loaded
+    for module in set(sys.modules) - known.modules:
+        if module.startswith("nmt_plugin_") or module in imported:
             del sys.modules[module]
     plugins._loaded.clear()
-    plugins._loaded.update(loaded)
+    plugins._loaded.update(known.loaded)
     plugins._stand_ins.clear()
-    plugins._stand_ins.update(stand_ins)
+    plugins._stand_ins.update(known.stand_ins)
 
 
 def _torch_modes() -> tuple[bool, torch.dtype, bool]:
