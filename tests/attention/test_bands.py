@@ -4,11 +4,8 @@ and ``auto`` taking the bands only where they pay."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
-from torch._dynamo.utils import counters
 
 from nmt.attention import bands as banded
 from nmt.attention.base import Context
@@ -119,24 +116,3 @@ def test_auto_path_uses_the_band_only_for_long_sources(monkeypatch):
     assert not calls
     run(attn, (400, 400), 400)
     assert calls
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("cc") is None, reason="torch.compile needs a C compiler")
-def test_local_ps_tiled_bands_compile_to_the_eager_gradients():
-    """``train.compile`` on local_p: the graph before the band's width is read (its
-    tiles, each query's rank in its tile) once crashed inductor's CPU code generation
-    (exit 1 in nmt train for every local_p recipe); compiled, the attention is one
-    graph (no host read of the block count breaks it) and the gradients are eager's."""
-    torch._dynamo.reset()  # nothing another test compiled from the same code
-    torch.manual_seed(0)
-    eager = build("local_p", window=3, path="windowed").train()
-    compiled = build("local_p", window=3, path="windowed").train()
-    compiled.load_state_dict(eager.state_dict())
-    compiled.forward = torch.compile(compiled.forward, dynamic=True)
-    graphs = counters["stats"]["unique_graphs"]
-    for attn in (eager, compiled):
-        run(attn, (120, 77), 90, need_weights=False).context.pow(2).sum().backward()
-    assert counters["stats"]["unique_graphs"] - graphs == 1
-    for (name, a), b in zip(eager.named_parameters(), compiled.parameters(), strict=True):
-        torch.testing.assert_close(b.grad, a.grad, atol=1e-5, rtol=1e-4, msg=name)
