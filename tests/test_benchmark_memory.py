@@ -9,6 +9,8 @@ import pytest
 import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_scaling.py"
+# loaded when the module is collected, not per test (tests.helpers.script_module): the
+# parametrisation below reads its VARIANTS (the script imports nothing beside it)
 spec = importlib.util.spec_from_file_location("attention_scaling", SCRIPT)
 attention_scaling = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(attention_scaling)
