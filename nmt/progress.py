@@ -181,12 +181,12 @@ class Tally:
     which ``task``'s fill and rate and the ETA come, on the bar and in ``lines`` (a
     log's).
 
-    The work is what a translation call plans (:meth:`planned`: source pieces). A
-    batch of long sentences takes about as long as one of many short ones, and a
-    translation goes from the shortest sentences to the longest, so that an ETA that
-    counted sentences came early (docs/commands.md). Work not planned yet (the parts
-    of a long input not read yet) is taken at the work per sentence planned so far;
-    where nothing plans any (an import), the work is the sentences."""
+    The work is what a translation call plans (:meth:`planned`: source pieces). Its
+    batches hold about as many pieces whatever their sentences' length, and it goes
+    from the shortest sentences to the longest: an ETA that counted sentences came
+    early, one that counts pieces less so (docs/commands.md). Work not planned yet
+    (the parts of a long input not read yet) is taken at the work per sentence
+    planned so far; where nothing plans any (an import), the work is the sentences."""
 
     def __init__(
         self, bar: Progress, task: TaskID, total: int, lines: LogLines | None = None

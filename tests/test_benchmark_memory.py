@@ -10,7 +10,7 @@ import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "attention_scaling.py"
 # loaded when the module is collected, not per test (tests.helpers.script_module): the
-# parametrisation below reads its VARIANTS (the script imports nothing beside it)
+# parametrisation below reads its VARIANTS (the script imports no module of benchmarks/)
 spec = importlib.util.spec_from_file_location("attention_scaling", SCRIPT)
 attention_scaling = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(attention_scaling)

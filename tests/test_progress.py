@@ -122,7 +122,7 @@ def test_a_translations_eta_follows_its_work_not_its_sentences(monkeypatch, caps
         now[0] = 200.0
     now[0] = 0.0
     with progress.sentence_progress("translate", 1_000, show=True) as tally:
-        tally.planned(500, 5_000)  # the first part of two: the second taken as as long
+        tally.planned(500, 5_000)  # the first part of two: the second counts as long
         now[0] = 61.0
         tally.done(250, 2_500)
     lines = [x for x in capsys.readouterr().err.splitlines() if "ETA" in x]

@@ -198,8 +198,8 @@ def test_compiled_training_matches_eager(tiny_config):
     through local_p's tiled bands, whose graph before the band's width is read (its
     tiles, each query's rank in its tile) once crashed inductor's CPU code generation
     (exit 1 in nmt train for every local_p recipe): compiled, the whole pass is one
-    graph (no host read of the block count breaks it). One test, one compilation:
-    inductor's C++ build is most of its cost."""
+    graph (no host read of the block count breaks it). One test compiles for both:
+    each compilation builds C++ kernels where inductor's cache does not hold them."""
     model = {"dropout": 0.0, "attention": {"kind": "local_p", "window": 3, "path": "windowed"}}
     eager = prepare(tiny_config(model=model), "cpu")
     compiled = prepare(tiny_config(model=model, train={"compile": True}), "cpu")
