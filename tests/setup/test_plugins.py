@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from nmt.cli import app
 from nmt.setup import plugins
 from nmt.setup.recipe import load_recipe
 from tests.conftest import (
@@ -25,6 +24,7 @@ from tests.conftest import (
     subprocess_env,
     tiny_recipe_dict,
 )
+from tests.test_cli import invoke
 
 PLUGIN = Path(__file__).parents[1] / "plugins" / "uniform_attention.py"
 
@@ -62,14 +62,14 @@ def nmt_here(monkeypatch):
     command alone (as PYTHONPATH is for a process)."""
     known = _plugins_known()
 
-    def invoke(*args, plugin_dir: Path | None = None, input: str | None = None) -> Result:
+    def command(*args, plugin_dir: Path | None = None, input: str | None = None) -> Result:
         _forget_plugins(known)
         with monkeypatch.context() as patch:
             if plugin_dir is not None:
                 patch.syspath_prepend(str(plugin_dir))
-            return CliRunner().invoke(app, [str(a) for a in args], input=input)
+            return invoke(*args, input=input)
 
-    return invoke
+    return command
 
 
 @pytest.mark.slow  # trains: a second or more
