@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from nmt.cli import app
 from nmt.io import checkpoint
 from tests.compare.test_compare import write_spec
 from tests.conftest import as_in_a_terminal, subprocess_env
+from tests.test_cli import invoke
 
 STEPS = 120
 # A worker looks for its study process once a second (PARENT_POLL_SECONDS) and a tiny
@@ -105,7 +104,7 @@ def test_sigterm_to_the_study_stops_every_worker_and_a_rerun_resumes(tmp_path, t
     assert all(0 < s < STEPS for s in stopped), stopped
 
     # the same command again, here (its workers are processes of their own as before)
-    again = CliRunner().invoke(app, ["compare", str(spec), "--device", "cpu", "--jobs", "2"])
+    again = invoke("compare", spec, "--device", "cpu", "--jobs", "2")
     assert again.exit_code == 0, again.output[-3000:]
     for run in runs:
         assert f"{run.parent.name} seed 1: resumed" in (run / "compare.log").read_text()
