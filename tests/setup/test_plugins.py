@@ -29,12 +29,10 @@ from tests.test_cli import invoke
 PLUGIN = Path(__file__).parents[1] / "plugins" / "uniform_attention.py"
 
 
-def nmt(
-    *args, plugin_dir: Path | None, extra_env: dict | None = None, **kwargs
-) -> subprocess.CompletedProcess:
+def nmt(*args, extra_env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """``nmt ARGS`` in a process of its own (for what the process is: DDP ranks, a
+    spawned study worker)."""
     env = {**subprocess_env(), **(extra_env or {})}
-    if plugin_dir is not None:
-        env["PYTHONPATH"] = f"{plugin_dir}:{env['PYTHONPATH']}"
     return subprocess.run(
         [sys.executable, "-m", "nmt", *map(str, args)],
         env=env,
@@ -156,7 +154,7 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(
     relative = ["--plugin", "elsewhere/uniform_attention.py"]
     chosen = allocator_of_a_command(subprocess_env())
     ddp, env = ["--nproc", "2", *relative, "--device", "cpu"], {"OMP_NUM_THREADS": "1"}
-    done = nmt("train", recipe, *ddp, plugin_dir=None, cwd=tmp_path, extra_env=env)
+    done = nmt("train", recipe, *ddp, cwd=tmp_path, extra_env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     stored = yaml.safe_load((tmp_path / "run" / "recipe.yaml").read_text())["plugins"]
     assert stored == [str((plugin_dir / "uniform_attention.py").resolve())]
@@ -178,7 +176,7 @@ def test_a_plugin_file_reaches_every_process_a_run_starts(
         "figures": False,
     }
     spec.write_text(yaml.safe_dump(study))
-    done = nmt("compare", spec, "--jobs", "2", "--device", "cpu", plugin_dir=None, cwd=tmp_path)
+    done = nmt("compare", spec, "--jobs", "2", "--device", "cpu", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]  # two spellings of one file: one module
     assert where(tmp_path / "study/runs/uniform/seed1")["allocator"] == chosen
 
