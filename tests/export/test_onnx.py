@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -102,10 +103,24 @@ def variant(tiny_run, out, sections: dict | None = None, **model) -> object:
 
 
 @pytest.fixture(scope="module")
-def tiny_export(tiny_run, tmp_path_factory):
-    """tiny_run exported once for the tests that only read it (an export costs
-    seconds); a test that changes it works on a copy."""
-    return exported(tiny_run, tmp_path_factory.mktemp("onnx") / "tiny")
+def export_of(tiny_run, tmp_path_factory):
+    """``export_of(NAME)``: the checkpoint of ONNX_VARIANTS[NAME] and its export, made
+    once for the module (an export costs seconds) and shared by the tests that only
+    read them; a test that changes an export works on a copy."""
+    made: dict[str, tuple[Path, Path]] = {}
+
+    def get(name: str) -> tuple[Path, Path]:
+        if name not in made:
+            out = tmp_path_factory.mktemp("onnx")
+            path = variant(tiny_run, out / "model.pt", **ONNX_VARIANTS[name])
+            made[name] = (path, exported(path, out / "onnx"))
+        return made[name]
+
+    return get
+
+
+# the variant whose export the tests of the script and of the check read
+READ = "global + qanet encoder"
 
 
 def exported(path, out):
@@ -127,7 +142,7 @@ def nmt_translations(path, lines: list[str], beam: int) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ONNX_VARIANTS)
-def test_every_kind_runs_without_nmt_as_nmt_translate(name, tiny_run, toy_dir, tmp_path):
+def test_every_kind_runs_without_nmt_as_nmt_translate(name, export_of, toy_dir, tmp_path):
     """Each variant's export, run by translate.py where nmt and torch cannot be
     imported, gives nmt translate's output on every line, greedy and beam 5
     (the lines: the toy test set's first 8, an empty one and the longest; every
@@ -136,8 +151,8 @@ def test_every_kind_runs_without_nmt_as_nmt_translate(name, tiny_run, toy_dir, t
     lines = [*test[:8], "", max(test, key=len)]
     source = tmp_path / "source.txt"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    path = variant(tiny_run, tmp_path / "model.pt", **ONNX_VARIANTS[name])
-    jobs = [(name, str(exported(path, tmp_path / "onnx")))]
+    path, out = export_of(name)
+    jobs = [(name, str(out))]
     done = run_outside_the_checkout(WITHOUT_NMT, json.dumps(jobs), str(source), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads(done.stdout)[name]
@@ -145,9 +160,10 @@ def test_every_kind_runs_without_nmt_as_nmt_translate(name, tiny_run, toy_dir, t
     assert theirs["beam"] == nmt_translations(path, lines, 5)
 
 
-@pytest.mark.slow  # the module's export: seconds
-def test_the_script_translates_stdin_to_one_line_per_line(tiny_run, tiny_export, toy_dir, tmp_path):
-    out = shutil.copytree(tiny_export, tmp_path / "onnx")
+@pytest.mark.slow  # an export: seconds
+def test_the_script_translates_stdin_to_one_line_per_line(export_of, toy_dir, tmp_path):
+    path, made = export_of(READ)
+    out = shutil.copytree(made, tmp_path / "onnx")
     lines = ["", *read_lines(toy_dir / "test.src")[:5], ""]
     done = subprocess.run(
         [sys.executable, str(out / "translate.py"), str(out), "--beam", "2"],
@@ -157,7 +173,7 @@ def test_the_script_translates_stdin_to_one_line_per_line(tiny_run, tiny_export,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:-1] == nmt_translations(tiny_run, lines, 2)
+    assert done.stdout.split("\n")[:-1] == nmt_translations(path, lines, 2)
     manifest = json.loads((out / "nmt-export.json").read_text())
     assert manifest["format"] == "onnx" and manifest["largest_difference"] <= TOLERANCE
     # a line longer than the model's positions is cut, as nmt cuts it, and said
@@ -170,7 +186,7 @@ def test_the_script_translates_stdin_to_one_line_per_line(tiny_run, tiny_export,
         timeout=120,
     )
     assert done.returncode == 0 and "1 input line(s) longer than" in done.stderr, done.stderr
-    assert done.stdout.split("\n")[:-1] == nmt_translations(tiny_run, [long], 1)
+    assert done.stdout.split("\n")[:-1] == nmt_translations(path, [long], 1)
     # bad input: one line naming it, exit code 2, nothing on stdout
     for damage, stdin, says in (
         (b"", b"ok\n\xff\n", "standard input: line 2 is not UTF-8 text"),
@@ -212,19 +228,20 @@ def test_what_the_loop_cannot_reproduce_is_refused_with_nothing_written(
     assert not (tmp_path / "onnx").exists()
 
 
-@pytest.mark.slow  # the module's export: seconds
-def test_the_check_catches_a_graph_that_is_wrong_at_other_shapes(tiny_run, tiny_export, tmp_path):
+@pytest.mark.slow  # an export: seconds
+def test_the_check_catches_a_graph_that_is_wrong_at_other_shapes(export_of, tmp_path):
     """The legacy exporter bakes the traced lengths in: its start graph runs at
     another shape and gives other log-probabilities, without an error. The export's
     check (a batch and lengths not traced) finds the difference; the dynamo graphs
     pass it."""
     require_extra("onnxruntime", "onnx")
-    model = load_model(tiny_run, torch.device("cpu")).model
+    path, made = export_of(READ)
+    model = load_model(path, torch.device("cpu")).model
     with torch.no_grad():
-        manifest = json.loads((tiny_export / "nmt-export.json").read_text())
+        manifest = json.loads((made / "nmt-export.json").read_text())
         names, carried = manifest["state"], manifest["carried"]
         for graph in ("start.onnx", "step.onnx"):
-            shutil.copy(tiny_export / graph, tmp_path / graph)
+            shutil.copy(made / graph, tmp_path / graph)
         assert difference(model, tmp_path, names, carried) <= TOLERANCE
         src = torch.randint(4, 50, (2, 7))
         first_step(model, src)
