@@ -103,8 +103,7 @@ def _forget_plugins(known: PluginsKnown) -> None:
     imported (a later test that imports one gets its entries again)."""
     for registry, before in zip(REGISTRIES, known.names):
         for name in set(registry.names()) - before:
-            del registry._items[name]
-            registry._configs.pop(name, None)
+            registry.unregister(name)
     for key in set(METRICS) - known.metrics:
         del METRICS[key]
     imported = plugins._loaded - known.loaded

@@ -4,6 +4,8 @@ the repository (recipes/ and data/ beside it)."""
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -28,3 +30,22 @@ def test_the_training_snippet_runs_as_shown(tmp_path, monkeypatch, capsys):
     steps = re.search(r'"train\.max_steps=(\d+)"', block)[1]  # the updates it asks for
     assert capsys.readouterr().out.strip().splitlines()[-1] == steps
     assert (tmp_path / "runs/scratch/last.pt").is_file()
+
+
+def test_the_unregister_snippet_lets_a_plug_ins_cell_run_again(monkeypatch):
+    """A notebook's cell that defines the plug-in runs twice: the second time, after
+    the docs' block, it registers again instead of being refused."""
+    text = (ROOT / "docs/extending.md").read_text()
+    (block,) = [b for b in python_blocks(text) if "unregister" in b]
+    cell = compile((ROOT / "tests/plugins/uniform_attention.py").read_text(), "cell", "exec")
+    notebook = types.ModuleType("notebook")  # a kernel's __main__
+    monkeypatch.setitem(sys.modules, "notebook", notebook)
+    exec(cell, notebook.__dict__)
+    with pytest.raises(ValueError, match="registered twice"):
+        exec(cell, notebook.__dict__)
+    exec(compile(block, "docs/extending.md", "exec"), notebook.__dict__)
+    exec(cell, notebook.__dict__)
+
+    from nmt.setup.attention import ATTENTION
+
+    assert ATTENTION.get("uniform") is notebook.UniformAttention

@@ -237,7 +237,12 @@ class Translating:
         generator = None
         if sampling is not None:
             generator = torch.Generator(self.device).manual_seed(sampling.seed)
-        self.options = Options(progress, self.count_truncated, sampling, generator)
+        self.options = Options(
+            progress=progress,
+            on_truncated=self.count_truncated,
+            sampling=sampling,
+            generator=generator,
+        )
         return self
 
     def count_truncated(self, n: int) -> None:

@@ -71,6 +71,14 @@ class Registry(Generic[T]):
             add(target)
         return add
 
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` and its config. A second :meth:`register` of a name is
+        refused, so a notebook that runs a plug-in's cell again unregisters it first."""
+        if name not in self._items:
+            raise NmtError(self.unknown(name))
+        del self._items[name]
+        self._configs.pop(name, None)
+
     def known(self, name: str) -> bool:
         """Whether ``name`` is registered, once installed plug-ins (entry points of the
         group ``nmt.plugins``) have had their chance to register it."""

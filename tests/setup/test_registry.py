@@ -1,6 +1,7 @@
 import ast
 import importlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,25 @@ def test_double_registration_is_a_bug():
     r.register("a")(int)
     with pytest.raises(ValueError):
         r.register("a")(str)
+
+
+def test_an_unregistered_name_can_be_registered_again():
+    """What a notebook does to run a plug-in's cell a second time."""
+
+    @dataclass(frozen=True)
+    class WidgetConfig:
+        kind: str = "a"
+
+    r: Registry[type] = Registry("widget")
+    r.register("a", WidgetConfig)(int)
+    r.unregister("a")
+    assert "a" not in r and r.names() == []
+    with pytest.raises(NmtError, match="unknown widget 'a'"):
+        r.config("a")
+    r.register("a")(str)
+    assert r.get("a") is str
+    with pytest.raises(NmtError, match="unknown widget 'b'; valid: a"):
+        r.unregister("b")
 
 
 def test_the_suite_forgets_what_every_registry_of_the_package_gained_in_a_test():

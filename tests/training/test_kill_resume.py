@@ -76,7 +76,6 @@ def test_sigkill_and_resume_reach_the_uninterrupted_parameters(toy_dir, tmp_path
         assert proc.returncode == -signal.SIGKILL, err.decode()
     # the last resume, to the end, here: what it reads is what the kills left
     train(load_recipe(str(recipe)), device="cpu", resume=True)
-    print(f"{kills} SIGKILLs; the resumed run reached step {STEPS}")
 
     a = checkpoint.load(tmp_path / "straight" / "last.pt")
     b = checkpoint.load(run / "last.pt")
