@@ -256,6 +256,10 @@ def translate(
 
 def split_overrides(split: str | None, split_lang: str | None) -> list[str]:
     """``--split`` and ``--split-lang`` as the decode keys they set."""
+    from nmt.setup.decoding import split_mode
+
+    if split is not None:
+        split_mode(split)
     if split_lang is not None and split not in ("sentences", "marks"):
         raise NmtError("--split-lang: only --split sentences and --split marks use it")
     changes = [] if split is None else [f"decode.split={split}"]

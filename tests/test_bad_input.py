@@ -418,6 +418,28 @@ def test_the_output_never_replaces_the_input(tiny_run, tmp_path):
     assert (tmp_path / "in.txt").read_text() == "a b c\n"
 
 
+@pytest.mark.parametrize("option", ["-o", "--report", "--alignments"])
+def test_a_file_to_write_that_is_a_directory_is_refused_before_any_work(tiny_run, tmp_path, option):
+    """--report DIR once failed after the translation was written (exit 2, the
+    output there): refused first, nothing is written."""
+    (tmp_path / "in.txt").write_text("lo nute\n")
+    (tmp_path / "taken").mkdir()
+    files = {"-o": tmp_path / "out.txt", option: tmp_path / "taken"}
+    args = [a for pair in files.items() for a in pair]
+    fails_cleanly(
+        ["translate", tiny_run, "-i", tmp_path / "in.txt", *args],
+        f"{option} {tmp_path / 'taken'}: a directory, not a file",
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "taken"]
+    assert not any((tmp_path / "taken").iterdir())
+
+
+def test_an_unknown_split_mode_names_the_option(tiny_run):
+    fails_cleanly(
+        ["translate", tiny_run, "--split", "words"], "--split words: one of none, sentences, marks"
+    )
+
+
 def test_attention_dir_that_is_a_file_is_refused_before_any_work(tiny_run, tmp_path):
     (tmp_path / "in.txt").write_text("lo nute\n")
     (tmp_path / "maps").write_text("mine")

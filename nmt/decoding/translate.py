@@ -123,6 +123,13 @@ class Files:
             for path, name in ((self.alignments, "--alignments"), (self.report, "--report")):
                 if same_file(path, other):
                     raise NmtError(f"{name} {path}: the same file as {option}")
+        for path, option in (
+            (self.output, "-o"),
+            (self.report, "--report"),
+            (self.alignments, "--alignments"),
+        ):
+            if path is not None and str(path) != "-" and path.is_dir():
+                raise NmtError(f"{option} {path}: a directory, not a file")
         where = self.attention_dir
         if where is not None and where.exists() and not where.is_dir():
             raise NmtError(f"--attention-dir {where}: a file, not a directory")

@@ -4,6 +4,7 @@ options: torch-free, so that reading a recipe loads no model code."""
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -16,6 +17,8 @@ from nmt.setup.registry import Registry
 # ``--length``: the recipe's bounds, or exactly the reference's length (Newman et al.
 # 2020's oracle: what a model reads when the stop decision is taken from it)
 LengthMode = Literal["model", "oracle"]
+# ``decode.split`` (``nmt translate --split``): how a line of several sentences is read
+SplitMode = Literal["none", "sentences", "marks"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class DecodeConfig:
     # (nmt.data.sentences), each translated apart, their outputs joined into one line;
     # marks: each line read whole with a separator between its sentences, as a
     # sentence-group model (model.decoder.group_layers) was trained to read them
-    split: Literal["none", "sentences", "marks"] = "none"
+    split: SplitMode = "none"
     split_lang: str | None = None  # the sentence rules' language; null: data.src_lang
     # nmt translate names the lines whose output has fewer pieces than this share of
     # length_ratio × their source's pieces (an early stop); 0: no check
@@ -167,6 +170,14 @@ def length_mode(text: str) -> LengthMode:
     if text not in ("model", "oracle"):
         raise NmtError(f"--length {text}: model (the recipe's bounds) or oracle (the reference's)")
     return "oracle" if text == "oracle" else "model"
+
+
+def split_mode(text: str) -> SplitMode:
+    """``--split``'s value, checked (the option, not ``--set decode.split``, named)."""
+    modes = typing.get_args(SplitMode)
+    if text not in modes:
+        raise NmtError(f"--split {text}: one of {', '.join(modes)}")
+    return text  # type: ignore[return-value]
 
 
 def decoding(entries: tuple[str, ...] | list[str]) -> tuple[list[str], LengthMode]:
