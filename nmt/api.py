@@ -18,6 +18,7 @@ attention`` draws what :meth:`Translator.attention` returns.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,22 @@ from nmt.setup.decoding import Sampling, with_overrides
 from nmt.setup.device import resolve_device
 
 
+def strings(value: Iterable[str], name: str) -> list[str]:
+    """``value``, strings, as a list: one string, which would be read as its
+    characters (a sentence translated letter by letter), is refused naming ``name``."""
+    if isinstance(value, str):
+        raise TypeError(f"{name}: a list of strings, not one string (write [{value[:40]!r}])")
+    return list(value)
+
+
+def a_path(value: str | Path, name: str) -> Path:
+    """``value`` as a Path; anything else (a spec given as a dict) is refused naming
+    ``name``."""
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"{name}: a path to a file or directory, not {type(value).__name__}")
+    return Path(value)
+
+
 @dataclasses.dataclass
 class Translator:
     """A trained model and its vocabularies, ready to translate (``nmt translate``'s
@@ -48,7 +65,7 @@ class Translator:
     def load(cls, path: str | Path, device: str = "auto") -> Translator:
         """A run directory (its best.pt) or a checkpoint file."""
         where = resolve_device(device)
-        return cls(load_model(path, where), where)
+        return cls(load_model(a_path(path, "path"), where), where)
 
     def nbest(
         self,
@@ -66,7 +83,7 @@ class Translator:
         key of the recipe's ``decode`` section may be given (``coverage=0.2``,
         ``min_len_a=0.8``); ``refs``: each output exactly as long as its reference
         (``--length oracle``)."""
-        lines = list(sentences)
+        lines = strings(sentences, "sentences")
         changes = [f"decode.{k}={v}" for k, v in decode.items()]
         cfg = with_overrides(self.loaded.cfg.decode, changes)
         beam = 1 if sample is not None else beam or max(cfg.beam, n_best)
@@ -99,11 +116,13 @@ def score(
 ) -> dict[str, Score]:
     """sacreBLEU's corpus scores (``nmt score``'s: bleu, chrf, chrf++, ter) of ``hyps``
     against one reference per line, or several lists of them."""
-    streams = refs if refs and isinstance(refs[0], list) else [refs]
+    hyps = strings(hyps, "hyps")
+    several = bool(refs) and not isinstance(refs[0], str)  # lists of references
+    streams = [strings(r, "refs") for r in refs] if several else [strings(refs, "refs")]
     for stream in streams:
         if len(stream) != len(hyps):
             raise NmtError(f"{len(hyps):,} hypotheses but {len(stream):,} references")
-    return {m: corpus_score(m, hyps, streams) for m in dict.fromkeys(metrics)}
+    return {m: corpus_score(m, hyps, streams) for m in dict.fromkeys(strings(metrics, "metrics"))}
 
 
 def train(
@@ -123,7 +142,11 @@ def train(
     from nmt.training.run import train as run_training
     from nmt.training.tracking import publish_results
 
-    cfg = load_recipe(recipe, list(overrides), tuple(plugins))
+    cfg = load_recipe(
+        a_path(recipe, "recipe"),
+        strings(overrides, "overrides"),
+        tuple(strings(plugins, "plugins")),
+    )
     summary = run_training(cfg, device=device, resume=resume)
     if summary is None:  # a data-parallel rank other than 0
         return {}
@@ -151,10 +174,12 @@ def evaluate(
     from nmt.setup.decoding import length_mode
     from nmt.training.tracking import publish_results
 
-    evaluate_splits(run, list(splits) or None, device=device, overrides=list(overrides),
+    run = a_path(run, "run")
+    splits, overrides = strings(splits, "splits"), strings(overrides, "overrides")
+    evaluate_splits(run, splits or None, device=device, overrides=overrides,
                     length=length_mode(length), data_dir=data)  # fmt: skip
     publish_results(run)
-    return read_results(Path(run))
+    return read_results(run)
 
 
 def compare(
@@ -172,8 +197,8 @@ def compare(
     from nmt.compare import run_study
     from nmt.io.files import read_json
 
-    out = run_study(spec, device=device, overrides=list(overrides), jobs=jobs,
-                    plugins=tuple(plugins))  # fmt: skip
+    out = run_study(a_path(spec, "spec"), device=device, overrides=strings(overrides, "overrides"),
+                    jobs=jobs, plugins=tuple(strings(plugins, "plugins")))  # fmt: skip
     return read_json(Path(out) / "results.json")
 
 
@@ -191,4 +216,5 @@ def export(
     returns the directory."""
     from nmt.export import export_model
 
-    return export_model(Path(checkpoint), Path(out), format, quantization, license)
+    where = a_path(checkpoint, "checkpoint")
+    return export_model(where, a_path(out, "out"), format, quantization, license)

@@ -67,6 +67,27 @@ def test_bad_options_are_the_commands_errors(tiny_run):
         score(["a", "b"], ["a"])
 
 
+def test_one_string_where_strings_are_expected_is_refused(tiny_run):
+    """Read as strings, a string is its characters: translate("lo nute") translated
+    it letter by letter and returned a list of seven, and train(recipe,
+    "train.max_steps=3") said "--set 't'"."""
+    from nmt.api import compare, evaluate, train
+
+    t = Translator.load(tiny_run, "cpu")
+    calls = {
+        "sentences": lambda: t.translate("lo nute"),
+        "hyps": lambda: score("a", ["a"]),
+        "refs": lambda: score(["a"], "a"),
+        "metrics": lambda: score(["a"], ["a"], "bleu"),
+        "overrides": lambda: train(tiny_run / "recipe.yaml", "train.max_steps=3"),
+        "splits": lambda: evaluate(tiny_run, "test"),
+        "spec": lambda: compare({"variants": {"global": []}}),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=f"^{name}: a "):
+            call()
+
+
 @pytest.mark.slow
 def test_training_evaluation_and_a_study_from_python(toy_dir, tmp_path):
     """nmt.api.train, evaluate and compare do what the commands do and return what
