@@ -39,10 +39,15 @@ from nmt.setup.device import resolve_device
 
 def strings(value: Iterable[str], name: str) -> list[str]:
     """``value``, strings, as a list: one string, which would be read as its
-    characters (a sentence translated letter by letter), is refused naming ``name``."""
+    characters (a sentence translated letter by letter), or an item that is not a
+    string, is refused naming ``name``."""
     if isinstance(value, str):
         raise TypeError(f"{name}: a list of strings, not one string (write [{value[:40]!r}])")
-    return list(value)
+    listed = list(value)
+    for i, item in enumerate(listed):
+        if not isinstance(item, str):
+            raise TypeError(f"{name}: item {i} is {type(item).__name__}, not a string")
+    return listed
 
 
 def a_path(value: str | Path, name: str) -> Path:
@@ -84,9 +89,14 @@ class Translator:
         ``min_len_a=0.8``); ``refs``: each output exactly as long as its reference
         (``--length oracle``)."""
         lines = strings(sentences, "sentences")
+        if sample is not None and not isinstance(sample, Sampling):
+            raise TypeError(f"sample: a Sampling (its options), not {type(sample).__name__}")
         changes = [f"decode.{k}={v}" for k, v in decode.items()]
         cfg = with_overrides(self.loaded.cfg.decode, changes)
-        beam = 1 if sample is not None else beam or max(cfg.beam, n_best)
+        if sample is not None:
+            beam = 1
+        elif beam is None:
+            beam = max(cfg.beam, n_best)
         cfg = with_overrides(cfg, [f"decode.beam={beam}", f"decode.n_best={n_best}"])
         model = self.loaded.model
         options = Options(sampling=sample, refs=refs)
@@ -196,6 +206,9 @@ def compare(
     plots are written in its out_dir as the command writes them."""
     from nmt.compare import run_study
     from nmt.io.files import read_json
+
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise NmtError(f"jobs: {jobs!r}, expected a number of runs at once (1 or more)")
 
     out = run_study(a_path(spec, "spec"), device=device, overrides=strings(overrides, "overrides"),
                     jobs=jobs, plugins=tuple(strings(plugins, "plugins")))  # fmt: skip

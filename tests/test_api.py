@@ -86,6 +86,20 @@ def test_one_string_where_strings_are_expected_is_refused(tiny_run):
     for name, call in calls.items():
         with pytest.raises(TypeError, match=f"^{name}: a "):
             call()
+    with pytest.raises(TypeError, match=r"^sentences: item 1 is NoneType, not a string"):
+        t.translate(["lo", None])
+    with pytest.raises(TypeError, match=r"^sample: a Sampling"):
+        t.translate(["lo"], sample=True)
+
+
+def test_absurd_sizes_are_refused_not_taken_for_the_default(tiny_run):
+    """beam=0 once searched with the run's beam (read as "not given")."""
+    from nmt.api import compare
+
+    with pytest.raises(NmtError, match=r"decode\.beam: must be in 1\.\.1024"):
+        Translator.load(tiny_run, "cpu").translate(["lo"], beam=0)
+    with pytest.raises(NmtError, match="jobs: 0, expected"):
+        compare(tiny_run / "spec.yaml", jobs=0)
 
 
 @pytest.mark.slow
