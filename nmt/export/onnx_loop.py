@@ -96,6 +96,8 @@ class Translator:
         (``beam=1``: greedy). An empty line gets an empty output; a line longer than
         the model's positions is cut to them, as nmt translate cuts it, and
         ``self.truncated`` counts such lines."""
+        if isinstance(lines, str):  # read as lines, a string is its characters
+            raise TypeError(f"lines: a list of lines, not one string (write [{lines[:40]!r}])")
         search = replace(self.search, **settings)
         clipped = [line[: CHARS_PER_PIECE * (self.cap + 1)] for line in lines]
         encoded = self.source.encode(clipped)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import runpy
 import shutil
 import subprocess
 import sys
@@ -176,6 +177,10 @@ def test_the_script_translates_stdin_to_one_line_per_line(export_of, toy_dir, tm
     assert done.stdout.split("\n")[:-1] == nmt_translations(path, lines, 2)
     manifest = json.loads((out / "nmt-export.json").read_text())
     assert manifest["format"] == "onnx" and manifest["largest_difference"] <= TOLERANCE
+    # from Python, one string is refused, not translated character by character
+    loop = runpy.run_path(str(out / "translate.py"))
+    with pytest.raises(TypeError, match=r"^lines: a list of lines, not one string"):
+        loop["Translator"](out, threads=1).translate(lines[1])
     # a line longer than the model's positions is cut, as nmt cuts it, and said
     long = " ".join(read_lines(toy_dir / "test.src")) * 4
     done = subprocess.run(
