@@ -126,6 +126,10 @@ def average_into(inputs: list[Path], last: int | None, output: Path) -> int:
                 f"{dirs[0]}: a run directory; add --last N for its newest N kept "
                 "checkpoints, or name checkpoint files"
             )
+        named: dict[Path, Path] = {}
+        for path in inputs:  # a slip on the command line, not a weight
+            if (first := named.setdefault(path.resolve(), path)) is not path:
+                raise NmtError(f"{path}: named twice (as {first}); it would count double")
         payload = average(inputs)
     checkpoint.save(output, payload)
     return len(payload["averaged"])

@@ -142,6 +142,15 @@ def test_a_run_directory_needs_last(kept_run, tmp_path):
     assert not (tmp_path / "o.pt").exists()
 
 
+def test_a_checkpoint_named_twice_is_refused(kept_run, tmp_path):
+    (tmp_path / "link.pt").symlink_to(kept_run / "step-4.pt")
+    for twice in (kept_run / "step-4.pt", tmp_path / "link.pt"):
+        result = invoke("average", kept_run / "step-4.pt", kept_run / "step-6.pt", twice,
+                        "-o", tmp_path / "o.pt")  # fmt: skip
+        assert result.exit_code == 2 and f"{twice}: named twice" in result.output, result.output
+    assert not (tmp_path / "o.pt").exists()
+
+
 @pytest.mark.parametrize("name", ["best.pt", "last.pt", "step-6.pt"])
 def test_the_average_never_replaces_a_runs_own_checkpoint(kept_run, name):
     before = (kept_run / name).read_bytes()
