@@ -50,6 +50,13 @@ def strings(value: Iterable[str], name: str) -> list[str]:
     return listed
 
 
+def a_string(value: str, name: str) -> str:
+    """``value`` where one string is expected (one sentence; a list is refused)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: one string, not {type(value).__name__}")
+    return value
+
+
 def a_path(value: str | Path, name: str) -> Path:
     """``value`` as a Path; anything else (a spec given as a dict) is refused naming
     ``name``."""
@@ -69,7 +76,7 @@ class Translator:
     @classmethod
     def load(cls, path: str | Path, device: str = "auto") -> Translator:
         """A run directory (its best.pt) or a checkpoint file."""
-        where = resolve_device(device)
+        where = resolve_device(a_string(device, "device"))
         return cls(load_model(a_path(path, "path"), where), where)
 
     def nbest(
@@ -113,11 +120,14 @@ class Translator:
         (by default its own translation of ``src``): pieces and weights as arrays
         (:class:`~nmt.inspection.maps.AttentionMap`). A sentence longer than the model
         reads is cut, with a warning naming it (by ``names``)."""
+        src, tgt = a_string(src, "src"), None if tgt is None else a_string(tgt, "tgt")
         return sentence_attention(self.loaded, self.device, src, tgt, names)
 
     def figure(self, amap: AttentionMap, layer: int | str = -1, head: int | str = "mean") -> Any:
         """A heatmap of ``amap`` (target pieces down, source across, local attention's
         centres as dots): one layer and head, or a grid where either is ``"all"``."""
+        if not isinstance(amap, AttentionMap):
+            raise TypeError(f"amap: what attention() returns, not {type(amap).__name__}")
         return attention_figure(self.loaded, amap, layer, head)
 
 

@@ -90,6 +90,10 @@ def test_one_string_where_strings_are_expected_is_refused(tiny_run):
         t.translate(["lo", None])
     with pytest.raises(TypeError, match=r"^sample: a Sampling"):
         t.translate(["lo"], sample=True)
+    with pytest.raises(TypeError, match=r"^src: one string, not list"):
+        t.attention(["lo", "nute"])
+    with pytest.raises(TypeError, match=r"^amap: what attention"):
+        t.figure("lo")
 
 
 def test_absurd_sizes_are_refused_not_taken_for_the_default(tiny_run):
