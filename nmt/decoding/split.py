@@ -26,6 +26,7 @@ from nmt.decoding.search import (
     Translation,
     detokenised,
     encode_marked,
+    encode_source,
     translate_ids,
     translate_lines,
 )
@@ -57,6 +58,21 @@ def translate_text(
     on_sentences = dataclasses.replace(options, progress=progress)
     each = translate_lines(model, v.src, v.tgt, sentences, plain, device, on_sentences)
     return joined(each, owners, len(lines), joiner(data.tgt_lang))
+
+
+def source_lengths(loaded: Loaded, lines: list[str], cfg: DecodeConfig) -> list[int]:
+    """Each line's source pieces as :func:`translate_text` reads it under ``cfg``: the
+    line cut to the model's positions, or with ``split: sentences`` the sum of its
+    sentences' (each cut to them: a line longer than the model reads is read whole,
+    sentence by sentence). What nmt translate predicts an output's length from."""
+    vocab, limit = loaded.vocabs.src, loaded.model.cfg.max_positions - 1
+    if cfg.split != "sentences":
+        return [len(ids) for ids in encode_source(vocab, lines, limit)]
+    sentences, owners = split_lines(lines, sentence_rules(loaded, cfg))
+    pieces = [0] * len(lines)
+    for ids, line in zip(encode_source(vocab, sentences, limit), owners):
+        pieces[line] += len(ids)
+    return pieces
 
 
 def sentence_rules(loaded: Loaded, cfg: DecodeConfig, oracle: bool = False) -> Segment:

@@ -15,7 +15,7 @@ from nmt.data.alignment import Alignment, format_pharaoh
 from nmt.data.corpus import input_chunks, n_lines, read_lines
 from nmt.decoding.length_check import check_lengths
 from nmt.decoding.search import Listener, Options, Sampling, Translation, encode_source
-from nmt.decoding.split import sentence_rules, translate_text
+from nmt.decoding.split import sentence_rules, source_lengths, translate_text
 from nmt.errors import ConfigError, NmtError
 from nmt.io.files import atomic_file
 from nmt.model.ensemble import Ensemble
@@ -260,9 +260,8 @@ class Translating:
         refs = None if self.refs is None else self.refs[first : first + len(lines)]
         options = dataclasses.replace(self.options, refs=refs)
         nbest = translate_text(self.loaded, self.model, lines, self.cfg, self.device, options)
-        limit = self.loaded.model.cfg.max_positions - 1
-        sources = encode_source(self.loaded.vocabs.src, lines, limit)
-        self.lengths.extend((len(s), len(h[0].tokens)) for s, h in zip(sources, nbest))
+        sources = source_lengths(self.loaded, lines, self.cfg)
+        self.lengths.extend((n, len(h[0].tokens)) for n, h in zip(sources, nbest))
         if self.files.attention_option() is not None:
             best = [h[0].tokens for h in nbest]
             links = attention_outputs(self.loaded, lines, best, self.files.attention_dir, first)

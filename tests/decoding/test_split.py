@@ -155,6 +155,26 @@ def test_outputs_far_shorter_than_predicted_are_named_and_reported(tiny_run, toy
     assert quiet.exit_code == 0 and "output lines have under" not in quiet.stderr
 
 
+def test_under_split_a_long_line_is_predicted_from_every_sentence(tiny_run, toy_dir, tmp_path):
+    """--split sentences reads a line longer than the model's positions whole, sentence
+    by sentence: its predicted length counts every sentence's pieces. It counted the
+    255 the model reads at once, and a long line's short output went unnamed."""
+    sentences = [f"{s}." for s in read_lines(toy_dir / "test.src")[:3]] * 40
+    src = tmp_path / "long.src"
+    src.write_text(" ".join(sentences) + "\n" + "\n".join(sentences) + "\n")
+    report = tmp_path / "lengths.jsonl"
+    cut = ["--set", "decode.max_len_a=0", "--set", "decode.max_len_b=4", "--beam", "1"]
+    split = ["--split", "sentences", "--split-lang", "en", "--report", report]
+    result = invoke("translate", tiny_run, "-i", src, *cut, *split)
+    assert result.exit_code == 0, result.output
+    whole, *alone = [json.loads(x) for x in report.read_text().splitlines()]
+    assert whole["source_pieces"] == sum(r["source_pieces"] for r in alone) > 255
+    # at most 4 pieces a sentence: every line is short, the long one too (from the 255
+    # pieces read at once, it was predicted 287, and its 360 were not short)
+    assert whole["short"] and all(r["short"] for r in alone)
+    assert "121 of 121 output lines" in result.stderr
+
+
 def test_the_check_needs_a_measured_ratio():
     assert not is_short(DecodeConfig(), 40, 1)  # a run from before the ratio was kept
     assert is_short(DecodeConfig(length_ratio=1.0), 40, 19)
