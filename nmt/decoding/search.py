@@ -302,6 +302,9 @@ class Options:
     # continue one stream; None: a new one seeded with sampling.seed
     generator: torch.Generator | None = None
     refs: list[str] | None = None  # --length oracle: each output as long as its reference
+    # hears each line's source pieces as the model reads them (nmt translate's length
+    # check predicts an output's length from them)
+    on_sources: Callable[[list[int]], None] | None = None
 
 
 def translate_ids(
@@ -381,6 +384,8 @@ def translate_lines(
     """
     limit = model.cfg.max_positions - 1
     ids = encode_source(src_vocab, lines, limit, options.on_truncated)
+    if options.on_sources is not None:
+        options.on_sources([len(s) for s in ids])
     refs = options.refs
     exact = None if refs is None else [len(r) for r in encode_source(tgt_vocab, refs, limit)]
     model.eval()

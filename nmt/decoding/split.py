@@ -26,7 +26,6 @@ from nmt.decoding.search import (
     Translation,
     detokenised,
     encode_marked,
-    encode_source,
     translate_ids,
     translate_lines,
 )
@@ -55,24 +54,15 @@ def translate_text(
     if cfg.split == "marks":
         return marked(loaded, model, by_line(sentences, owners, len(lines)), plain, device, options)
     progress = None if options.progress is None else InLines(options.progress, len(lines))
-    on_sentences = dataclasses.replace(options, progress=progress)
+    heard: list[int] = []  # each sentence's source pieces
+    on_sentences = dataclasses.replace(options, progress=progress, on_sources=heard.extend)
     each = translate_lines(model, v.src, v.tgt, sentences, plain, device, on_sentences)
+    if options.on_sources is not None:  # a line's: its sentences', each read whole
+        pieces = [0] * len(lines)
+        for n, line in zip(heard, owners):
+            pieces[line] += n
+        options.on_sources(pieces)
     return joined(each, owners, len(lines), joiner(data.tgt_lang))
-
-
-def source_lengths(loaded: Loaded, lines: list[str], cfg: DecodeConfig) -> list[int]:
-    """Each line's source pieces as :func:`translate_text` reads it under ``cfg``: the
-    line cut to the model's positions, or with ``split: sentences`` the sum of its
-    sentences' (each cut to them: a line longer than the model reads is read whole,
-    sentence by sentence). What nmt translate predicts an output's length from."""
-    vocab, limit = loaded.vocabs.src, loaded.model.cfg.max_positions - 1
-    if cfg.split != "sentences":
-        return [len(ids) for ids in encode_source(vocab, lines, limit)]
-    sentences, owners = split_lines(lines, sentence_rules(loaded, cfg))
-    pieces = [0] * len(lines)
-    for ids, line in zip(encode_source(vocab, sentences, limit), owners):
-        pieces[line] += len(ids)
-    return pieces
 
 
 def sentence_rules(loaded: Loaded, cfg: DecodeConfig, oracle: bool = False) -> Segment:
@@ -106,6 +96,8 @@ def marked(
     v = loaded.vocabs
     limit = model.cfg.max_positions - 1
     ids = encode_marked(v.src, lines, limit, options.on_truncated)
+    if options.on_sources is not None:
+        options.on_sources([len(s) for s in ids])
     model.eval()
     return detokenised(v.tgt, translate_ids(model, ids, cfg, device, options))
 

@@ -15,7 +15,7 @@ from nmt.data.alignment import Alignment, format_pharaoh
 from nmt.data.corpus import input_chunks, n_lines, read_lines
 from nmt.decoding.length_check import check_lengths
 from nmt.decoding.search import Listener, Options, Sampling, Translation, encode_source
-from nmt.decoding.split import sentence_rules, source_lengths, translate_text
+from nmt.decoding.split import sentence_rules, translate_text
 from nmt.errors import ConfigError, NmtError
 from nmt.io.files import atomic_file
 from nmt.model.ensemble import Ensemble
@@ -258,9 +258,9 @@ class Translating:
     def part(self, lines: list[str], first: int) -> None:
         """Translate and write ``lines``, the input's from line ``first`` (0-based)."""
         refs = None if self.refs is None else self.refs[first : first + len(lines)]
-        options = dataclasses.replace(self.options, refs=refs)
+        sources: list[int] = []  # each line's source pieces, as the model read them
+        options = dataclasses.replace(self.options, refs=refs, on_sources=sources.extend)
         nbest = translate_text(self.loaded, self.model, lines, self.cfg, self.device, options)
-        sources = source_lengths(self.loaded, lines, self.cfg)
         self.lengths.extend((n, len(h[0].tokens)) for n, h in zip(sources, nbest))
         if self.files.attention_option() is not None:
             best = [h[0].tokens for h in nbest]
