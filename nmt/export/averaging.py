@@ -128,8 +128,9 @@ def average_into(inputs: list[Path], last: int | None, output: Path) -> int:
             )
         named: dict[Path, Path] = {}
         for path in inputs:  # a slip on the command line, not a weight
-            if (first := named.setdefault(path.resolve(), path)) is not path:
-                raise NmtError(f"{path}: named twice (as {first}); it would count double")
+            if (key := path.resolve()) in named:
+                raise NmtError(f"{path}: named twice (as {named[key]}); it would count double")
+            named[key] = path
         payload = average(inputs)
     checkpoint.save(output, payload)
     return len(payload["averaged"])

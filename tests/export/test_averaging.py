@@ -10,7 +10,7 @@ from nmt.cli import app
 from nmt.data.vocab import Vocab
 from nmt.decoding.evaluate import evaluate
 from nmt.errors import NmtError
-from nmt.export.averaging import average, kept_checkpoints
+from nmt.export.averaging import average, average_into, kept_checkpoints
 from nmt.io import checkpoint
 from nmt.setup.config import from_dict
 from nmt.setup.recipe import RunConfig
@@ -148,6 +148,9 @@ def test_a_checkpoint_named_twice_is_refused(kept_run, tmp_path):
         result = invoke("average", kept_run / "step-4.pt", kept_run / "step-6.pt", twice,
                         "-o", tmp_path / "o.pt")  # fmt: skip
         assert result.exit_code == 2 and f"{twice}: named twice" in result.output, result.output
+    same = kept_run / "step-4.pt"  # one Path object twice, as a caller from Python passes it
+    with pytest.raises(NmtError, match="named twice"):
+        average_into([same, same], None, tmp_path / "o.pt")
     assert not (tmp_path / "o.pt").exists()
 
 
