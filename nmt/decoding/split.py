@@ -59,7 +59,7 @@ def translate_text(
     each = translate_lines(model, v.src, v.tgt, sentences, plain, device, on_sentences)
     if options.on_sources is not None:  # a line's: its sentences', each read whole
         pieces = [0] * len(lines)
-        for n, line in zip(heard, owners):
+        for n, line in zip(heard, owners, strict=True):
             pieces[line] += n
         options.on_sources(pieces)
     return joined(each, owners, len(lines), joiner(data.tgt_lang))

@@ -261,7 +261,9 @@ class Translating:
         sources: list[int] = []  # each line's source pieces, as the model read them
         options = dataclasses.replace(self.options, refs=refs, on_sources=sources.extend)
         nbest = translate_text(self.loaded, self.model, lines, self.cfg, self.device, options)
-        self.lengths.extend((n, len(h[0].tokens)) for n, h in zip(sources, nbest))
+        # strict: a way of translating that reported no source lengths would leave its
+        # lines out of the length check without a word
+        self.lengths.extend((n, len(h[0].tokens)) for n, h in zip(sources, nbest, strict=True))
         if self.files.attention_option() is not None:
             best = [h[0].tokens for h in nbest]
             links = attention_outputs(self.loaded, lines, best, self.files.attention_dir, first)
