@@ -169,8 +169,8 @@ def test_under_split_a_long_line_is_predicted_from_every_sentence(tiny_run, toy_
     assert result.exit_code == 0, result.output
     whole, *alone = [json.loads(x) for x in report.read_text().splitlines()]
     assert whole["source_pieces"] == sum(r["source_pieces"] for r in alone) > 255
-    # at most 4 pieces a sentence: every line is short, the long one too (from the 255
-    # pieces read at once, it was predicted 287, and its 360 were not short)
+    # at most 4 pieces a sentence: every line is short, the long one too (predicted
+    # from the 255 pieces read at once, its output was not short)
     assert whole["short"] and all(r["short"] for r in alone)
     assert "121 of 121 output lines" in result.stderr
 
