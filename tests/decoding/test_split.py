@@ -155,6 +155,7 @@ def test_outputs_far_shorter_than_predicted_are_named_and_reported(tiny_run, toy
     assert quiet.exit_code == 0 and "output lines have under" not in quiet.stderr
 
 
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
 def test_under_split_a_long_line_is_predicted_from_every_sentence(tiny_run, toy_dir, tmp_path):
     """--split sentences reads a line longer than the model's positions whole, sentence
     by sentence: its predicted length counts every sentence's pieces. It counted the
