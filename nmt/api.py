@@ -33,7 +33,7 @@ from nmt.decoding.split import translate_text
 from nmt.errors import NmtError
 from nmt.inspection.maps import AttentionMap
 from nmt.model.load import Loaded, load_model
-from nmt.setup.decoding import Sampling, with_overrides
+from nmt.setup.decoding import Sampling, with_values
 from nmt.setup.device import resolve_device
 
 
@@ -98,13 +98,12 @@ class Translator:
         lines = strings(sentences, "sentences")
         if sample is not None and not isinstance(sample, Sampling):
             raise TypeError(f"sample: a Sampling (its options), not {type(sample).__name__}")
-        changes = [f"decode.{k}={v}" for k, v in decode.items()]
-        cfg = with_overrides(self.loaded.cfg.decode, changes)
+        cfg = with_values(self.loaded.cfg.decode, decode)
         if sample is not None:
             beam = 1
         elif beam is None:
             beam = max(cfg.beam, n_best)
-        cfg = with_overrides(cfg, [f"decode.beam={beam}", f"decode.n_best={n_best}"])
+        cfg = with_values(cfg, {"beam": beam, "n_best": n_best})
         model = self.loaded.model
         options = Options(sampling=sample, refs=refs)
         return translate_text(self.loaded, model, lines, cfg, self.device, options)
@@ -217,8 +216,10 @@ def compare(
     from nmt.compare import run_study
     from nmt.io.files import read_json
 
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise NmtError(f"jobs: {jobs!r}, expected a number of runs at once (1 or more)")
+    if isinstance(jobs, bool) or not isinstance(jobs, int):
+        raise TypeError(f"jobs: a number of runs at once, not {type(jobs).__name__}")
+    if jobs < 1:
+        raise NmtError(f"jobs: {jobs}, expected a number of runs at once (1 or more)")
 
     out = run_study(a_path(spec, "spec"), device=device, overrides=strings(overrides, "overrides"),
                     jobs=jobs, plugins=tuple(strings(plugins, "plugins")))  # fmt: skip

@@ -57,9 +57,10 @@ def test_the_calls_give_what_the_commands_give(tiny_run, toy_dir):
 
 def test_bad_options_are_the_commands_errors(tiny_run):
     t = Translator.load(tiny_run, "cpu")
-    with pytest.raises(NmtError, match=r"decode\.coverage: must be in \[0, 100\]"):
+    # named by the recipe key, not by a --set that a Python call did not give
+    with pytest.raises(NmtError, match=r"^decode\.coverage: must be in \[0, 100\]"):
         t.translate(["lo"], coverage=-1)
-    with pytest.raises(NmtError, match=r"decode\.nope: unknown key"):
+    with pytest.raises(NmtError, match=r"^decode\.nope: unknown key"):
         t.translate(["lo"], nope=1)
     with pytest.raises(NmtError, match="src: empty sentence"):
         t.attention("")
@@ -100,10 +101,21 @@ def test_absurd_sizes_are_refused_not_taken_for_the_default(tiny_run):
     """beam=0 once searched with the run's beam (read as "not given")."""
     from nmt.api import compare
 
-    with pytest.raises(NmtError, match=r"decode\.beam: must be in 1\.\.1024"):
+    with pytest.raises(NmtError, match=r"^decode\.beam: must be in 1\.\.1024"):
         Translator.load(tiny_run, "cpu").translate(["lo"], beam=0)
-    with pytest.raises(NmtError, match="jobs: 0, expected"):
+    with pytest.raises(NmtError, match=r"^jobs: 0, expected"):
         compare(tiny_run / "spec.yaml", jobs=0)
+    with pytest.raises(TypeError, match=r"^jobs: a number of runs at once, not str"):
+        compare(tiny_run / "spec.yaml", jobs="2")
+
+
+def test_keyword_options_are_taken_as_python_values(tiny_run):
+    """A keyword's value is the value, not YAML text: split_lang=None (the key's
+    default, "the source language") was read as the string 'None' and refused."""
+    t = Translator.load(tiny_run, "cpu")
+    assert t.translate(["lo nute"], split_lang=None) == t.translate(["lo nute"])
+    with pytest.raises(NmtError, match=r"^decode\.max_len_b: expected an integer, got None"):
+        t.translate(["lo"], max_len_b=None)
 
 
 @pytest.mark.slow

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -153,16 +154,24 @@ def with_overrides(cfg: DecodeConfig, overrides: list[str]) -> DecodeConfig:
     """``cfg`` with each ``decode.KEY=VALUE`` of ``--set`` applied (checked as a recipe's
     decode section is); another section, an unknown key or an absurd value is a
     one-line error naming the ``--set``."""
-    data = dataclasses.asdict(cfg)
+    values = {}
     for text in overrides:
         keys, value = parse_override(text)
         if len(keys) != 2 or keys[0] != "decode":
             raise NmtError(f"--set {text}: only decode.KEY=VALUE can change here")
-        data[keys[1]] = value
+        values[keys[1]] = value
+    return with_values(cfg, values, said="--set ")
+
+
+def with_values(cfg: DecodeConfig, values: Mapping[str, Any], said: str = "") -> DecodeConfig:
+    """``cfg`` with keys of its section set to Python values (nmt.api's keyword
+    arguments, taken as given: not read as YAML text, so ``None`` stays None), checked
+    as a recipe's decode section is: an unknown key or an absurd value is a one-line
+    error naming ``decode.KEY``, after ``said`` (the option that gave it)."""
     try:
-        return from_dict(DecodeConfig, data, "decode")
+        return from_dict(DecodeConfig, {**dataclasses.asdict(cfg), **values}, "decode")
     except ConfigError as e:
-        raise NmtError(f"--set {e}") from None
+        raise NmtError(f"{said}{e}") from None
 
 
 def length_mode(text: str) -> LengthMode:
