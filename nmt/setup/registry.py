@@ -116,7 +116,11 @@ class Registry(Generic[T]):
         return self._configs[name]
 
     def unknown(self, name: object) -> str:
-        """The message for an unknown name, with a close match if there is one."""
+        """The message for an unknown name, with a close match if there is one; where
+        nothing is registered (decoding remedies have none built in), it says so."""
+        if not self.names():
+            return (f"unknown {self.what} {shown(name)}; none is registered "
+                    f"(a plug-in registers one: docs/extending.md)")  # fmt: skip
         text = name[:100] if isinstance(name, str) else shown(name)
         close = difflib.get_close_matches(text, self.names(), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""

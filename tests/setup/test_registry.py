@@ -24,6 +24,14 @@ def test_get_unknown_lists_names_and_suggests():
         r.get("lokal_p")
 
 
+def test_an_empty_registry_says_none_is_registered():
+    """Decoding remedies have no built-in kind: the message listed nothing after
+    "valid:"."""
+    r: Registry[type] = Registry("widget")
+    with pytest.raises(NmtError, match=r"^unknown widget 'a'; none is registered \(a plug-in"):
+        r.get("a")
+
+
 def test_double_registration_is_a_bug():
     r: Registry[type] = Registry("widget")
     r.register("a")(int)
