@@ -2,20 +2,59 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from nmt.errors import NmtError
 from nmt.setup.allocator import start_with_the_chosen_allocator
 
+# click's exceptions as typer raises them: typer 0.26 runs on its own copy of click
+# (typer._click), earlier versions on click itself
+_clicks = sys.modules[typer.BadParameter.__module__]
+# click 8.2 and later: no arguments at all, where the help is shown (earlier: an exit)
+_NO_ARGS = getattr(_clicks, "NoArgsIsHelpError", ())
+
+
+@contextlib.contextmanager
+def _usage_in_one_line() -> Iterator[None]:
+    """A usage error (an unknown option or command, a missing argument, a value of
+    the wrong type or out of range) as one line on stderr naming the command's help,
+    and exit code 2; no arguments at all still show the help."""
+    try:
+        yield
+    except _NO_ARGS:
+        raise
+    except _clicks.ClickException as e:
+        where = e.ctx.command_path if getattr(e, "ctx", None) else "nmt"
+        typer.echo(f"error: {_one_line(e.format_message())} (see {where} --help)", err=True)
+        raise typer.Exit(2) from None
+
+
+class OneLineUsage(TyperGroup):
+    """Typer's command group, with its usage errors in one line as nmt's other errors
+    are (Typer draws them as a box of five lines). The group parses its own options
+    in ``make_context`` and, in ``invoke``, its commands' and sub-groups'."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _usage_in_one_line():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _usage_in_one_line():
+            return super().invoke(ctx)
+
+
 app = typer.Typer(
+    cls=OneLineUsage,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Transformer NMT with pluggable cross-attention and scheduled sampling.",

@@ -324,6 +324,32 @@ def test_a_process_count_out_of_range_is_refused_before_training(tiny_recipe, tm
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["translate", "r", "--beam", "abc"],
+         "Invalid value for '--beam': 'abc' is not a valid integer. (see nmt translate --help)"),
+        (["compare", "s.yaml", "--jobs", "0"],
+         "Invalid value for '--jobs': 0 is not in the range 1<=x<=64. (see nmt compare --help)"),
+        (["translate", "r", "--bogus"], "No such option: --bogus (see nmt translate --help)"),
+        (["trian"], "No such command 'trian'. Did you mean 'train'? (see nmt --help)"),
+        (["translate"], "Missing argument 'CHECKPOINTS...'. (see nmt translate --help)"),
+        (["data", "bogus"], "No such command 'bogus'. (see nmt data --help)"),
+        (["--bogus"], "No such option: --bogus (see nmt --help)"),
+    ],
+)  # fmt: skip
+def test_a_usage_error_is_one_line_naming_the_help(args, line):
+    """Typer drew a usage error as a box of five lines; nmt's errors are one line."""
+    result = runner.invoke(app, args, prog_name="nmt")
+    assert result.exit_code == 2 and result.output == f"error: {line}\n"
+
+
+@pytest.mark.parametrize("args", [[], ["data"]])
+def test_no_arguments_still_show_the_help(args):
+    result = runner.invoke(app, args, prog_name="nmt")
+    assert result.exit_code == 2 and "Usage: nmt" in result.output and "error:" not in result.output
+
+
 def test_help_shows_a_flag_as_a_flag():
     """typer's --help must not render a boolean flag as taking a value (typer 0.27
     and later print ``--sample <bool>``: pyproject.toml pins below it)."""
