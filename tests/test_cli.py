@@ -225,7 +225,7 @@ def test_attention_draws_a_grid_of_every_layer_and_head(tiny_run, tmp_path):
     assert sizes["grid"][0] > 1.5 * sizes["one"][0]
     for args, words in (
         (("--layer", "x"), "--layer x: expected a layer index or 'all'"),
-        (("--layer", "3"), "--layer 3: the model has 1 decoder layers"),
+        (("--layer", "3"), "--layer 3: the model has 1 decoder layer (0..0; -1: the last)"),
         (("--head", "al"), "--head al: expected 'mean', 'all' or a head index below 2"),
     ):
         result = invoke("attention", tiny_run, "--src", "lo", *args, "-o", tmp_path / "x.png")

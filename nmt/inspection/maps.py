@@ -125,7 +125,8 @@ def select(amap: AttentionMap, layer: int, head: str) -> tuple[np.ndarray, np.nd
     """The (T,S) map of one layer and one head (or the mean over heads), and its centres."""
     layers, heads = amap.weights.shape[:2]
     if not -layers <= layer < layers:
-        raise NmtError(f"--layer {layer}: the model has {layers} decoder layers")
+        has = f"{layers} decoder layer{'s' if layers != 1 else ''}"
+        raise NmtError(f"--layer {layer}: the model has {has} (0..{layers - 1}; -1: the last)")
     w = amap.weights[layer]  # (H,T,S)
     c = amap.centers[layer] if amap.centers is not None else None  # (Hc,T)
     if head == "mean":
