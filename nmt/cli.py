@@ -172,8 +172,9 @@ def train(
     if nproc > 1 and device.startswith("cuda:"):
         raise NmtError(f"--device {device}: --nproc gives each process its own GPU; use cuda")
     if nproc > 1 and "WORLD_SIZE" not in os.environ:
-        from nmt.training.distributed import launch
+        from nmt.training.distributed import launch, refuse_missing_gpus
 
+        refuse_missing_gpus(nproc, device)  # once, here, not in every rank's log
         argv = ["train", str(recipe), *[f"--set={x}" for x in set_], f"--device={device}"]
         argv += [f"--plugin={x}" for x in plugin]
         raise typer.Exit(launch(nproc, [*argv, *(["--resume"] if resume else [])]))

@@ -350,6 +350,25 @@ def test_no_arguments_still_show_the_help(args):
     assert result.exit_code == 2 and "Usage: nmt" in result.output and "error:" not in result.output
 
 
+def test_ranks_on_gpus_that_are_not_there_are_refused_before_any_starts(
+    tiny_recipe, tmp_path, monkeypatch
+):
+    """--nproc 2 --device cuda without CUDA started two ranks, and the error came from
+    each among torchrun's lines; the launcher says it once. (The GPUs are what torch
+    reports: set here, as this machine may have none.)"""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = invoke("train", tiny_recipe(), "--nproc", "2", "--device", "cuda")
+    assert result.exit_code == 2
+    assert result.output == "error: --device cuda: no CUDA device is available\n"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    result = invoke("train", tiny_recipe(), "--nproc", "2", "--device", "cuda")
+    assert result.exit_code == 2 and result.output == (
+        "error: --nproc 2: each process trains on a GPU of its own, and 1 is visible\n"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_help_shows_a_flag_as_a_flag():
     """typer's --help must not render a boolean flag as taking a value (typer 0.27
     and later print ``--sample <bool>``: pyproject.toml pins below it)."""

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from nmt.errors import NmtError
+from nmt.setup.device import resolve_device
+
 
 @dataclass(frozen=True)
 class Distributed:
@@ -79,6 +82,18 @@ def from_env(device_type: str) -> Distributed:
 
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
     return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
+
+
+def refuse_missing_gpus(nproc: int, device: str) -> None:
+    """Before ``nproc`` ranks start: a device that is not there (``--device cuda``
+    without CUDA), or fewer GPUs than ranks (each CUDA rank takes its own), is one
+    error from the launcher, not one from every rank among torchrun's lines."""
+    where = resolve_device(device)
+    if where.type == "cuda" and nproc > (visible := torch.cuda.device_count()):
+        raise NmtError(
+            f"--nproc {nproc}: each process trains on a GPU of its own, and {visible} "
+            f"{'is' if visible == 1 else 'are'} visible"
+        )
 
 
 def launch(nproc: int, argv: list[str]) -> int:
