@@ -307,7 +307,8 @@ def analyse_all(
             runs[o.variant].append(analysis)
             if not o.tag:
                 read[o.run_dir] = {split: p.attention for split, p in analysis.splits.items()}
-    log_line(f"analysed {len(todo)} runs in {clock(time.perf_counter() - start)}")
+    runs_analysed = f"{len(todo)} run{'' if len(todo) == 1 else 's'}"
+    log_line(f"analysed {runs_analysed} in {clock(time.perf_counter() - start)}")
     return runs, failures
 
 
