@@ -585,6 +585,27 @@ def test_damaged_summary_and_requested_recipe_are_named(tiny_run, tmp_path):
         check_reusable(planned)
 
 
+def test_damaged_lines_of_a_metrics_log_are_named_not_dropped_silently(tiny_run, tmp_path, capsys):
+    """A resumed run's log is rewritten whole, so a finished run's damaged line is
+    damage: its dev curve is read from the rest, and the study says which lines."""
+    from nmt.compare.analysis import training_figures
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    log = run / "metrics.jsonl"
+    lines = log.read_text().splitlines()
+    _, curve = training_figures(run)
+    assert capsys.readouterr().err == ""
+    log.write_text(
+        "\n".join([lines[0], '{"step": 1, "lo', *lines[1:], '{"valid_loss": "x"}']) + "\n"
+    )
+    _, damaged_curve = training_figures(run)
+    assert damaged_curve == curve
+    assert capsys.readouterr().err == (
+        f"warning: {log}: lines 2, {len(lines) + 2} damaged, left out of the run's figures\n"
+    )
+
+
 def test_running_out_of_memory_is_one_line(tiny_run, tmp_path, monkeypatch):
     """As with ``-i /dev/zero``, one endless line: a MemoryError, not a traceback."""
     import nmt.decoding.translate

@@ -45,7 +45,7 @@ from nmt.setup.config import read_yaml
 from nmt.setup.data import DataConfig
 from nmt.setup.recipe import RunConfig, config_from_dict
 from nmt.training.run import read_summary
-from nmt.training.state import metric_records
+from nmt.training.state import read_metrics
 
 
 @dataclass
@@ -87,7 +87,12 @@ class RunAnalysis:
 def training_figures(run_dir: Path) -> tuple[dict[str, float], list[dict[str, float]]]:
     """Steps, training seconds and tokens/s (from summary.json, or the metrics log of an
     older run), and the dev curve from metrics.jsonl."""
-    records = metric_records(run_dir / "metrics.jsonl")
+    path = run_dir / "metrics.jsonl"
+    records, damaged = read_metrics(path)
+    if damaged:  # resuming rewrites the log whole: a finished run's damage is real
+        which = ", ".join(map(str, damaged[:5])) + (", …" if len(damaged) > 5 else "")
+        which = f"line{'' if len(damaged) == 1 else 's'} {which}"
+        warn(f"{path}: {which} damaged, left out of the run's figures")
     curve = [
         {k: r[k] for k in ("step", "elapsed", "valid_bleu", "valid_loss") if k in r}
         for r in records

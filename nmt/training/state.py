@@ -174,15 +174,24 @@ FIGURES = ("step", "elapsed", "valid_bleu", "valid_loss", "tokens_per_s")
 
 def metric_records(path: Path) -> list[dict[str, float]]:
     """The records of a run's ``metrics.jsonl`` whose figures are numbers; a line cut
-    by a kill, or otherwise damaged, is left out."""
+    by a kill, or otherwise damaged, is left out (:func:`read_metrics` says which)."""
+    return read_metrics(path)[0]
+
+
+def read_metrics(path: Path) -> tuple[list[dict[str, float]], list[int]]:
+    """A run's ``metrics.jsonl``: the records whose figures are numbers, and the
+    numbers (from 1) of the lines left out as damaged."""
     if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        return [], []
+    records, damaged = [], []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            continue
+            record = None
         if isinstance(record, dict) and all(is_number(record[k]) for k in FIGURES if k in record):
             records.append(record)
-    return records
+        else:
+            damaged.append(number)
+    return records, damaged
