@@ -364,7 +364,8 @@ def test_ranks_on_gpus_that_are_not_there_are_refused_before_any_starts(
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     result = invoke("train", tiny_recipe(), "--nproc", "2", "--device", "cuda")
     assert result.exit_code == 2 and result.output == (
-        "error: --nproc 2: each process trains on a GPU of its own, and 1 is visible\n"
+        "error: --nproc 2: each process trains on a GPU of its own, and 1 is visible "
+        "(--device cpu: processes on the CPU)\n"
     )
     assert not (tmp_path / "run").exists()
 

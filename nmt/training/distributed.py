@@ -92,7 +92,7 @@ def refuse_missing_gpus(nproc: int, device: str) -> None:
     if where.type == "cuda" and nproc > (visible := torch.cuda.device_count()):
         raise NmtError(
             f"--nproc {nproc}: each process trains on a GPU of its own, and {visible} "
-            f"{'is' if visible == 1 else 'are'} visible"
+            f"{'is' if visible == 1 else 'are'} visible (--device cpu: processes on the CPU)"
         )
 
 
