@@ -90,9 +90,9 @@ def training_figures(run_dir: Path) -> tuple[dict[str, float], list[dict[str, fl
     path = run_dir / "metrics.jsonl"
     records, damaged = read_metrics(path)
     if damaged:  # resuming rewrites the log whole: a finished run's damage is real
-        which = ", ".join(map(str, damaged[:5])) + (", …" if len(damaged) > 5 else "")
-        which = f"line{'' if len(damaged) == 1 else 's'} {which}"
-        warn(f"{path}: {which} damaged, left out of the run's figures")
+        numbers = ", ".join(map(str, damaged[:5])) + (", …" if len(damaged) > 5 else "")
+        word = "line" if len(damaged) == 1 else "lines"
+        warn(f"{path}: {word} {numbers} damaged, left out of the run's figures")
     curve = [
         {k: r[k] for k in ("step", "elapsed", "valid_bleu", "valid_loss") if k in r}
         for r in records

@@ -31,7 +31,7 @@ from nmt.compare.html import heatmap, write_html
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import Report, print_tables, write_csv, write_json, write_markdown
 from nmt.compare.rows import Row
-from nmt.data.corpus import n_lines
+from nmt.data.corpus import counted, n_lines
 from nmt.data.pipeline import check_files, load_split
 from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
@@ -307,8 +307,7 @@ def analyse_all(
             runs[o.variant].append(analysis)
             if not o.tag:
                 read[o.run_dir] = {split: p.attention for split, p in analysis.splits.items()}
-    runs_analysed = f"{len(todo)} run{'' if len(todo) == 1 else 's'}"
-    log_line(f"analysed {runs_analysed} in {clock(time.perf_counter() - start)}")
+    log_line(f"analysed {counted(len(todo), 'run')} in {clock(time.perf_counter() - start)}")
     return runs, failures
 
 

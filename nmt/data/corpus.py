@@ -152,8 +152,13 @@ def uneven(a: Path, n_a: int, b: Path, n_b: int) -> NmtError:
     return NmtError(f"{a} has {n_lines(n_a)} but {b} has {n_b:,}")
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``3 runs``, ``1 decoder layer``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def n_lines(n: int) -> str:
-    return f"{n:,} line{'' if n == 1 else 's'}"
+    return counted(n, "line")
 
 
 def iter_parallel(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:

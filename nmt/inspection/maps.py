@@ -14,6 +14,7 @@ import torch
 
 from nmt.data.alignment import Alignment, ascii_digits, attention_alignment
 from nmt.data.batching import pad
+from nmt.data.corpus import counted
 from nmt.data.vocab import BOS, EOS, Vocab
 from nmt.errors import NmtError
 from nmt.inspection.plotting import pyplot, save_figure
@@ -125,7 +126,7 @@ def select(amap: AttentionMap, layer: int, head: str) -> tuple[np.ndarray, np.nd
     """The (T,S) map of one layer and one head (or the mean over heads), and its centres."""
     layers, heads = amap.weights.shape[:2]
     if not -layers <= layer < layers:
-        has = f"{layers} decoder layer{'s' if layers != 1 else ''}"
+        has = counted(layers, "decoder layer")
         raise NmtError(f"--layer {layer}: the model has {has} (0..{layers - 1}; -1: the last)")
     w = amap.weights[layer]  # (H,T,S)
     c = amap.centers[layer] if amap.centers is not None else None  # (Hc,T)
