@@ -356,6 +356,7 @@ def test_ranks_on_gpus_that_are_not_there_are_refused_before_any_starts(
     """--nproc 2 --device cuda without CUDA started two ranks, and the error came from
     each among torchrun's lines; the launcher says it once. (The GPUs are what torch
     reports: set here, as this machine may have none.)"""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)  # a rank of its own launcher, were it set
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     result = invoke("train", tiny_recipe(), "--nproc", "2", "--device", "cuda")
     assert result.exit_code == 2
