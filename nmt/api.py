@@ -136,8 +136,9 @@ def score(
     """sacreBLEU's corpus scores (``nmt score``'s: bleu, chrf, chrf++, ter) of ``hyps``
     against one reference per line, or several lists of them."""
     hyps = strings(hyps, "hyps")
-    several = bool(refs) and not isinstance(refs[0], str)  # lists of references
-    streams = [strings(r, "refs") for r in refs] if several else [strings(refs, "refs")]
+    listed = refs if isinstance(refs, str) else list(refs)  # one string is refused below
+    several = bool(listed) and not isinstance(listed[0], str)  # lists of references
+    streams = [strings(r, "refs") for r in listed] if several else [strings(listed, "refs")]
     for stream in streams:
         if len(stream) != len(hyps):
             raise NmtError(f"{len(hyps):,} hypotheses but {len(stream):,} references")

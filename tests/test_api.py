@@ -53,6 +53,10 @@ def test_the_calls_give_what_the_commands_give(tiny_run, toy_dir):
     assert forced.tgt[:-1] == [v.tgt.id_to_piece(i) for i in v.tgt.encode([refs[0]])[0]]
     scores = score(t.translate(src), refs, ["bleu", "chrf++", "ter"])
     assert set(scores) == {"bleu", "chrf++", "ter"} and "chrF2++" in scores["chrf++"].text
+    # any iterable of references, one stream or several, as the hypotheses may be
+    hyps = t.translate(src)
+    assert score(hyps, iter(refs))["bleu"].score == score(hyps, refs)["bleu"].score
+    assert score(hyps, (r for r in [refs, refs]))["bleu"].score == scores["bleu"].score
 
 
 def test_bad_options_are_the_commands_errors(tiny_run):
@@ -66,6 +70,9 @@ def test_bad_options_are_the_commands_errors(tiny_run):
         t.attention("")
     with pytest.raises(NmtError, match="2 hypotheses but 1 references"):
         score(["a", "b"], ["a"])
+    # an argument, not the command's --layer
+    with pytest.raises(NmtError, match=r"^layer 3: the model has 1 decoder layer \(0\.\.0"):
+        t.figure(t.attention("lo"), layer=3)
 
 
 def test_one_string_where_strings_are_expected_is_refused(tiny_run):

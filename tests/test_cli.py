@@ -65,7 +65,7 @@ def test_train_translate_score_end_to_end(tiny_recipe, toy_dir, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for head in ("7", "²"):  # "²".isdigit(), but int("²") fails
         result = invoke("attention", run, "--src", src[0], "--head", head, "-o", png)
-        assert result.exit_code == 2 and f"--head {head}" in result.output, result.output
+        assert result.exit_code == 2 and f"head {head}:" in result.output, result.output
 
     result = invoke(
         "score",
@@ -224,9 +224,9 @@ def test_attention_draws_a_grid_of_every_layer_and_head(tiny_run, tmp_path):
         sizes[name] = Image.open(figure).size
     assert sizes["grid"][0] > 1.5 * sizes["one"][0]
     for args, words in (
-        (("--layer", "x"), "--layer x: expected a layer index or 'all'"),
-        (("--layer", "3"), "--layer 3: the model has 1 decoder layer (0..0; -1: the last)"),
-        (("--head", "al"), "--head al: expected 'mean', 'all' or a head index below 2"),
+        (("--layer", "x"), "layer x: expected a layer index or 'all'"),
+        (("--layer", "3"), "layer 3: the model has 1 decoder layer (0..0; -1: the last)"),
+        (("--head", "al"), "head al: expected 'mean', 'all' or a head index below 2"),
     ):
         result = invoke("attention", tiny_run, "--src", "lo", *args, "-o", tmp_path / "x.png")
         assert result.exit_code == 2 and words in result.output, result.output

@@ -127,13 +127,13 @@ def select(amap: AttentionMap, layer: int, head: str) -> tuple[np.ndarray, np.nd
     layers, heads = amap.weights.shape[:2]
     if not -layers <= layer < layers:
         has = counted(layers, "decoder layer")
-        raise NmtError(f"--layer {layer}: the model has {has} (0..{layers - 1}; -1: the last)")
+        raise NmtError(f"layer {layer}: the model has {has} (0..{layers - 1}; -1: the last)")
     w = amap.weights[layer]  # (H,T,S)
     c = amap.centers[layer] if amap.centers is not None else None  # (Hc,T)
     if head == "mean":
         return w.mean(0), (c.mean(0) if c is not None else None)
     if not ascii_digits(head) or int(head) >= heads:
-        raise NmtError(f"--head {head}: expected 'mean', 'all' or a head index below {heads}")
+        raise NmtError(f"head {head}: expected 'mean', 'all' or a head index below {heads}")
     h = int(head)
     return w[h], (c[min(h, c.shape[0] - 1)] if c is not None else None)
 
@@ -201,7 +201,7 @@ def panels(amap: AttentionMap, layer: str, head: str) -> tuple[list[int], list[s
         try:
             chosen = [int(layer)]
         except ValueError:
-            raise NmtError(f"--layer {layer}: expected a layer index or 'all'") from None
+            raise NmtError(f"layer {layer}: expected a layer index or 'all'") from None
     for i in chosen:
         select(amap, i, "mean" if head == "all" else head)  # an error names a bad one
     return chosen, ([str(h) for h in range(heads)] if head == "all" else [head])
