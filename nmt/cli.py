@@ -295,12 +295,12 @@ def translate(
 
 
 def split_overrides(split: str | None, split_lang: str | None) -> list[str]:
-    """``--split`` and ``--split-lang`` as the decode keys they set."""
+    """``--split`` and ``--split-lang`` as the decode keys they set. Without
+    ``--split``, the run's own ``decode.split`` (or a ``--set``) decides whether the
+    language is used, and the decode section refuses it where it is not."""
     from nmt.setup.decoding import split_mode
 
-    if split is not None:
-        split_mode(split)
-    if split_lang is not None and split not in ("sentences", "marks"):
+    if split is not None and split_mode(split) == "none" and split_lang is not None:
         raise NmtError("--split-lang: only --split sentences and --split marks use it")
     changes = [] if split is None else [f"decode.split={split}"]
     return changes + ([] if split_lang is None else [f"decode.split_lang={split_lang}"])

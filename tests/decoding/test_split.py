@@ -123,8 +123,15 @@ def test_a_language_without_rules_is_one_line_naming_the_key(tiny_run, toy_dir, 
     assert result.exit_code == 2 and not out.exists()
     (line,) = result.output.strip().splitlines()
     assert "--length oracle: a reference's length is that of the whole line" in line
-    result = invoke("translate", tiny_run, "-i", src, "--split-lang", "en")
+    result = invoke("translate", tiny_run, "-i", src, "--split", "none", "--split-lang", "en")
     assert result.exit_code == 2 and "--split-lang: only --split sentences and" in result.output
+    # without --split, the run's decode.split decides: 'none' here, so no effect
+    result = invoke("translate", tiny_run, "-i", src, "--split-lang", "en")
+    assert result.exit_code == 2 and "decode.split_lang: has no effect" in result.output
+    # where decode.split cuts (as a recipe's may), --split-lang alone names its rules
+    cut = ["--set", "decode.split=sentences", "--split-lang", "en"]
+    result = invoke("translate", tiny_run, "-i", src, "-o", out, *cut)
+    assert result.exit_code == 0 and len(out.read_text().splitlines()) == len(read_lines(src))
     with pytest.raises(NmtError, match=r"decode\.split_lang 'xx'"):
         segmenter("xx")
 
