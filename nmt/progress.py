@@ -84,11 +84,16 @@ def eta(done: float, total: float | None, elapsed: float) -> str:
     return clock((total - done) * elapsed / done)
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``3 runs``, ``1 decoder layer``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 class LogLines:
     """Long work's plain lines for a log (:func:`log_line`: none on a terminal, where a
-    bar shows the same): at most one line every ``every`` seconds with what is done,
-    the rate (in ``rate_unit``, by default ``unit``/s), the time elapsed and an ETA,
-    and one when it ends."""
+    bar shows the same): at most one line every ``every`` seconds with what is done
+    (``unit``: what is counted, one of them: ``sentence``), the rate (in ``rate_unit``,
+    by default ``units/s``), the time elapsed and an ETA, and one when it ends."""
 
     def __init__(
         self,
@@ -99,7 +104,7 @@ class LogLines:
         rate_unit: str | None = None,
     ):
         self.description, self.unit, self.total, self.every = description, unit, total, every
-        self.rate_unit = rate_unit or f"{unit}/s"
+        self.rate_unit = rate_unit or f"{unit}s/s"
         self.start = self.last = time.perf_counter()
 
     def update(self, done: int, share: float | None = None) -> None:
@@ -112,7 +117,7 @@ class LogLines:
         total = "?" if self.total is None else f"{self.total:,}"
         left = eta(done, self.total, elapsed) if share is None else eta(share, 1.0, elapsed)
         log_line(
-            f"{self.description}: {done:,}/{total} {self.unit}, "
+            f"{self.description}: {done:,}/{total} {self.unit}s, "
             f"{done / max(elapsed, 1e-9):,.1f} {self.rate_unit}, elapsed "
             f"{clock(elapsed)}, ETA {left}"
         )
@@ -120,7 +125,7 @@ class LogLines:
     def end(self, done: int) -> None:
         elapsed = time.perf_counter() - self.start
         log_line(
-            f"{self.description}: {done:,} {self.unit} in {clock(elapsed)} "
+            f"{self.description}: {counted(done, self.unit)} in {clock(elapsed)} "
             f"({done / max(elapsed, 1e-9):,.1f} {self.rate_unit})"
         )
 
@@ -229,8 +234,8 @@ def sentence_progress(description: str, total: int, show: bool) -> Iterator[Tall
     its :class:`Tally`."""
     bar = progress_bar(disable=not show)
     task = bar.add_task(description, total=total, rate=0.0, unit="sent/s", info="")
-    log_line(f"{description}: {total:,} sentences")
-    lines = LogLines(description, "sentences", total, rate_unit="sent/s")
+    log_line(f"{description}: {counted(total, 'sentence')}")
+    lines = LogLines(description, "sentence", total, rate_unit="sent/s")
     with bar:
         yield Tally(bar, task, total, lines)
     lines.end(total)

@@ -67,7 +67,7 @@ def test_nmt_quiet_true_silences_a_command(tiny_run, tmp_path):
 def test_a_line_at_most_every_interval_and_one_at_the_end(monkeypatch, capsys):
     now = [100.0]
     monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    lines = LogLines("encoding train.src", "pairs", 1_000, every=60.0)
+    lines = LogLines("encoding train.src", "pair", 1_000, every=60.0)
     for done, at in [(100, 130.0), (200, 160.0), (300, 161.0), (400, 200.0)]:
         now[0] = at
         lines.update(done)
@@ -83,7 +83,7 @@ def test_a_line_at_most_every_interval_and_one_at_the_end(monkeypatch, capsys):
 def test_an_unknown_total_has_no_eta(monkeypatch, capsys):
     now = [0.0]
     monkeypatch.setattr(progress, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    lines = LogLines("study", "runs", None, every=1.0)
+    lines = LogLines("study", "run", None, every=1.0)
     now[0] = 2.0
     lines.update(3)
     assert re.fullmatch(
@@ -105,6 +105,14 @@ def test_a_translation_in_a_log_says_where_it_stands_each_minute(monkeypatch, ca
         "translate: 1,000 sentences",
         "translate: 500/1,000 sentences, 8.2 sent/s, elapsed 0:01:01, ETA 0:01:01",
         "translate: 1,000 sentences in 0:02:05 (8.0 sent/s)",
+    ]
+    now[0] = 0.0
+    with progress.sentence_progress("translate", 1, show=True) as tally:  # one: no plural
+        now[0] = 2.0
+        tally.done(1)
+    assert capsys.readouterr().err.splitlines() == [
+        "translate: 1 sentence",
+        "translate: 1 sentence in 0:00:02 (0.5 sent/s)",
     ]
 
 

@@ -31,7 +31,7 @@ from nmt.compare.html import heatmap, write_html
 from nmt.compare.plots import plot_attention_grid, plot_dev_curves, plot_length_buckets
 from nmt.compare.report import Report, print_tables, write_csv, write_json, write_markdown
 from nmt.compare.rows import Row
-from nmt.data.corpus import counted, n_lines
+from nmt.data.corpus import n_lines
 from nmt.data.pipeline import check_files, load_split
 from nmt.decoding.evaluate import evaluate, read_results
 from nmt.errors import NmtError
@@ -47,7 +47,7 @@ from nmt.launch.runs import (
     fail_if_any_failed,
     failed,
 )
-from nmt.progress import clock, console, eta, log_line, progress_bar, warn
+from nmt.progress import clock, console, counted, eta, log_line, progress_bar, warn
 from nmt.setup.compare import LAUNCHERS, CompareSpec, PlannedRun, load_spec, with_spec_overrides
 from nmt.setup.config import from_dict, read_yaml
 from nmt.setup.device import resolve_device

@@ -220,7 +220,7 @@ def encode_split(
         with progress_bar() as bar:  # a log has the lines
             total, what = count_lines(files[0]), f"encoding {files[0].name}"
             task = bar.add_task(what, total=total, rate=0.0, unit="pairs/s", info="")
-            lines = LogLines(what, "pairs", total)
+            lines = LogLines(what, "pair", total)
             pairs = iter_parallel(*files)
             while chunk := list(itertools.islice(pairs, CHUNK)):
                 encoded = [

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from nmt.errors import NmtError
 from nmt.io.files import settled
+from nmt.progress import counted
 from nmt.setup.data import plain_name
 
 BLOCK = 1 << 20  # bytes count_lines reads at a time
@@ -150,11 +151,6 @@ def decode_line(line: bytes, name: str, number: int) -> str:
 def uneven(a: Path, n_a: int, b: Path, n_b: int) -> NmtError:
     """The error for two files that should be line-parallel and are not."""
     return NmtError(f"{a} has {n_lines(n_a)} but {b} has {n_b:,}")
-
-
-def counted(n: int, noun: str) -> str:
-    """``n`` and ``noun``, plural unless ``n`` is 1: ``3 runs``, ``1 decoder layer``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def n_lines(n: int) -> str:

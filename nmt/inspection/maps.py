@@ -14,12 +14,12 @@ import torch
 
 from nmt.data.alignment import Alignment, ascii_digits, attention_alignment
 from nmt.data.batching import pad
-from nmt.data.corpus import counted
 from nmt.data.vocab import BOS, EOS, Vocab
 from nmt.errors import NmtError
 from nmt.inspection.plotting import pyplot, save_figure
 from nmt.io.files import atomic_write
 from nmt.model.seq2seq import Transformer
+from nmt.progress import counted
 
 
 @dataclass(frozen=True)
