@@ -139,13 +139,18 @@ class Trainer:
         )
 
     def describe(self) -> str:
-        """One line on what is about to train."""
+        """One line on what is about to train; batches over ``train.batch_tokens`` (a
+        pair longer than the budget trains alone) are counted, not hidden."""
         t = self.cfg.train
         plan = self.epochs.plan(self.state.epoch)
         params = sum(p.numel() for p in self.model.parameters())
+        sizes = self.epochs.pairs.lengths.max(1)  # what the budget counts
+        over = sum(1 for b in plan if sizes[b].max() > t.batch_tokens)
         return (
             f"{len(self.epochs.pairs)} training pairs in {len(plan)} batches of <= "
-            f"{t.batch_tokens} tokens; padding {self.epochs.pairs.padding_fraction(plan):.1%}; "
+            f"{t.batch_tokens} tokens"
+            + (f" ({over} of them a single pair longer than that)" if over else "")
+            + f"; padding {self.epochs.pairs.padding_fraction(plan):.1%}; "
             f"{params / 1e6:.2f}M parameters; device {self.device}"
             + (" (bf16 autocast)" if self.bf16 else "")
             + (SOFTWARE_BF16 if self.software_bf16 else "")

@@ -323,3 +323,17 @@ def test_resume_trims_a_damaged_metrics_log_to_its_whole_records(tiny_config):
     assert open(log).read().startswith(whole)  # the records kept are written as they were
     assert all(isinstance(r, dict) and isinstance(r["step"], int) for r in records)
     assert [r["step"] for r in records if "loss" in r] == [1, 2, 3, 4]
+
+
+def test_the_plan_line_counts_pairs_over_the_token_budget(tiny_config):
+    """A pair longer than train.batch_tokens trains alone in a batch over the budget:
+    the line before training counts those batches, where it once said "300 batches of
+    <= 1 tokens" and nothing else."""
+    trainer = prepare(tiny_config(train={"batch_tokens": 12}), "cpu")
+    plan = trainer.epochs.plan(trainer.state.epoch)
+    sizes = trainer.epochs.pairs.lengths.max(1)
+    over = [b for b in plan if sizes[b].max() > 12]
+    assert over and all(len(b) == 1 for b in over)  # each one pair, alone
+    line = trainer.describe()
+    assert f"in {len(plan)} batches of <= 12 tokens ({len(over)} of them a single" in line
+    assert "of them" not in prepare(tiny_config(), "cpu").describe()  # 512: none over
