@@ -78,7 +78,7 @@ def run_study(
     for run in planned:
         check_reusable(run)
     check_not_a_run(Path(spec.out_dir), "out_dir")
-    check_data(spec, planned)
+    check_data(spec, planned, where=f"{spec_path}: ")
     out = Path(spec.out_dir)
     with owned(out, "out_dir"):  # a second study here would race for runs and report
         raw = with_spec_overrides(read_yaml(spec_path), overrides or [])
@@ -104,11 +104,12 @@ def check_not_a_run(out: Path, key: str) -> None:
         )
 
 
-def check_data(spec: CompareSpec, planned: list[PlannedRun]) -> None:
+def check_data(spec: CompareSpec, planned: list[PlannedRun], where: str = "") -> None:
     """Before any run trains, every data section's files, the spec's test splits in
     each (and their gold alignments), and the heatmap lines in the first split: a
     split that no recipe names would otherwise fail every run after it trained, a
-    line past the end would draw nothing."""
+    line past the end would draw nothing. ``where``: what the spec's key errors
+    start with (its file, as the spec's other errors do)."""
     for data in dict.fromkeys(run.cfg.data for run in planned):
         check_files(data)
         for i, split in enumerate(spec.splits or ()):
@@ -116,10 +117,10 @@ def check_data(spec: CompareSpec, planned: list[PlannedRun]) -> None:
                 lines = len(load_split(data, split)[0])
                 read_gold(data, split, lines)
             except NmtError as e:
-                raise NmtError(f"splits: {e}") from None
+                raise NmtError(f"{where}splits: {e}") from None
             if i == 0 and (past := [n for n in spec.heatmaps if n >= lines]):
                 raise NmtError(
-                    f"heatmaps: line {past[0]} is past the end of {split} "
+                    f"{where}heatmaps: line {past[0]} is past the end of {split} "
                     f"({n_lines(lines)}, numbered from 0)"
                 )
 

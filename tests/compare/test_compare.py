@@ -287,6 +287,7 @@ def test_absurd_spec_values_are_refused_before_any_run(tmp_path, toy_dir, key, v
     spec.write_text(yaml.safe_dump({**yaml.safe_load(spec.read_text()), key: value}))
     result = runner.invoke(app, ["compare", str(spec)])
     assert result.exit_code == 2 and words in result.output, result.output
+    assert f"{spec}: {key}" in " ".join(result.output.split())  # the file, as always
     assert not (tmp_path / "study").exists()
 
 
