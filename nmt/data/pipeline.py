@@ -156,7 +156,16 @@ def load_split(cfg: DataConfig, split: str) -> tuple[list[str], list[str]]:
     one (``NAME*K``, ``NAME>N``: nmt.data.splits); an empty one is an error (there is
     nothing to score)."""
     base = base_split(split)
-    src_path, tgt_path = split_files(cfg, base)
+    try:
+        src_path, tgt_path = split_files(cfg, base)
+    except NmtError as e:
+        if base_split(base) == base:
+            raise
+        # NAME*2*3 reads files named NAME*2: say why they were looked for
+        raise NmtError(
+            f"split {split!r}: a name carries one suffix (NAME*K, NAME~K or NAME>N), so "
+            f"its files are {base}'s: {e}"
+        ) from None
     lines = read_parallel(src_path, tgt_path)
     if not lines[0]:
         raise NmtError(f"{src_path}: empty file; split {split!r} needs at least one line")

@@ -53,6 +53,13 @@ def test_load_split_derives_from_the_files_and_refuses_an_empty_result(tmp_path)
         load_split(cfg, "test*0")
     with pytest.raises(NmtError, match=r"nope\.de: no such file"):
         load_split(cfg, "nope*2")
+    # two suffixes: the files of a base that still has one
+    with pytest.raises(
+        NmtError,
+        match=r"^split 'test\*2\*3': a name carries one suffix .*"
+        r"so its files are test\*2's: .*test\*2\.de: no such file",
+    ):
+        load_split(cfg, "test*2*3")
 
 
 def test_train_max_words_holds_the_long_pairs_out_of_training_and_dev(tiny_config, toy_dir):
