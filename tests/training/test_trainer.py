@@ -331,9 +331,10 @@ def test_the_plan_line_counts_pairs_over_the_token_budget(tiny_config):
     <= 1 tokens" and nothing else."""
     trainer = prepare(tiny_config(train={"batch_tokens": 12}), "cpu")
     plan = trainer.epochs.plan(trainer.state.epoch)
-    sizes = trainer.epochs.pairs.lengths.max(1)
-    over = [b for b in plan if sizes[b].max() > 12]
-    assert over and all(len(b) == 1 for b in over)  # each one pair, alone
+    sizes = trainer.epochs.pairs.lengths.max(1)  # what the budget counts
+    long = int((sizes > 12).sum())  # every such pair alone, every other batch within
+    alone = [b for b in plan if len(b) == 1 and sizes[b[0]] > 12]
+    assert long and len(alone) == long
     line = trainer.describe()
-    assert f"in {len(plan)} batches of <= 12 tokens ({len(over)} of them a single" in line
+    assert f"in {len(plan)} batches of <= 12 tokens ({long} of them a single" in line
     assert "of them" not in prepare(tiny_config(), "cpu").describe()  # 512: none over
