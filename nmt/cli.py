@@ -550,6 +550,9 @@ def data_import(
     columns: str = typer.Option(
         "src,tgt", "--columns", help="tsv: each column's role (src, tgt, doc, section, or none)."
     ),
+    header: bool = typer.Option(
+        False, "--header", help="tsv: the first line names the columns; skip it."
+    ),
     src_lang: str = typer.Option(..., "--src-lang", help="Source language suffix, e.g. de."),
     tgt_lang: str = typer.Option(..., "--tgt-lang", help="Target language suffix, e.g. en."),
     split: list[str] = typer.Option(
@@ -572,13 +575,16 @@ def data_import(
     Every segment must be one line; a line break inside one, an empty side or a
     malformed record is an error naming its file and line, and nothing is written."""
     from nmt.data.importing import ImportOptions, Sides, import_corpus, tsv_columns
+    from nmt.progress import counted
 
     sides = Sides(src_lang, tgt_lang, src_field, tgt_field)
-    options = ImportOptions(tuple(split or ()), skip_empty, force, True, tsv_columns(columns))
+    options = ImportOptions(
+        tuple(split or ()), skip_empty, force, True, tsv_columns(columns), header
+    )
     counts = import_corpus(source, out_dir, format_, sides, options)
     typer.echo(
         ", ".join(
-            f"{s}: {c['pairs']:,} pairs"
+            f"{s}: {counted(c['pairs'], 'pair')}"
             + (f" ({c['empty']:,} with an empty side left out)" if c["empty"] else "")
             for s, c in counts.items()
         )

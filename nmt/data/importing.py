@@ -33,7 +33,7 @@ from nmt import install_hint
 from nmt.data.corpus import count_lines, iter_lines
 from nmt.errors import NmtError, brief
 from nmt.io.files import WRITING, atomic_files, finish_renames
-from nmt.io.rundir import owned
+from nmt.io.rundir import is_run, owned
 from nmt.progress import sentence_progress
 from nmt.setup.data import plain_name
 
@@ -131,9 +131,13 @@ def tsv_columns(text: str) -> tuple[str, ...]:
     return columns
 
 
-def tsv_pairs(path: Path, columns: tuple[str, ...]) -> Records:
+def tsv_pairs(path: Path, columns: tuple[str, ...], sides: Sides, header: bool) -> Records:
     """The record of every line of a TSV file (plain or .gz) whose columns hold what
-    ``columns`` says."""
+    ``columns`` says; ``header``: its first line names the columns and is skipped.
+
+    Without ``header``, a first line whose source and target cells name the two
+    sides (``src``/``source``/the source language, and the same for the target) is
+    refused: it is a header that would be imported as a pair."""
     tabs = len(columns) - 1
     for number, line in enumerate(iter_lines(path), 1):
         where = f"{path}:{number}"
@@ -143,7 +147,21 @@ def tsv_pairs(path: Path, columns: tuple[str, ...]) -> Records:
                 f"({','.join(columns)}), {tabs} tab{'s' * (tabs != 1)}"
             )
         cells = dict(zip(columns, line.split("\t")))
+        if number == 1 and header:
+            continue
+        if number == 1 and names_sides(cells["src"], cells["tgt"], sides):
+            raise NmtError(
+                f"{where}: a header ({cells['src'].strip()}, {cells['tgt'].strip()}), "
+                "not a pair: --header skips it"
+            )
         yield where, cells["src"], cells["tgt"], cells.get("doc"), cells.get("section")
+
+
+def names_sides(src: str, tgt: str, sides: Sides) -> bool:
+    """Whether a TSV line's two cells read as column names rather than a pair."""
+    src_names = ("src", "source", sides.src_lang.lower())
+    tgt_names = ("tgt", "target", sides.tgt_lang.lower())
+    return src.strip().lower() in src_names and tgt.strip().lower() in tgt_names
 
 
 def jsonl_pairs(path: Path, sides: Sides) -> Records:
@@ -276,10 +294,9 @@ def infer_format(source: Path) -> Format:
     raise NmtError(f"{source}: give --format (one of {', '.join(FORMATS)}); its name says none")
 
 
-def sources(
-    source: Path, fmt: Format, splits: list[str], sides: Sides, columns: tuple[str, ...]
-) -> dict[str, Source]:
+def sources(source: Path, fmt: Format, sides: Sides, options: ImportOptions) -> dict[str, Source]:
     """{split written: what to write} for ``source``."""
+    splits, columns, header = list(options.splits), options.columns, options.header
     names = renames(splits)
     if fmt == "hf":
         found = hf_splits(source)
@@ -308,7 +325,8 @@ def sources(
         return {written: Source(*xml_pairs(source, sides), ("doc",))}
     if fmt == "tsv":
         extras = tuple(e for e in EXTRAS if e in columns)
-        return {written: Source(count_lines(source), tsv_pairs(source, columns), extras)}
+        records = tsv_pairs(source, columns, sides, header)
+        return {written: Source(max(count_lines(source) - header, 0), records, extras)}
     return {written: Source(count_lines(source), jsonl_pairs(source, sides))}
 
 
@@ -318,13 +336,15 @@ class ImportOptions:
     ``SOURCE=NAME``; none: every split the source has), ``skip_empty`` (leave out
     pairs with an empty side, counted, instead of refusing them), ``force`` (replace
     files already there), ``show`` (a bar per split on a terminal, lines in a log),
-    ``columns`` (a TSV's columns, :func:`tsv_columns`)."""
+    ``columns`` (a TSV's columns, :func:`tsv_columns`), ``header`` (a TSV's first
+    line names its columns: skipped)."""
 
     splits: tuple[str, ...] = ()
     skip_empty: bool = False
     force: bool = False
     show: bool = False
     columns: tuple[str, ...] = ("src", "tgt")
+    header: bool = False
 
 
 def import_corpus(
@@ -349,9 +369,13 @@ def import_corpus(
         raise NmtError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     if columns != ("src", "tgt") and fmt != "tsv":
         raise NmtError("--columns: only --format tsv has columns")
+    if options.header and fmt != "tsv":
+        raise NmtError("--header: only --format tsv has a header line")
     if out_dir.exists() and not out_dir.is_dir():
         raise NmtError(f"{out_dir}: exists and is not a directory")
-    todo = sources(source, fmt, list(options.splits), sides, columns)
+    if is_run(out_dir):
+        raise NmtError(f"{out_dir}: holds a training run; import into a data directory")
+    todo = sources(source, fmt, sides, options)
     langs = (sides.src_lang, sides.tgt_lang)
     names = {split: [f"{split}.{x}" for x in (*langs, *s.extras)] for split, s in todo.items()}
     counts = {}

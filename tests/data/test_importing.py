@@ -9,13 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.data.corpus import read_parallel, split_path
-from nmt.data.importing import BREAKS, ImportOptions, Sides, import_corpus
+from nmt.data.importing import BREAKS, ImportOptions, Sides, import_corpus, names_sides
 from nmt.errors import NmtError
 from nmt.io.files import JOURNAL, WRITING
 from nmt.io.rundir import owned
@@ -35,6 +35,7 @@ def segments() -> st.SearchStrategy[str]:
 @given(pairs=st.lists(st.tuples(segments(), segments()), min_size=1, max_size=8))
 def test_tsv_and_jsonl_round_trip_any_text(tmp_path_factory, pairs):
     """Whatever one-line text a pair holds, both formats give it back line for line."""
+    assume(not names_sides(*pairs[0], DE_EN))  # a header: refused, tested below
     tmp = tmp_path_factory.mktemp("import")
     (tmp / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
     rows = [{"translation": {"de": s, "en": t}} for s, t in pairs]
@@ -257,3 +258,39 @@ def test_the_command_line_reports_and_refuses_in_one_line(tmp_path):
     assert again.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "train.de: already there" in again.stderr
     assert Path(tmp_path / "out/train.de").read_text() == "Ein Hund\nJa\n"
+
+
+@pytest.mark.parametrize("first", ["de\ten", "Source\tTarget ", "src\ttgt"])
+def test_a_header_line_is_refused_unless_skipped(tmp_path, first):
+    """A TSV's header names its columns; imported, it would be a pair of training data."""
+    (tmp_path / "train.tsv").write_text(f"{first}\nEin Hund\tA dog\n")
+    args = ["data", "import", str(tmp_path / "train.tsv"), str(tmp_path / "out"),
+            "--src-lang", "de", "--tgt-lang", "en"]  # fmt: skip
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2
+    assert f"train.tsv:1: a header ({first.split(chr(9))[0]}, " in refused.stderr
+    assert "--header skips it" in refused.stderr and not (tmp_path / "out").exists()
+    result = runner.invoke(app, [*args, "--header"])
+    assert result.exit_code == 0, result.output
+    assert "train: 1 pair in" in result.stdout
+    assert (tmp_path / "out/train.de").read_text() == "Ein Hund\n"
+
+
+def test_a_header_is_a_tsv_option_and_a_first_pair_is_read_as_one(tmp_path):
+    (tmp_path / "dev.jsonl").write_text(json.dumps({"de": "Ja", "en": "Yes"}) + "\n")
+    with pytest.raises(NmtError, match="--header: only --format tsv has a header line"):
+        import_corpus(
+            tmp_path / "dev.jsonl", tmp_path / "out", None, DE_EN, ImportOptions(header=True)
+        )
+    (tmp_path / "dev.tsv").write_text("de\tYes\n")  # one cell a name, the other not: a pair
+    import_corpus(tmp_path / "dev.tsv", tmp_path / "out", None, DE_EN)
+    assert (tmp_path / "out/dev.en").read_text() == "Yes\n"
+
+
+def test_an_import_into_a_run_directory_is_refused(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run/best.pt").write_bytes(b"")
+    (tmp_path / "test.tsv").write_text("Ja\tYes\n")
+    with pytest.raises(NmtError, match="run: holds a training run; import into a data directory"):
+        import_corpus(tmp_path / "test.tsv", tmp_path / "run", None, DE_EN)
+    assert visible(tmp_path / "run") == ["best.pt"]
