@@ -39,6 +39,13 @@ def plot_length_buckets(path: Path, split: str, rows: list[Row]) -> None:
     over seeds, BLEU with the seeds' range as a band): where a variant falls behind,
     and whether it stopped early there. Buckets of fewer than :data:`FEW` sentences
     are greyed."""
+    save_figure(length_figure(split, rows), path)
+
+
+def length_figure(split: str, rows: list[Row]) -> Any:
+    """:func:`plot_length_buckets`' figure. Each bucket's label gives its sentence
+    count as ``n=…`` in a small font: eight buckets' labels with four-digit counts
+    fit side by side in a panel (spelt out at the axes' size, they overlapped)."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
     labels = list(rows[0].length_buckets)
@@ -56,8 +63,8 @@ def plot_length_buckets(path: Path, split: str, rows: list[Row]) -> None:
         for j, n in enumerate(counts):
             if n < FEW:
                 ax.axvspan(j - 0.5, j + 0.5, color="grey", alpha=0.15, linewidth=0)
-        ax.set_xticks(x, [f"{k}\n({n} sent.)" for k, n in zip(labels, counts)])
-        ax.set(xlabel="source length (words)", ylabel=name)
+        ax.set_xticks(x, [f"{k}\nn={n}" for k, n in zip(labels, counts)], fontsize=8)
+        ax.set(xlabel="source length (words; n: its sentences)", ylabel=name)
         ax.grid(alpha=0.3)
     axes[1].axhline(1.0, color="grey", linewidth=0.8)
     legend(fig, axes[0])
@@ -68,7 +75,7 @@ def plot_length_buckets(path: Path, split: str, rows: list[Row]) -> None:
         "sentences, too few to read)",
         fontsize=10,
     )
-    save_figure(fig, path)
+    return fig
 
 
 def plot_dev_curves(path: Path, runs: dict[str, list[RunAnalysis]]) -> None:

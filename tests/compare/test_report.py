@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from itertools import pairwise
 
 import pytest
 
@@ -177,6 +178,27 @@ def test_the_figures_draw_bands_greyed_buckets_and_one_colour_scale(tmp_path):
     plot_attention_grid(tmp_path / "att.png", maps, "test*2 line 0", {"global": [2]})
     for name in ("len.png", "att.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow  # 0.3 s of CPU or more (pyproject.toml, markers)
+def test_the_length_buckets_labels_do_not_overlap():
+    """Eight buckets with four-digit sentence counts (a study's train>16 split): each
+    panel's tick labels, drawn, leave a gap between neighbours (they overlapped)."""
+    from nmt.compare.plots import length_figure
+    from nmt.inspection.plotting import pyplot
+
+    names = ["1-10", "11-15", "16-20", "21-25", "26-30", "31-40", "41-60", "61+"]
+    buckets = {k: {"sentences": 1968, "bleu": 20.0, "length_ratio": 0.8} for k in names}
+    rows = [row(v, "train>16", 20.0, seeds=1, length_buckets=buckets) for v in ("a", "b")]
+    fig = length_figure("train>16", rows)
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+        assert len(boxes) == len(names)
+        gaps = [b.x0 - a.x1 for a, b in pairwise(boxes)]
+        assert min(gaps) > 0, gaps
+    pyplot().close(fig)
 
 
 def test_every_variant_of_a_large_study_has_a_line_of_its_own(tmp_path):
