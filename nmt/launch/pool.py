@@ -38,7 +38,7 @@ class LocalLauncher(Launcher):
 def share(threads: int, jobs: int, runs: int) -> tuple[int, int]:
     """How many runs train at once under ``--jobs`` and on how many of the CPU's
     ``threads`` each: never more at once than there are ``runs`` left to bring up
-    (to train or evaluate), so that the last run of a resumed study is not left on a
+    (to train, evaluate or decode), so that the last run of a resumed study is not left on a
     share meant for two."""
     at_once = max(1, min(jobs, runs))
     return at_once, max(1, threads // at_once)
@@ -62,7 +62,7 @@ def bring_up_all(
     has gone, so that running it again resumes."""
     if jobs == 1:
         return bring_up_in_turn(planned, splits, device, decodings)
-    todo = sum(not done(run, splits) for run in planned)  # to train or to evaluate
+    todo = sum(not done(run, splits, decodings) for run in planned)  # to train, evaluate or decode
     at_once, threads = share(torch.get_num_threads(), jobs, todo)
     console.print(f"{len(planned)} runs, {at_once} at a time ({threads} CPU threads each)")
     context = multiprocessing.get_context("spawn")

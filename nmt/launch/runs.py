@@ -255,11 +255,14 @@ def failed(run: RunResult, error: Exception) -> RunResult:
     return RunResult(run.variant, run.seed, run.run_dir, "failed", message)
 
 
-def done(run: PlannedRun, splits: tuple[str, ...]) -> bool:
-    """Trained and evaluated on every split: nothing left to launch."""
+def done(run: PlannedRun, splits: tuple[str, ...], decodings: Decodings = ()) -> bool:
+    """Trained and evaluated on every split, and on each of ``decodings`` where they
+    are given: nothing left to launch."""
     if not finished_run(run.run_dir):
         return False
-    return all(s in read_results(run.run_dir) for s in splits)
+    results = read_results(run.run_dir)
+    tags = ["", *(f"@{decode_tag(*decoding(entries))}" for _, entries in decodings)]
+    return all(f"{s}{tag}" in results for s in splits for tag in tags)
 
 
 def evaluate_decodings(

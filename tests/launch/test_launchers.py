@@ -5,15 +5,19 @@ registration line (tests/plugins/in_turn_launcher.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from nmt.compare.study import run_study
+from nmt.decoding.evaluate import evaluate
 from nmt.errors import NmtError
 from nmt.launch.pool import share
+from nmt.launch.runs import RunResult, done
 from nmt.setup.compare import LAUNCHERS, load_spec
+from nmt.setup.decoding import decoding
 from nmt.setup.plugins import import_plugins
 from tests.compare.test_compare import write_spec
 
@@ -61,3 +65,20 @@ def test_runs_at_once_are_never_more_than_the_runs_left(threads, jobs, runs, exp
     """``--jobs 2`` with one run left (a resumed study) trains it on every thread, not
     on half of them; a share is at least one thread."""
     assert share(threads, jobs, runs) == expected
+
+
+@pytest.mark.slow  # translates the toy test set
+def test_a_run_with_a_decoding_left_is_not_done(tiny_run, tmp_path):
+    """A trained and tested run still has work to launch while one of the study's
+    decodings lacks its results: ``--jobs 2`` on a study that only adds decodings to
+    finished runs decodes two at a time (it counted them done: one at a time)."""
+    run = shutil.copytree(tiny_run, tmp_path / "run")
+    finished = RunResult("global", 1, run, "reused")
+    greedy = (("greedy", ("decode.beam=1",)),)
+    assert not done(finished, ("test",))  # trained, not tested
+    evaluate(run, ["test"], "cpu")
+    assert done(finished, ("test",))
+    assert not done(finished, ("test",), greedy)
+    evaluate(run, ["test"], "cpu", *decoding(greedy[0][1]))
+    assert done(finished, ("test",), greedy)
+    assert not done(finished, ("test", "test*2"), greedy)  # a split still to test
