@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -68,7 +69,7 @@ def bring_up_all(
     context = multiprocessing.get_context("spawn")
     stopping, news = context.Event(), context.SimpleQueue()
     run_dirs = [r.run_dir for r in planned]
-    start, (first, _) = time.perf_counter(), study_progress(run_dirs)
+    start, (first, unit) = time.perf_counter(), baseline(len(planned), run_dirs, todo)
     plugins = tuple(dict.fromkeys(p for r in planned for p in r.cfg.plugins))
     pool = ProcessPoolExecutor(
         at_once,
@@ -77,7 +78,7 @@ def bring_up_all(
         initargs=(stopping, os.getpid(), plugins, news),
     )
     with pool, progress_bar() as bar:  # a log: log_summary
-        task = bar.add_task("study", total=None, rate=0.0, unit="updates/s", info="")
+        task = bar.add_task("study", total=None, rate=0.0, unit=per(unit), info="")
         futures = [
             pool.submit(_bring_up_in_worker, r, splits, device, threads, decodings) for r in planned
         ]
@@ -88,13 +89,12 @@ def bring_up_all(
                 log_news(news, running, bar.console.print)
                 for future in finished:
                     future.result()  # a broken pool raises here, as it breaks
-                updates, total = study_progress(run_dirs)
+                now, total = measure(futures, run_dirs, unit)
                 elapsed = time.perf_counter() - start
-                rate = (updates - first) / max(elapsed, 1e-9)
-                bar.update(task, completed=updates, total=total, rate=rate)
+                bar.update(task, completed=now, total=total, rate=rate(unit, now - first, elapsed))
                 if time.perf_counter() - logged >= SUMMARY_SECONDS:  # in a log: a summary
                     logged = time.perf_counter()
-                    log_summary(futures, len(running), (first, updates, total), elapsed)
+                    log_summary(futures, len(running), (first, now, total), elapsed, unit)
         except (KeyboardInterrupt, Terminated) as e:
             code = 130 if isinstance(e, KeyboardInterrupt) else 143
             stop_workers(stopping, futures)
@@ -121,17 +121,50 @@ def bring_up_in_turn(
     return outcomes
 
 
+def baseline(runs: int, run_dirs: list[Path], todo: int) -> tuple[int, str]:
+    """What the study counts, and how many of it were done at its start: updates while
+    any run has some to train; where every run had trained (the study only evaluates
+    or decodes them: its updates stand still), runs, of which those with nothing left
+    to do end at once."""
+    first, total = study_progress(run_dirs)
+    if total is not None and first >= total:
+        return runs - todo, "runs"
+    return first, "updates"
+
+
+def measure(futures: list[Future], run_dirs: list[Path], unit: str) -> tuple[int, int | None]:
+    """How much of ``unit`` (:func:`baseline`) is done, and the total."""
+    if unit == "runs":
+        return sum(f.done() for f in futures), len(futures)
+    return study_progress(run_dirs)
+
+
+def per(unit: str) -> str:
+    """The rate's unit: updates a second, runs (minutes each) a minute."""
+    return f"{unit}/min" if unit == "runs" else f"{unit}/s"
+
+
+def rate(unit: str, done: int, elapsed: float) -> float:
+    """``done`` of ``unit`` over ``elapsed`` seconds, in :func:`per`'s unit."""
+    return max(done, 0) / max(elapsed, 1e-9) * (60 if unit == "runs" else 1)
+
+
 def log_summary(
-    futures: list[Future], running: int, updates: tuple[int, int, int | None], elapsed: float
+    futures: list[Future],
+    running: int,
+    counts: tuple[int, int, int | None],
+    elapsed: float,
+    unit: str = "updates",
 ) -> None:
-    """Where a study stands, in one log line: ``updates`` (done when this process
-    started, done now, the total), runs done and ``running``, the rate and an ETA."""
-    first, now, total = updates
-    rate = (now - first) / max(elapsed, 1e-9)
+    """Where a study stands, in one log line: ``counts`` of ``unit`` (done when this
+    process started, done now, the total; :func:`measure`), runs done and
+    ``running``, the rate and an ETA."""
+    first, now, total = counts
     left = eta(now - first, total - first if total else None, elapsed)
     log_line(
-        f"study: {now:,}/{total or '?'} updates, {sum(f.done() for f in futures)} runs "
-        f"done, {running} running, {rate:,.1f} updates/s, elapsed {clock(elapsed)}, ETA {left}"
+        f"study: {now:,}/{total or '?'} {unit}, {sum(f.done() for f in futures)} runs "
+        f"done, {running} running, {rate(unit, now - first, elapsed):,.1f} {per(unit)}, "
+        f"elapsed {clock(elapsed)}, ETA {left}"
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -503,10 +504,12 @@ def test_report_with_every_run_failed(tmp_path):
 
 
 @pytest.mark.slow
-def test_jobs_give_the_outputs_of_one_job(tmp_path, toy_dir):
+def test_jobs_give_the_outputs_of_one_job(tmp_path, toy_dir, monkeypatch):
     """Two runs at a time, each in its own process on half the threads: every run's
     translations and scores are those of the runs one at a time, and each worker
-    decodes its run the spec's other ways (its log says so)."""
+    decodes its run the spec's other ways (its log says so). A decoding added to the
+    finished study is decoded two runs at a time too, and its log lines count runs,
+    not the updates that stand still (they said 0.0 updates/s, ETA ?)."""
     variants = {"global": [], "local_m": ["model.attention.kind=local_m"]}
     outs = {}
     for jobs in (1, 2):
@@ -525,6 +528,21 @@ def test_jobs_give_the_outputs_of_one_job(tmp_path, toy_dir):
             assert (one / hyp).read_text() == (two / hyp).read_text()
     rows = [json.loads((outs[j] / "results.json").read_text())["rows"] for j in (1, 2)]
     assert [r["bleu"] for r in rows[0]] == [r["bleu"] for r in rows[1]]
+
+    from nmt.launch import pool
+
+    monkeypatch.setattr(pool, "SUMMARY_SECONDS", 0.0)  # a summary line at every poll
+    spec = outs[2].parent / "spec.yaml"
+    data = yaml.safe_load(spec.read_text())
+    data["decodings"]["wide"] = ["decode.beam=3"]
+    spec.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "2 runs, 2 at a time" in said
+    assert re.search(r"study: [0-2]/2 runs, [0-2] runs done, [0-2] running, [\d.]+ runs/min", said)
+    assert "updates" not in said
+    assert (outs[2] / "runs/global/seed1/test@decode.beam=3.hyp").is_file()
 
 
 DAMAGE = {  # files written (None: removed), and the warning said
