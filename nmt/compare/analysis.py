@@ -43,6 +43,7 @@ from nmt.model.load import Loaded, load_model
 from nmt.progress import warn
 from nmt.setup.config import read_yaml
 from nmt.setup.data import DataConfig
+from nmt.setup.decoding import evaluation_name
 from nmt.setup.recipe import RunConfig, config_from_dict
 from nmt.training.run import read_summary
 from nmt.training.state import read_metrics
@@ -322,7 +323,7 @@ def analyse_run(
     cache = None if loaded is None else FigureCache.of(run_dir, checkpoint, loaded.model, device)
     out = {}
     for n, split in enumerate(wanted.splits):
-        name = f"{split}@{tag}" if tag else split
+        name = evaluation_name(split, tag)
         text = SplitText.read(cfg.data, split, run_dir / f"{name}.hyp")
         keep = () if tag else heatmap_lines(n, split, wanted.heatmaps)
         known = None if read is None else read.get(split)

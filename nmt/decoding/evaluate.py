@@ -22,7 +22,7 @@ from nmt.io.files import held, is_number, read_json, write_text
 from nmt.model.load import Loaded, load_model, model_from_payload
 from nmt.progress import console, sentence_progress, warn
 from nmt.setup.data import DataConfig
-from nmt.setup.decoding import LengthMode, decode_tag, with_overrides
+from nmt.setup.decoding import LengthMode, decode_tag, evaluation_name, with_overrides
 from nmt.setup.device import resolve_device
 
 # What each split's entry in results.json holds: these numbers, and both signatures.
@@ -113,7 +113,7 @@ def evaluate(
         sentence_rules(loaded, decode, oracle=length == "oracle")
     for split in dict.fromkeys(splits or cfg.data.test):  # a split named twice: once
         src, refs = load_split(data, split)
-        name = f"{split}@{tag}" if tag else split
+        name = evaluation_name(split, tag)
         start = time.perf_counter()
         with sentence_progress(name, len(src), show=True) as progress:
             oracle = refs if length == "oracle" else None

@@ -23,7 +23,7 @@ from nmt.io.rundir import flatten
 from nmt.progress import console, warn
 from nmt.setup.compare import CompareSpec, LauncherSpec, PlannedRun
 from nmt.setup.config import from_dict
-from nmt.setup.decoding import decode_tag, decoding
+from nmt.setup.decoding import decode_tag, decoding, evaluation_name
 from nmt.setup.migrations import upgrade_recipe
 from nmt.setup.recipe import RunConfig
 from nmt.training.run import SUMMARY, read_summary, train
@@ -222,7 +222,7 @@ def decode(
     SPLIT@TAG); the decoding's tag."""
     overrides, length = decoding(entries)
     tag = decode_tag(overrides, length)
-    todo = [s for s in splits if f"{s}@{tag}" not in read_results(run.run_dir)]
+    todo = [s for s in splits if evaluation_name(s, tag) not in read_results(run.run_dir)]
     if todo:
         console.print(f"decoding {run.variant} seed {run.seed} as {name} ({tag})")
         evaluate(run.run_dir, todo, device, overrides, length)
@@ -255,14 +255,14 @@ def failed(run: RunResult, error: Exception) -> RunResult:
     return RunResult(run.variant, run.seed, run.run_dir, "failed", message)
 
 
-def done(run: PlannedRun, splits: tuple[str, ...], decodings: Decodings = ()) -> bool:
+def done(run: PlannedRun | RunResult, splits: tuple[str, ...], decodings: Decodings = ()) -> bool:
     """Trained and evaluated on every split, and on each of ``decodings`` where they
     are given: nothing left to launch."""
     if not finished_run(run.run_dir):
         return False
     results = read_results(run.run_dir)
-    tags = ["", *(f"@{decode_tag(*decoding(entries))}" for _, entries in decodings)]
-    return all(f"{s}{tag}" in results for s in splits for tag in tags)
+    tags = ["", *(decode_tag(*decoding(entries)) for _, entries in decodings)]
+    return all(evaluation_name(s, tag) in results for s in splits for tag in tags)
 
 
 def evaluate_decodings(

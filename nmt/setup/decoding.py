@@ -207,3 +207,9 @@ def decode_tag(overrides: list[str], length: LengthMode, data: str | None = None
     another corpus directory its splits come from."""
     parts = [*overrides, *([f"length={length}"] if length != "model" else [])]
     return ",".join(parts + ([f"data={data}"] if data is not None else []))
+
+
+def evaluation_name(split: str, tag: str) -> str:
+    """A split's name in results.json and its .hyp file under the decoding ``tag``
+    (:func:`decode_tag`): ``SPLIT@TAG``, or the split's own for the recipe's."""
+    return f"{split}@{tag}" if tag else split
