@@ -1,8 +1,9 @@
 """``nmt compare --launcher slurm``: a study's runs as one SLURM job array, through
 submitit (the ``slurm`` extra), as fairseq and Hydra users submit.
 
-Every run that is not finished and evaluated becomes one job of the array, with
-the spec's ``launcher`` resources; ``max_running`` caps how many run at once.
+Every run that is not finished, tested and decoded the spec's ways (a decoding added
+to a finished study too) becomes one job of the array, with the spec's ``launcher``
+resources; ``max_running`` caps how many run at once.
 A job runs :func:`nmt.launch.runs.bring_up`, so a run resumes from its
 ``last.pt`` wherever it was stopped. Pre-emption and time limits: the array is
 submitted with ``--requeue`` and asks for SIGUSR2 two minutes before the limit;
@@ -174,9 +175,9 @@ def launch(
     wait: bool = True,
     decodings: Decodings = (),
 ) -> list[RunResult] | None:
-    """Submit every run not yet done (nor queued or running from an earlier call), then
-    wait for all of them and return their outcomes in plan order; None with
-    ``wait=False``, once submitted."""
+    """Submit every run not yet done (:func:`~nmt.launch.runs.done`: its ``decodings``
+    too), nor queued or running from an earlier call, then wait for all of them and
+    return their outcomes in plan order; None with ``wait=False``, once submitted."""
     submitit = submitit_module()
     folder = out / "slurm"
     known = _read_jobs(folder)
@@ -184,7 +185,7 @@ def launch(
     todo = [
         r
         for r in planned
-        if not done(r, splits) and states.get(known.get(str(r.run_dir), "")) is None
+        if not done(r, splits, decodings) and states.get(known.get(str(r.run_dir), "")) is None
     ]
     if todo:
         jobs = submit(submitit, todo, splits, device, launcher, folder, decodings)
@@ -200,7 +201,7 @@ def launch(
     if not wait:
         console.print("not waiting (--no-wait): run the same nmt compare again to collect them")
         return None
-    return collect(submitit, planned, splits, known, folder)
+    return collect(submitit, planned, splits, known, folder, decodings)
 
 
 def submit(
@@ -284,6 +285,7 @@ def collect(
     splits: tuple[str, ...],
     known: dict[str, str],
     folder: Path,
+    decodings: Decodings = (),
 ) -> list[RunResult]:
     """Wait with a bar of runs queued, running, done and failed (in a log, a line
     whenever those counts change); the outcomes. A job
@@ -304,7 +306,9 @@ def collect(
                 job_id = known.get(str(run.run_dir))
                 state = states.get(job_id or "")
                 if i not in outcomes and (job_id in written or state is None):
-                    if job_id is not None and (job_id in written or not done(run, splits)):
+                    if job_id is not None and (
+                        job_id in written or not done(run, splits, decodings)
+                    ):
                         outcomes[i] = outcome(submitit, run, job_id, folder)
                     else:  # finished before this study submitted anything
                         outcomes[i] = RunResult(run.variant, run.seed, run.run_dir, "reused")

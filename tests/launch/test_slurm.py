@@ -110,6 +110,15 @@ def test_a_study_through_slurm_reports_as_a_local_one(slurm, tmp_path, toy_dir):
     # collected again: every run is reused, nothing is submitted
     again = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
     assert again.exit_code == 0 and "submitted" not in again.output
+    # a decoding added to the finished study: jobs decode it, not the study process
+    data["decodings"]["beam2"] = ["decode.beam=2"]
+    spec.write_text(yaml.safe_dump(data))
+    more = runner.invoke(app, ["compare", str(spec), "--device", "cpu"])
+    assert more.exit_code == 0, more.output
+    assert "submitted 2 of 2 runs as SLURM job array" in more.output
+    assert "as beam2" not in more.output
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert {"global@beam2", "local_m@beam2"} <= {r["variant"] for r in rows}
 
 
 def test_a_job_warned_of_its_time_limit_requeues_itself_and_resumes_exactly(
