@@ -157,14 +157,14 @@ def log_summary(
     unit: str = "updates",
 ) -> None:
     """Where a study stands, in one log line: ``counts`` of ``unit`` (done when this
-    process started, done now, the total; :func:`measure`), runs done and
-    ``running``, the rate and an ETA."""
+    process started, done now, the total; :func:`measure`), runs done (the count
+    itself where ``unit`` is runs) and ``running``, the rate and an ETA."""
     first, now, total = counts
     left = eta(now - first, total - first if total else None, elapsed)
+    runs = "" if unit == "runs" else f", {sum(f.done() for f in futures)} runs"
     log_line(
-        f"study: {now:,}/{total or '?'} {unit}, {sum(f.done() for f in futures)} runs "
-        f"done, {running} running, {rate(unit, now - first, elapsed):,.1f} {per(unit)}, "
-        f"elapsed {clock(elapsed)}, ETA {left}"
+        f"study: {now:,}/{total or '?'} {unit}{runs} done, {running} running, "
+        f"{rate(unit, now - first, elapsed):,.1f} {per(unit)}, elapsed {clock(elapsed)}, ETA {left}"
     )
 
 
