@@ -156,6 +156,17 @@ class RateColumn(ProgressColumn):
         return Text(f"{rate:>8,.{1 if rate < 10 else 0}f} {task.fields['unit']}")
 
 
+class EtaColumn(TimeRemainingColumn):
+    """The task's ``eta`` field where its owner reckons the time left better than its
+    fill's pace can (a study, whose runs test after their last update), else rich's
+    time remaining."""
+
+    def render(self, task: Task) -> Text:
+        if task.fields.get("eta"):
+            return Text(task.fields["eta"], style="progress.remaining")
+        return super().render(task)
+
+
 def progress_bar(*, disable: bool = False) -> Progress:
     """Bars showing ``completed/total``, a rate, elapsed time and ETA.
 
@@ -174,7 +185,7 @@ def progress_bar(*, disable: bool = False) -> Progress:
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
-        TimeRemainingColumn(),
+        EtaColumn(),
         console=console,
         disable=disable or not console.is_terminal,
         transient=False,

@@ -18,8 +18,9 @@ from typing import Any
 import torch
 
 from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
-from nmt.launch.watch import study_progress
-from nmt.progress import clock, console, eta, log_line, progress_bar
+from nmt.launch.watch import StudyClock, run_progress, study_progress, summed
+from nmt.progress import clock as clock_text
+from nmt.progress import console, eta, log_line, progress_bar
 from nmt.setup.compare import PlannedRun
 from nmt.setup.plugins import import_plugins
 from nmt.training.signals import Interrupted, Terminated, terminable
@@ -82,19 +83,20 @@ def bring_up_all(
         futures = [
             pool.submit(_bring_up_in_worker, r, splits, device, threads, decodings) for r in planned
         ]
-        waiting, running, logged = set(futures), set[str](), start
+        waiting, running, logged, clock = set(futures), set[str](), start, StudyClock(at_once)
         try:
             while waiting:
                 finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 log_news(news, running, bar.console.print)
                 for future in finished:
                     future.result()  # a broken pool raises here, as it breaks
-                now, total = measure(futures, run_dirs, unit)
-                elapsed = time.perf_counter() - start
-                bar.update(task, completed=now, total=total, rate=rate(unit, now - first, elapsed))
+                spent = time.perf_counter() - start
+                now, total, left = measure(futures, run_dirs, running, (unit, first, spent), clock)
+                speed = rate(unit, now - first, spent)
+                bar.update(task, completed=now, total=total, rate=speed, eta=left)
                 if time.perf_counter() - logged >= SUMMARY_SECONDS:  # in a log: a summary
                     logged = time.perf_counter()
-                    log_summary(futures, len(running), (first, now, total), elapsed, unit)
+                    log_summary(futures, len(running), (first, now, total), spent, unit, left)
         except (KeyboardInterrupt, Terminated) as e:
             code = 130 if isinstance(e, KeyboardInterrupt) else 143
             stop_workers(stopping, futures)
@@ -132,11 +134,29 @@ def baseline(runs: int, run_dirs: list[Path], todo: int) -> tuple[int, str]:
     return first, "updates"
 
 
-def measure(futures: list[Future], run_dirs: list[Path], unit: str) -> tuple[int, int | None]:
-    """How much of ``unit`` (:func:`baseline`) is done, and the total."""
+def measure(
+    futures: list[Future],
+    run_dirs: list[Path],
+    running: set[str],
+    counting: tuple[str, int, float],
+    clock: StudyClock,
+) -> tuple[int, int | None, str]:
+    """How much of the unit of ``counting`` (:func:`baseline`'s unit and count at the
+    start, and the seconds since) is done, the total and the time left: where updates
+    are counted, as ``clock`` reckons it with the runs' testing ("?" before any run's
+    pace is known, "+ testing" after it while no run has been timed from its last
+    update to its end); where runs are, at the pace of their count."""
+    ended = {i for i, f in enumerate(futures) if f.done()}
+    unit, first, elapsed = counting
     if unit == "runs":
-        return sum(f.done() for f in futures), len(futures)
-    return study_progress(run_dirs)
+        return len(ended), len(futures), eta(len(ended) - first, len(futures) - first, elapsed)
+    progress = [run_progress(d) for d in run_dirs]
+    active = {i for i, d in enumerate(run_dirs) if str(d) in running}
+    now = time.perf_counter()
+    clock.observe(now, progress, active, ended)
+    seconds, timed = clock.left(now, progress, active, ended)
+    left = "?" if seconds is None else clock_text(seconds) + ("" if timed else " + testing")
+    return (*summed(progress), left)
 
 
 def per(unit: str) -> str:
@@ -154,17 +174,18 @@ def log_summary(
     running: int,
     counts: tuple[int, int, int | None],
     elapsed: float,
-    unit: str = "updates",
+    unit: str,
+    left: str,
 ) -> None:
     """Where a study stands, in one log line: ``counts`` of ``unit`` (done when this
     process started, done now, the total; :func:`measure`), runs done (the count
-    itself where ``unit`` is runs) and ``running``, the rate and an ETA."""
+    itself where ``unit`` is runs) and ``running``, the rate and the time ``left``."""
     first, now, total = counts
-    left = eta(now - first, total - first if total else None, elapsed)
     runs = "" if unit == "runs" else f", {sum(f.done() for f in futures)} runs"
     log_line(
         f"study: {now:,}/{total or '?'} {unit}{runs} done, {running} running, "
-        f"{rate(unit, now - first, elapsed):,.1f} {per(unit)}, elapsed {clock(elapsed)}, ETA {left}"
+        f"{rate(unit, now - first, elapsed):,.1f} {per(unit)}, elapsed {clock_text(elapsed)}, "
+        f"ETA {left}"
     )
 
 

@@ -1,9 +1,12 @@
 """Progress of runs that train in other processes (``nmt compare --jobs N``), read
 from their logs: the study's bar counts updates over every run, with a rate and an
-ETA, where otherwise nothing would show until a run finished."""
+ETA, where otherwise nothing would show until a run finished. The ETA also counts
+what a run does after its last update (testing every split, decoding it again),
+which its updates do not show (:class:`StudyClock`)."""
 
 from __future__ import annotations
 
+import heapq
 import json
 from pathlib import Path
 
@@ -42,12 +45,16 @@ def run_progress(run_dir: Path) -> tuple[int, int | None]:
 
 
 def study_progress(run_dirs: list[Path]) -> tuple[int, int | None]:
-    """Updates done over every run, and the total they will reach; a run that has not
-    logged yet is counted at the mean of those that have (runs of one study mostly
-    share a budget), and the total is None until one has."""
+    """Updates done over every run, and the total they will reach (:func:`summed`)."""
+    return summed([run_progress(run_dir) for run_dir in run_dirs])
+
+
+def summed(progress: list[tuple[int, int | None]]) -> tuple[int, int | None]:
+    """Updates done over runs of :func:`run_progress`, and the total they will reach; a
+    run that has not logged yet is counted at the mean of those that have (runs of one
+    study mostly share a budget), and the total is None until one has."""
     done, known, unknown = 0, [], 0
-    for run_dir in run_dirs:
-        step, expected = run_progress(run_dir)
+    for step, expected in progress:
         done += step
         if expected is None:
             unknown += 1
@@ -56,3 +63,66 @@ def study_progress(run_dirs: list[Path]) -> tuple[int, int | None]:
     if not known:
         return done, None
     return done, sum(known) + round(unknown * sum(known) / len(known))
+
+
+class StudyClock:
+    """The time a study has left, where its runs train in ``slots`` processes at once:
+    what each run has left (its updates at the pace one run has trained in this
+    study, then its tail: testing and decoding, at the mean of the tails timed here)
+    dealt in plan order to whichever slot frees first. An ETA that counted updates
+    alone said 0:00:00 while the last runs were still testing (minutes, on long
+    joined splits), and started low before any run had tested.
+
+    :meth:`observe` takes each poll: every run's (updates done, updates it stops at)
+    in plan order, which are running (taken up by a worker) and which have ended."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.tested_since: dict[int, float] = {}  # run -> when it was first seen past training
+        self.tails: list[float] = []  # seconds from a run's last update to its end
+        self.last: dict[int, tuple[int, float]] = {}  # run -> (updates, time) at its last poll
+        self.updates, self.seconds = 0, 0.0  # observed training of one run: updates, seconds
+
+    def observe(
+        self, now: float, progress: list[tuple[int, int | None]], running: set[int], ended: set[int]
+    ) -> None:
+        for run, (step, expected) in enumerate(progress):
+            if run in ended:
+                if run in self.tested_since:
+                    self.tails.append(now - self.tested_since.pop(run))
+                self.last.pop(run, None)
+            elif run in running and expected is not None and step >= expected:
+                self.tested_since.setdefault(run, now)
+                self.last.pop(run, None)
+            elif run in running:
+                if run in self.last:
+                    updates, then = self.last[run]
+                    self.updates += step - updates
+                    self.seconds += now - then
+                self.last[run] = (step, now)
+
+    def left(
+        self, now: float, progress: list[tuple[int, int | None]], running: set[int], ended: set[int]
+    ) -> tuple[float | None, bool]:
+        """Seconds left (None before one run's pace is known), and whether they count the
+        tails (False until a run has been timed from its last update to its end)."""
+        if self.updates <= 0:
+            return None, False
+        pace = self.seconds / self.updates  # seconds per update of one run
+        tail = sum(self.tails) / len(self.tails) if self.tails else 0.0
+        known = [e for _, e in progress if e is not None]
+        budget = sum(known) / len(known) if known else 0
+        slots = [0.0] * max(self.slots - len(running - ended), 0)
+        queued = []
+        for run, (step, expected) in enumerate(progress):
+            if run in ended:
+                continue
+            if run in self.tested_since:
+                seconds = max(tail - (now - self.tested_since[run]), 0.0)
+            else:
+                seconds = max((expected or budget) - step, 0) * pace + tail
+            (slots if run in running else queued).append(seconds)
+        heapq.heapify(slots)
+        for seconds in queued:  # plan order: the next run goes to the first slot free
+            heapq.heappush(slots, heapq.heappop(slots) + seconds)
+        return max(slots, default=0.0), bool(self.tails)

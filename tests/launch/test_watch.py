@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from nmt.launch.watch import run_progress, study_progress
+import pytest
+
+from nmt.launch.watch import StudyClock, run_progress, study_progress
 
 
 def log(run_dir, *records, summary=None):
@@ -35,3 +37,25 @@ def test_the_study_counts_unstarted_runs_at_the_mean_budget(tmp_path):
     queued = tmp_path / "c"
     assert study_progress([a, b, queued]) == (40, 100 + 200 + 150)
     assert study_progress([queued]) == (0, None)
+
+
+def test_the_study_clock_counts_each_runs_testing_after_its_last_update():
+    """Three runs of 100 updates on two slots, each tested for 30 s after its last
+    update: the time left counts the updates at the pace seen (1 s each), deals the
+    queued run to the first slot free, and once a run has been timed through its
+    testing, counts that for every run; the last run's testing is not "0:00:00"."""
+    clock = StudyClock(slots=2)
+
+    def poll(now, steps, running, ended=()):
+        progress = [(s, 100) if s is not None else (0, None) for s in steps]
+        clock.observe(now, progress, set(running), set(ended))
+        return clock.left(now, progress, set(running), set(ended))
+
+    assert poll(0, [0, 0, None], {0, 1}) == (None, False)  # no pace yet
+    assert poll(10, [10, 10, None], {0, 1}) == (pytest.approx(90 + 100), False)
+    assert poll(100, [100, 100, None], {0, 1}) == (pytest.approx(100), False)  # untimed tests
+    # run 0 ends 30 s after its last update; run 2 takes its slot, run 1 still tests
+    assert poll(130, [100, 100, 0], {1, 2}, ended={0}) == (pytest.approx(100 + 30), True)
+    assert poll(131, [100, 100, 1], {2}, ended={0, 1}) == (pytest.approx(99 + 30.5), True)
+    assert poll(231, [100, 100, 100], {2}, ended={0, 1}) == (pytest.approx(30.5), True)
+    assert poll(251, [100, 100, 100], {2}, ended={0, 1}) == (pytest.approx(10.5), True)
