@@ -19,8 +19,7 @@ import torch
 
 from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
 from nmt.launch.watch import StudyClock, run_progress, study_progress, summed
-from nmt.progress import clock as clock_text
-from nmt.progress import console, eta, log_line, progress_bar
+from nmt.progress import clock, console, eta, log_line, progress_bar
 from nmt.setup.compare import PlannedRun
 from nmt.setup.plugins import import_plugins
 from nmt.training.signals import Interrupted, Terminated, terminable
@@ -83,7 +82,7 @@ def bring_up_all(
         futures = [
             pool.submit(_bring_up_in_worker, r, splits, device, threads, decodings) for r in planned
         ]
-        waiting, running, logged, clock = set(futures), set[str](), start, StudyClock(at_once)
+        waiting, running, logged, timer = set(futures), set[str](), start, StudyClock(at_once)
         try:
             while waiting:
                 finished, waiting = wait(waiting, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
@@ -91,7 +90,7 @@ def bring_up_all(
                 for future in finished:
                     future.result()  # a broken pool raises here, as it breaks
                 spent = time.perf_counter() - start
-                now, total, left = measure(futures, run_dirs, running, (unit, first, spent), clock)
+                now, total, left = measure(futures, run_dirs, running, (unit, first, spent), timer)
                 speed = rate(unit, now - first, spent)
                 bar.update(task, completed=now, total=total, rate=speed, eta=left)
                 if time.perf_counter() - logged >= SUMMARY_SECONDS:  # in a log: a summary
@@ -139,11 +138,11 @@ def measure(
     run_dirs: list[Path],
     running: set[str],
     counting: tuple[str, int, float],
-    clock: StudyClock,
+    timer: StudyClock,
 ) -> tuple[int, int | None, str]:
     """How much of the unit of ``counting`` (:func:`baseline`'s unit and count at the
     start, and the seconds since) is done, the total and the time left: where updates
-    are counted, as ``clock`` reckons it with the runs' testing ("?" before any run's
+    are counted, as ``timer`` reckons it with the runs' testing ("?" before any run's
     pace is known, "+ testing" after it while no run has been timed from its last
     update to its end); where runs are, at the pace of their count."""
     ended = {i for i, f in enumerate(futures) if f.done()}
@@ -153,10 +152,8 @@ def measure(
     progress = [run_progress(d) for d in run_dirs]
     active = {i for i, d in enumerate(run_dirs) if str(d) in running}
     now = time.perf_counter()
-    clock.observe(now, progress, active, ended)
-    seconds, timed = clock.left(now, progress, active, ended)
-    left = "?" if seconds is None else clock_text(seconds) + ("" if timed else " + testing")
-    return (*summed(progress), left)
+    timer.observe(now, progress, active, ended)
+    return (*summed(progress), timer.eta(now, progress, active, ended) or "?")
 
 
 def per(unit: str) -> str:
@@ -184,7 +181,7 @@ def log_summary(
     runs = "" if unit == "runs" else f", {sum(f.done() for f in futures)} runs"
     log_line(
         f"study: {now:,}/{total or '?'} {unit}{runs} done, {running} running, "
-        f"{rate(unit, now - first, elapsed):,.1f} {per(unit)}, elapsed {clock_text(elapsed)}, "
+        f"{rate(unit, now - first, elapsed):,.1f} {per(unit)}, elapsed {clock(elapsed)}, "
         f"ETA {left}"
     )
 

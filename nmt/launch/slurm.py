@@ -47,7 +47,8 @@ from nmt import install_hint
 from nmt.errors import NmtError, brief
 from nmt.io.files import write_text
 from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
-from nmt.progress import console, log_line, progress_bar
+from nmt.launch.watch import StudyClock, run_progress
+from nmt.progress import clock, console, eta, log_line, progress_bar
 from nmt.setup.compare import LauncherSpec, PlannedRun
 from nmt.setup.config import from_dict
 from nmt.setup.plugins import with_plugins
@@ -58,6 +59,7 @@ JOBS = "jobs.json"  # in OUT/slurm: run directory -> the SLURM job id of its las
 RESULTS = "results"  # in OUT/slurm: JOB.json, each job's outcome
 POLL_SECONDS = 3.0  # how often the study asks SLURM about its jobs (squeue)
 RESULT_POLL_SECONDS = 0.5  # how often it looks for the results its jobs wrote
+SUMMARY_SECONDS = 60.0  # how often, in a log, it says where the study stands unchanged
 WARNING_SECONDS = 120  # SIGUSR2 this long before the time limit: requeue, resume
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "SUSPENDED"}
 LOG_LINES = 12  # of a failed job's log, in its error
@@ -287,48 +289,98 @@ def collect(
     folder: Path,
     decodings: Decodings = (),
 ) -> list[RunResult]:
-    """Wait with a bar of runs queued, running, done and failed (in a log, a line
-    whenever those counts change); the outcomes. A job
-    that has written its result is taken at once (a look at one directory, every
-    :data:`RESULT_POLL_SECONDS`); SLURM is asked about the others (squeue) every
-    :data:`POLL_SECONDS`, which also finds those that ended without one."""
+    """Wait with a bar of runs queued, running, done and failed, runs ended a minute
+    and an ETA (in a log, a line whenever those counts change and one a minute with
+    the rate and the ETA); the outcomes. A job that has written its result is taken
+    at once (a look at one directory, every :data:`RESULT_POLL_SECONDS`); SLURM is
+    asked about the others (squeue) every :data:`POLL_SECONDS`, which also finds
+    those that ended without one. The ETA is :class:`StudyClock`'s, read from the
+    runs' logs (the jobs write them where the study reads), as if as many jobs as run
+    now ran until the end; before any job's pace is known, from the runs ended."""
     outcomes: dict[int, RunResult] = {}
-    asked, states, said = -math.inf, {}, ""
+    asked, states, said, logged, start = -math.inf, {}, "", time.monotonic(), time.monotonic()
+    timer, left, first = StudyClock(1), "?", None
     with progress_bar() as bar:
-        task = bar.add_task("study", total=len(planned), rate=0.0, unit="runs", info="")
+        task = bar.add_task("study", total=len(planned), rate=0.0, unit="runs/min", info="")
         while True:
-            if time.monotonic() - asked >= POLL_SECONDS:
+            fresh = time.monotonic() - asked >= POLL_SECONDS
+            if fresh:
                 states, asked = squeue(), time.monotonic()
                 never_starts(states, known)
-            written = {p.stem for p in (folder / RESULTS).glob("*.json")}
-            counts, waiting = Counter(), Counter()
-            for i, run in enumerate(planned):
-                job_id = known.get(str(run.run_dir))
-                state = states.get(job_id or "")
-                if i not in outcomes and (job_id in written or state is None):
-                    if job_id is not None and (
-                        job_id in written or not done(run, splits, decodings)
-                    ):
-                        outcomes[i] = outcome(submitit, run, job_id, folder)
-                    else:  # finished before this study submitted anything
-                        outcomes[i] = RunResult(run.variant, run.seed, run.run_dir, "reused")
-                if i in outcomes:
-                    counts["failed" if outcomes[i].status == "failed" else "done"] += 1
-                elif state is not None:
-                    queued = state.state in QUEUED
-                    counts["queued" if queued else "running"] += 1
-                    if queued and state.reason not in ("None", ""):
-                        waiting[state.reason] += 1
+            counts, waiting, active = take_outcomes(
+                submitit, planned, (splits, decodings), (known, folder, states), outcomes
+            )
+            first = len(outcomes) if first is None else first  # ended before this poll
+            elapsed = time.monotonic() - start
+            if fresh or len(outcomes) == len(planned):  # the runs' logs, as SLURM is asked
+                left = study_eta(timer, planned, active, outcomes, (first, elapsed))
+            speed = (len(outcomes) - first) / max(elapsed, 1e-9) * 60
             info = ", ".join(f"{counts[k]} {k}" for k in ("queued", "running", "done", "failed"))
             if waiting:  # squeue's reasons: why the queued ones wait
                 info += " (waiting: " + ", ".join(f"{r} {n}" for r, n in waiting.items()) + ")"
-            bar.update(task, completed=len(outcomes), info=info)
-            if info != said:  # in a log, where no bar is drawn: each change in a line
-                log_line(f"study: {info}")
-                said = info
+            bar.update(task, completed=len(outcomes), info=info, rate=speed, eta=left)
+            if info != said or time.monotonic() - logged >= SUMMARY_SECONDS:
+                rates = f"{speed:,.1f} runs/min, elapsed {clock(elapsed)}, ETA {left}"
+                log_line(f"study: {info}, {rates}")
+                said, logged = info, time.monotonic()
             if len(outcomes) == len(planned):
                 return [outcomes[i] for i in range(len(planned))]
             time.sleep(RESULT_POLL_SECONDS)
+
+
+def take_outcomes(
+    submitit: Any,
+    planned: list[PlannedRun],
+    asked: tuple[tuple[str, ...], Decodings],
+    seen: tuple[dict[str, str], Path, dict[str, Queued]],
+    outcomes: dict[int, RunResult],
+) -> tuple[Counter, Counter, set[int]]:
+    """The outcomes of the runs that ended since the last poll, into ``outcomes``: a
+    result its job wrote, or a job SLURM no longer knows (``seen``: the runs' job ids,
+    the study's slurm folder, squeue's states). What it returns: the runs queued,
+    running, done and failed; squeue's reasons why the queued ones wait; the runs
+    whose jobs run."""
+    (splits, decodings), (known, folder, states) = asked, seen
+    written = {p.stem for p in (folder / RESULTS).glob("*.json")}
+    counts, waiting, active = Counter(), Counter(), set()
+    for i, run in enumerate(planned):
+        job_id = known.get(str(run.run_dir))
+        state = states.get(job_id or "")
+        if i not in outcomes and (job_id in written or state is None):
+            if job_id is not None and (job_id in written or not done(run, splits, decodings)):
+                outcomes[i] = outcome(submitit, run, job_id, folder)
+            else:  # finished before this study submitted anything
+                outcomes[i] = RunResult(run.variant, run.seed, run.run_dir, "reused")
+        if i in outcomes:
+            counts["failed" if outcomes[i].status == "failed" else "done"] += 1
+        elif state is not None:
+            queued = state.state in QUEUED
+            counts["queued" if queued else "running"] += 1
+            if queued and state.reason not in ("None", ""):
+                waiting[state.reason] += 1
+            if not queued:
+                active.add(i)
+    return counts, waiting, active
+
+
+def study_eta(
+    timer: StudyClock,
+    planned: list[PlannedRun],
+    active: set[int],
+    outcomes: dict[int, RunResult],
+    counted: tuple[int, float],
+) -> str:
+    """The time the study has left: ``timer``'s, with as many slots as jobs run now;
+    before any job's pace is known, at the pace of the runs ended since the study
+    began to wait (``counted``: how many had ended then, and the seconds since)."""
+    progress = [run_progress(run.run_dir) for run in planned]
+    timer.slots = max(len(active), 1)
+    now, ended = time.monotonic(), set(outcomes)
+    timer.observe(now, progress, active, ended)
+    first, elapsed = counted
+    return timer.eta(now, progress, active, ended) or eta(
+        len(outcomes) - first, len(planned) - first, elapsed
+    )
 
 
 def read_outcome(folder: Path, job_id: str) -> tuple[str, str | None] | None:

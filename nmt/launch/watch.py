@@ -12,6 +12,7 @@ from pathlib import Path
 
 from nmt.errors import NmtError
 from nmt.io.files import read_json
+from nmt.progress import clock
 from nmt.training.run import SUMMARY
 
 TAIL_BYTES = 8192  # the last log lines, enough to hold a training record
@@ -74,7 +75,9 @@ class StudyClock:
     joined splits), and started low before any run had tested.
 
     :meth:`observe` takes each poll: every run's (updates done, updates it stops at)
-    in plan order, which are running (taken up by a worker) and which have ended."""
+    in plan order, which are running (taken up by a worker, or a SLURM job that
+    runs) and which have ended. ``slots`` may change between polls (the jobs a
+    cluster runs at once)."""
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
@@ -126,3 +129,13 @@ class StudyClock:
         for seconds in queued:  # plan order: the next run goes to the first slot free
             heapq.heappush(slots, heapq.heappop(slots) + seconds)
         return max(slots, default=0.0), bool(self.tails)
+
+    def eta(
+        self, now: float, progress: list[tuple[int, int | None]], running: set[int], ended: set[int]
+    ) -> str | None:
+        """:meth:`left` as an ETA: H:MM:SS, with " + testing" while no run has been
+        timed from its last update to its end; None before one run's pace is known."""
+        seconds, timed = self.left(now, progress, running, ended)
+        if seconds is None:
+            return None
+        return clock(seconds) + ("" if timed else " + testing")
