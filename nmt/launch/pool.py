@@ -19,7 +19,7 @@ import torch
 
 from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
 from nmt.launch.watch import StudyClock, run_progress, study_progress, summed
-from nmt.progress import clock, console, eta, log_line, progress_bar
+from nmt.progress import clock, console, eta, info, log_line, progress_bar
 from nmt.setup.compare import PlannedRun
 from nmt.setup.plugins import import_plugins
 from nmt.training.signals import Interrupted, Terminated, terminable
@@ -113,12 +113,20 @@ def bring_up_in_turn(
     device: str,
     decodings: Decodings = (),
 ) -> list[RunResult]:
-    """One run after another in this process, each start and end a log line."""
-    outcomes = []
-    for run in planned:
+    """One run after another in this process, each start and end a log line, and after
+    each run that had something to do (to train, test or decode), where the study
+    stands: those runs done, the time elapsed and an ETA at their mean time so far (a
+    run reused as it is costs nothing, and is not counted)."""
+    todo = [not done(run, splits, decodings) for run in planned]
+    start, worked, outcomes = time.perf_counter(), 0, []
+    for run, work in zip(planned, todo):
         log_line(f"{run.variant} seed {run.seed}: started")
         outcomes.append(bring_up(run, splits, device, decodings))
         log_line(f"{run.variant} seed {run.seed}: {outcomes[-1].status}")
+        if work:
+            worked, elapsed = worked + 1, time.perf_counter() - start
+            left = eta(worked, sum(todo), elapsed)
+            info(f"study: {worked}/{sum(todo)} runs done, elapsed {clock(elapsed)}, ETA {left}")
     return outcomes
 
 

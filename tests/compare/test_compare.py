@@ -79,6 +79,9 @@ def test_two_variants_two_seeds_every_output(tmp_path, toy_dir):
     )
     result = runner.invoke(app, ["compare", str(spec), "--device", "cpu", "--set", "ensemble=true"])
     assert result.exit_code == 0, result.output
+    # one run at a time: after each, where the study stands, with an ETA
+    standing = re.findall(r"study: (\d)/4 runs done, elapsed [\d:]+, ETA ([\d:]+)", result.output)
+    assert [k for k, _ in standing] == ["1", "2", "3", "4"] and standing[-1][1] == "0:00:00"
     out = tmp_path / "study"
     assert {p.name for p in out.iterdir()} >= OUTPUTS
     for png in out.glob("*.png"):
