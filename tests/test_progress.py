@@ -14,7 +14,7 @@ import pytest
 from rich.progress import Progress
 
 from nmt import progress
-from nmt.progress import LogLines, RateColumn, flag, info
+from nmt.progress import EtaColumn, LogLines, RateColumn, flag, info
 from tests.conftest import subprocess_env
 
 
@@ -26,6 +26,15 @@ def test_rates_below_ten_keep_a_decimal(rate, shown):
     bar = Progress()
     bar.add_task("x", rate=rate, unit="updates/s")
     assert str(RateColumn().render(bar.tasks[0])).split() == [shown, "updates/s"]
+
+
+def test_the_eta_column_shows_the_owners_eta_where_it_gives_one():
+    """A study reckons its time left with its runs' testing (nmt.launch.watch), which
+    its bar's fill cannot show; other bars keep rich's time remaining."""
+    bar = Progress()
+    bar.add_task("study", total=100, eta="0:12:00 + testing")
+    bar.add_task("translate", total=100)
+    assert [str(EtaColumn().render(t)) for t in bar.tasks] == ["0:12:00 + testing", "-:--:--"]
 
 
 def test_a_long_message_off_a_terminal_is_one_line(capsys):
