@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
-from nmt.launch.watch import StudyClock, run_progress, study_progress, summed
+from nmt.launch.watch import SUMMARY_SECONDS, StudyClock, study_progress, summed
 from nmt.progress import clock, console, eta, info, log_line, progress_bar
 from nmt.setup.compare import PlannedRun
 from nmt.setup.plugins import import_plugins
@@ -26,7 +26,6 @@ from nmt.training.signals import Interrupted, Terminated, terminable
 
 POLL_SECONDS = 2.0  # how often the study's bar reads the runs' logs under --jobs
 ORPHAN_POLL_SECONDS = 1.0  # how often a worker checks that its study process lives
-SUMMARY_SECONDS = 60.0  # how often a study in a log (no terminal) prints where it stands
 
 
 class LocalLauncher(Launcher):
@@ -118,15 +117,15 @@ def bring_up_in_turn(
     stands: those runs done, the time elapsed and an ETA at their mean time so far (a
     run reused as it is costs nothing, and is not counted)."""
     todo = [not done(run, splits, decodings) for run in planned]
-    start, worked, outcomes = time.perf_counter(), 0, []
+    start, worked, total, outcomes = time.perf_counter(), 0, sum(todo), []
     for run, work in zip(planned, todo):
         log_line(f"{run.variant} seed {run.seed}: started")
         outcomes.append(bring_up(run, splits, device, decodings))
         log_line(f"{run.variant} seed {run.seed}: {outcomes[-1].status}")
         if work:
             worked, elapsed = worked + 1, time.perf_counter() - start
-            left = eta(worked, sum(todo), elapsed)
-            info(f"study: {worked}/{sum(todo)} runs done, elapsed {clock(elapsed)}, ETA {left}")
+            left = eta(worked, total, elapsed)
+            info(f"study: {worked}/{total} runs done, elapsed {clock(elapsed)}, ETA {left}")
     return outcomes
 
 
@@ -157,11 +156,9 @@ def measure(
     unit, first, elapsed = counting
     if unit == "runs":
         return len(ended), len(futures), eta(len(ended) - first, len(futures) - first, elapsed)
-    progress = [run_progress(d) for d in run_dirs]
     active = {i for i, d in enumerate(run_dirs) if str(d) in running}
-    now = time.perf_counter()
-    timer.observe(now, progress, active, ended)
-    return (*summed(progress), timer.eta(now, progress, active, ended) or "?")
+    progress, left = timer.poll(run_dirs, active, ended)
+    return (*summed(progress), left or "?")
 
 
 def per(unit: str) -> str:

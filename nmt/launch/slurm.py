@@ -47,7 +47,7 @@ from nmt import install_hint
 from nmt.errors import NmtError, brief
 from nmt.io.files import write_text
 from nmt.launch.runs import Decodings, Launch, Launcher, RunResult, bring_up, done
-from nmt.launch.watch import StudyClock, run_progress
+from nmt.launch.watch import SUMMARY_SECONDS, StudyClock
 from nmt.progress import clock, console, eta, log_line, progress_bar
 from nmt.setup.compare import LauncherSpec, PlannedRun
 from nmt.setup.config import from_dict
@@ -59,7 +59,6 @@ JOBS = "jobs.json"  # in OUT/slurm: run directory -> the SLURM job id of its las
 RESULTS = "results"  # in OUT/slurm: JOB.json, each job's outcome
 POLL_SECONDS = 3.0  # how often the study asks SLURM about its jobs (squeue)
 RESULT_POLL_SECONDS = 0.5  # how often it looks for the results its jobs wrote
-SUMMARY_SECONDS = 60.0  # how often, in a log, it says where the study stands unchanged
 WARNING_SECONDS = 120  # SIGUSR2 this long before the time limit: requeue, resume
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "SUSPENDED"}
 LOG_LINES = 12  # of a failed job's log, in its error
@@ -373,14 +372,10 @@ def study_eta(
     """The time the study has left: ``timer``'s, with as many slots as jobs run now;
     before any job's pace is known, at the pace of the runs ended since the study
     began to wait (``counted``: how many had ended then, and the seconds since)."""
-    progress = [run_progress(run.run_dir) for run in planned]
     timer.slots = max(len(active), 1)
-    now, ended = time.monotonic(), set(outcomes)
-    timer.observe(now, progress, active, ended)
+    _, left = timer.poll([run.run_dir for run in planned], active, set(outcomes))
     first, elapsed = counted
-    return timer.eta(now, progress, active, ended) or eta(
-        len(outcomes) - first, len(planned) - first, elapsed
-    )
+    return left or eta(len(outcomes) - first, len(planned) - first, elapsed)
 
 
 def read_outcome(folder: Path, job_id: str) -> tuple[str, str | None] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import time
 from pathlib import Path
 
 from nmt.errors import NmtError
@@ -16,6 +17,7 @@ from nmt.progress import clock
 from nmt.training.run import SUMMARY
 
 TAIL_BYTES = 8192  # the last log lines, enough to hold a training record
+SUMMARY_SECONDS = 60.0  # how often a study in a log (no terminal) says where it stands
 
 
 def run_progress(run_dir: Path) -> tuple[int, int | None]:
@@ -130,12 +132,16 @@ class StudyClock:
             heapq.heappush(slots, heapq.heappop(slots) + seconds)
         return max(slots, default=0.0), bool(self.tails)
 
-    def eta(
-        self, now: float, progress: list[tuple[int, int | None]], running: set[int], ended: set[int]
-    ) -> str | None:
-        """:meth:`left` as an ETA: H:MM:SS, with " + testing" while no run has been
-        timed from its last update to its end; None before one run's pace is known."""
+    def poll(
+        self, run_dirs: list[Path], running: set[int], ended: set[int]
+    ) -> tuple[list[tuple[int, int | None]], str | None]:
+        """Read every run's progress (:func:`run_progress`) and :meth:`observe` it now;
+        the progress, and :meth:`left` as an ETA: H:MM:SS, with " + testing" while no
+        run has been timed from its last update to its end, None before one run's pace
+        is known."""
+        progress, now = [run_progress(d) for d in run_dirs], time.monotonic()
+        self.observe(now, progress, running, ended)
         seconds, timed = self.left(now, progress, running, ended)
         if seconds is None:
-            return None
-        return clock(seconds) + ("" if timed else " + testing")
+            return progress, None
+        return progress, clock(seconds) + ("" if timed else " + testing")

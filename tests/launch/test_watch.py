@@ -59,3 +59,15 @@ def test_the_study_clock_counts_each_runs_testing_after_its_last_update():
     assert poll(131, [100, 100, 1], {2}, ended={0, 1}) == (pytest.approx(99 + 30.5), True)
     assert poll(231, [100, 100, 100], {2}, ended={0, 1}) == (pytest.approx(30.5), True)
     assert poll(251, [100, 100, 100], {2}, ended={0, 1}) == (pytest.approx(10.5), True)
+
+
+def test_the_clock_reads_the_runs_logs_and_says_when_testing_is_not_timed(tmp_path):
+    """poll reads each run's progress from its log; the ETA is unknown before a pace,
+    then says that it leaves out the testing no run has been timed through yet."""
+    run = log(tmp_path / "a", {"step": 10, "expected_steps": 100})
+    clock = StudyClock(slots=1)
+    assert clock.poll([run], {0}, set()) == ([(10, 100)], None)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 20, "expected_steps": 100}\n')
+    progress, left = clock.poll([run], {0}, set())
+    assert progress == [(20, 100)] and left is not None and left.endswith(" + testing")
