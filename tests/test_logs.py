@@ -64,6 +64,25 @@ def test_the_report_says_when_timings_mix_machines_or_loads():
     assert machine_notes({"a": [older, run_on("X", 0.2)]}) == []
 
 
+def test_the_report_says_when_runs_were_trained_with_other_library_versions():
+    """One machine, one load, but SentencePiece at two versions: the report says which
+    library and which versions; runs that agree, or kept no versions, say nothing."""
+
+    def run_with(versions: dict | None, run_dir: str) -> RunAnalysis:
+        run = run_on("X", 0.1, run_dir)
+        if versions is not None:
+            run.train["where"]["libraries"] = versions
+        return run
+
+    same = {"sentencepiece": "0.2.3", "numpy": "2.4.6"}
+    older = {"sentencepiece": "0.2.0", "numpy": "2.4.6"}
+    assert machine_notes({"a": [run_with(same, "a")], "b": [run_with(same, "b")]}) == []
+    assert machine_notes({"a": [run_with(same, "a")], "b": [run_with(None, "b")]}) == []
+    (note,) = machine_notes({"a": [run_with(same, "a")], "b": [run_with(older, "b")]})
+    assert "other library versions (sentencepiece 0.2.0 and 0.2.3)" in note
+    assert "numpy" not in note
+
+
 def test_the_report_says_which_variant_trained_where_when_machines_differ():
     """One seed can train to other weights on another machine: scores compared across
     machines mix it in, so the report names each variant's machines."""

@@ -72,9 +72,11 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
     """What makes runs hard to compare where they ran: runs from more than one
     machine, whose timing columns (train min, tokens/s, sent/s) differ and whose
     scores may too (one recipe and seed can train to other weights on another CPU or
-    GPU: their kernels round differently), named variant by variant; and runs begun
-    under different loads (the load average as each started: runs trained side by
-    side share the cores, a run alone does not)."""
+    GPU: their kernels round differently), named variant by variant; runs trained
+    with other versions of the libraries their figures depend on
+    (:func:`mixed_libraries`); and runs begun under different loads (the load
+    average as each started: runs trained side by side share the cores, a run alone
+    does not)."""
     wheres = [r.train["where"] for rs in runs.values() for r in rs if "where" in r.train]
     notes = []
     machines = sorted({machine(w) for w in wheres})
@@ -87,6 +89,11 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
             "seed can train to other weights on another machine, so a contrast between "
             f"runs of different machines mixes in the machine ({each})"
         )
+    if mixed := mixed_libraries(wheres):
+        notes.append(
+            f"the runs were trained with other library versions ({mixed}), which can move "
+            "their scores as another machine can"
+        )
     loads = [w["load_at_start"] for w in wheres if isinstance(w.get("load_at_start"), float)]
     if loads and max(loads) - min(loads) >= 1:
         notes.append(
@@ -94,6 +101,21 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
             f"{min(loads):.1f} to {max(loads):.1f} (work besides them on the same cores)"
         )
     return notes
+
+
+def mixed_libraries(wheres: list[dict[str, Any]]) -> str:
+    """The libraries of summary.json's ``where`` (nmt.setup.device.LIBRARIES) that the
+    runs recorded at more than one version, as "sentencepiece 0.2.0 and 0.2.3"; empty
+    where they agree (runs from before the versions were kept say nothing)."""
+    versions: dict[str, set[str]] = {}
+    for where in wheres:
+        for name, version in (where.get("libraries") or {}).items():
+            versions.setdefault(name, set()).add(str(version))
+    return "; ".join(
+        f"{name} {' and '.join(sorted(found))}"
+        for name, found in versions.items()
+        if len(found) > 1
+    )
 
 
 def bucket_labels(edges: tuple[int, ...]) -> list[str]:

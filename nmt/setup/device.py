@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +95,28 @@ def load_average() -> float | None:
         return None
 
 
+# Besides torch, the libraries whose version can change a run's figures: SentencePiece
+# trains its vocabulary, NumPy draws the bootstrap's resamples, sacreBLEU scores it.
+LIBRARIES = ("sentencepiece", "numpy", "sacrebleu")
+
+
+def library_versions() -> dict[str, str | None]:
+    """The installed version of each of :data:`LIBRARIES` (None: not installed)."""
+    found: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def where_it_ran(device: torch.device) -> dict[str, Any]:
     """What a timing depends on: the host, its CPU and the cores this process may use,
     the memory allocator, PyTorch's threads and version, the device (a GPU by name)
-    and the load average."""
+    and the load average; and what else its figures may depend on: the versions of
+    :data:`LIBRARIES` (the same seed and recipe trained to other BLEU on another
+    machine: docs/compare.md)."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     return {
         "host": platform.node(),
@@ -107,6 +126,7 @@ def where_it_ran(device: torch.device) -> dict[str, Any]:
         "cores": cores(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
+        "libraries": library_versions(),
         "device": str(device) if gpu is None else f"{device} ({gpu})",
         "load": load_average(),
     }

@@ -45,6 +45,19 @@ def test_a_run_records_whether_its_cpu_has_bf16_units():
     assert ran["bf16_units"] is bf16_units()
 
 
+def test_a_run_records_the_versions_of_the_libraries_its_figures_depend_on():
+    import numpy
+    import sacrebleu
+    import sentencepiece
+
+    ran = where_it_ran(torch.device("cpu"))["libraries"]
+    assert ran == {
+        "sentencepiece": sentencepiece.__version__,
+        "numpy": numpy.__version__,
+        "sacrebleu": sacrebleu.__version__,
+    }
+
+
 @pytest.mark.parametrize("units", [True, False, None])
 def test_bf16_training_on_a_cpu_without_bf16_units_says_so_as_it_starts(
     tiny_config, monkeypatch, units
