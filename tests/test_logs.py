@@ -78,6 +78,9 @@ def test_the_report_says_when_runs_were_trained_with_other_library_versions():
     older = {"sentencepiece": "0.2.0", "numpy": "2.4.6"}
     assert machine_notes({"a": [run_with(same, "a")], "b": [run_with(same, "b")]}) == []
     assert machine_notes({"a": [run_with(same, "a")], "b": [run_with(None, "b")]}) == []
+    damaged = run_with(same, "b")
+    damaged.train["where"]["libraries"] = ["sentencepiece"]  # a summary.json edited by hand
+    assert machine_notes({"a": [run_with(same, "a")], "b": [damaged]}) == []
     (note,) = machine_notes({"a": [run_with(same, "a")], "b": [run_with(older, "b")]})
     assert "other library versions (sentencepiece 0.2.0 and 0.2.3)" in note
     assert "numpy" not in note

@@ -106,11 +106,13 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
 def mixed_libraries(wheres: list[dict[str, Any]]) -> str:
     """The libraries of summary.json's ``where`` (nmt.setup.device.LIBRARIES) that the
     runs recorded at more than one version, as "sentencepiece 0.2.0 and 0.2.3"; empty
-    where they agree (runs from before the versions were kept say nothing)."""
+    where they agree (runs from before the versions were kept, or whose record is
+    damaged, say nothing)."""
     versions: dict[str, set[str]] = {}
     for where in wheres:
-        for name, version in (where.get("libraries") or {}).items():
-            versions.setdefault(name, set()).add(str(version))
+        libraries = where.get("libraries")
+        for name, version in libraries.items() if isinstance(libraries, dict) else ():
+            versions.setdefault(str(name), set()).add(str(version))
     return "; ".join(
         f"{name} {' and '.join(sorted(found))}"
         for name, found in versions.items()
