@@ -66,7 +66,8 @@ def test_the_report_says_when_timings_mix_machines_or_loads():
 
 def test_the_report_says_when_runs_were_trained_with_other_library_versions():
     """One machine, one load, but SentencePiece at two versions: the report says which
-    library and which versions; runs that agree, or kept no versions, say nothing."""
+    library, which versions, and which variant trained with which (a reused run from
+    another venv is told apart); runs that agree, or kept no versions, say nothing."""
 
     def run_with(versions: dict | None, run_dir: str) -> RunAnalysis:
         run = run_on("X", 0.1, run_dir)
@@ -84,6 +85,19 @@ def test_the_report_says_when_runs_were_trained_with_other_library_versions():
     (note,) = machine_notes({"a": [run_with(same, "a")], "b": [run_with(older, "b")]})
     assert "other library versions (sentencepiece 0.2.0 and 0.2.3)" in note
     assert "numpy" not in note
+    a = [run_with(same, "a/seed1"), run_with(older, "a/seed2")]
+    runs = {"a": a, "b": [run_with(same, "b/seed1")], "c": [run_with(None, "c")], "a@split": a}
+    (note,) = machine_notes(runs)
+    assert (
+        "(a with sentencepiece 0.2.0 and sentencepiece 0.2.3; b with sentencepiece 0.2.3)" in note
+    )
+    assert "c with" not in note and "a@split" not in note
+    two = {"sentencepiece": "0.2.0", "numpy": "2.3.5"}
+    (note,) = machine_notes({"a": [run_with(same, "a")], "b": [run_with(two, "b")]})
+    assert "(sentencepiece 0.2.0 and 0.2.3; numpy 2.3.5 and 2.4.6)" in note
+    assert (
+        "(a with sentencepiece 0.2.3, numpy 2.4.6; b with sentencepiece 0.2.0, numpy 2.3.5)" in note
+    )
 
 
 def test_the_report_says_which_variant_trained_where_when_machines_differ():

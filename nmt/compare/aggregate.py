@@ -5,6 +5,7 @@ source-length bucket."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,17 +56,21 @@ def machine(where: dict[str, Any]) -> str:
     return f"{where.get('cpu')} x{where.get('cores')} ({where.get('device')})"
 
 
-def machines_by_variant(runs: dict[str, list[RunAnalysis]]) -> dict[str, list[str]]:
-    """The machines each variant's runs trained on; another decoding of a run
-    (``VARIANT@TAG``, the same run directory) is its run's, not listed again."""
+def by_variant(
+    runs: dict[str, list[RunAnalysis]], describe: Callable[[dict[str, Any]], str]
+) -> dict[str, list[str]]:
+    """What ``describe`` says of where each variant's runs trained (their summary.json's
+    ``where``: a machine, library versions), each saying once; another decoding of a run
+    (``VARIANT@TAG``, the same run directory) is its run's, not listed again, and a
+    variant whose runs say nothing (from before ``where`` was kept) is left out."""
     seen: set[Path] = set()
-    trained: dict[str, list[str]] = {}
+    found: dict[str, list[str]] = {}
     for variant, rs in runs.items():
         own = [r for r in rs if r.run_dir not in seen and "where" in r.train]
         seen.update(r.run_dir for r in rs)
-        if own:
-            trained[variant] = sorted({machine(r.train["where"]) for r in own})
-    return trained
+        if said := sorted({text for r in own if (text := describe(r.train["where"]))}):
+            found[variant] = said
+    return found
 
 
 def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
@@ -82,7 +87,7 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
     machines = sorted({machine(w) for w in wheres})
     if len(machines) > 1:
         each = "; ".join(
-            f"{v} on {' and '.join(ms)}" for v, ms in machines_by_variant(runs).items()
+            f"{v} on {' and '.join(ms)}" for v, ms in by_variant(runs, machine).items()
         )
         notes.append(
             f"the timing columns mix machines: {'; '.join(machines)}; and one recipe and "
@@ -90,9 +95,15 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
             f"runs of different machines mixes in the machine ({each})"
         )
     if mixed := mixed_libraries(wheres):
+        names = list(mixed)
+        each = "; ".join(
+            f"{v} with {' and '.join(said)}"
+            for v, said in by_variant(runs, lambda w: library_versions(w, names)).items()
+        )
+        versions = "; ".join(f"{name} {' and '.join(found)}" for name, found in mixed.items())
         notes.append(
-            f"the runs were trained with other library versions ({mixed}), which can move "
-            "their scores as another machine can"
+            f"the runs were trained with other library versions ({versions}), which can move "
+            f"their scores as another machine can ({each})"
         )
     loads = [w["load_at_start"] for w in wheres if isinstance(w.get("load_at_start"), float)]
     if loads and max(loads) - min(loads) >= 1:
@@ -103,9 +114,9 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
     return notes
 
 
-def mixed_libraries(wheres: list[dict[str, Any]]) -> str:
+def mixed_libraries(wheres: list[dict[str, Any]]) -> dict[str, list[str]]:
     """The libraries of summary.json's ``where`` (nmt.setup.device.LIBRARIES) that the
-    runs recorded at more than one version, as "sentencepiece 0.2.0 and 0.2.3"; empty
+    runs recorded at more than one version, each with its versions, sorted; empty
     where they agree (runs from before the versions were kept, or whose record is
     damaged, say nothing)."""
     versions: dict[str, set[str]] = {}
@@ -113,11 +124,16 @@ def mixed_libraries(wheres: list[dict[str, Any]]) -> str:
         libraries = where.get("libraries")
         for name, version in libraries.items() if isinstance(libraries, dict) else ():
             versions.setdefault(str(name), set()).add(str(version))
-    return "; ".join(
-        f"{name} {' and '.join(sorted(found))}"
-        for name, found in versions.items()
-        if len(found) > 1
-    )
+    return {name: sorted(found) for name, found in versions.items() if len(found) > 1}
+
+
+def library_versions(where: dict[str, Any], names: list[str]) -> str:
+    """The versions of ``names`` in one run's ``where``, as "sentencepiece 0.2.0"
+    (the libraries it did not record, or a damaged record, left out)."""
+    libraries = where.get("libraries")
+    if not isinstance(libraries, dict):
+        return ""
+    return ", ".join(f"{name} {libraries[name]}" for name in names if name in libraries)
 
 
 def bucket_labels(edges: tuple[int, ...]) -> list[str]:
