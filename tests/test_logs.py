@@ -100,6 +100,28 @@ def test_the_report_says_when_runs_were_trained_with_other_library_versions():
     )
 
 
+def test_the_report_says_when_runs_used_kernels_for_other_instruction_sets():
+    """One CPU model, but ATen's kernels for AVX2 in one run and the default code in
+    another (ATEN_CPU_CAPABILITY): on one machine that alone trains other losses, so
+    the report says so, variant by variant; runs from before it was kept say nothing."""
+
+    def run_with(kernels: str | None, run_dir: str) -> RunAnalysis:
+        run = run_on("X", 0.1, run_dir)
+        if kernels is not None:
+            run.train["where"]["kernels"] = kernels
+        return run
+
+    assert machine_notes({"a": [run_with("AVX2", "a")], "b": [run_with("AVX2", "b")]}) == []
+    assert machine_notes({"a": [run_with("AVX2", "a")], "b": [run_with(None, "b")]}) == []
+    runs = {
+        "a": [run_with("AVX2", "a/1"), run_with("DEFAULT", "a/2")],
+        "b": [run_with("AVX2", "b")],
+    }
+    (note,) = machine_notes(runs)
+    assert "other instruction sets (AVX2 and DEFAULT:" in note
+    assert "(a with AVX2 and DEFAULT; b with AVX2)" in note
+
+
 def test_the_report_says_which_variant_trained_where_when_machines_differ():
     """One seed can train to other weights on another machine: scores compared across
     machines mix it in, so the report names each variant's machines."""

@@ -79,9 +79,9 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
     scores may too (one recipe and seed can train to other weights on another CPU or
     GPU: their kernels round differently), named variant by variant; runs trained
     with other versions of the libraries their figures depend on
-    (:func:`mixed_libraries`); and runs begun under different loads (the load
-    average as each started: runs trained side by side share the cores, a run alone
-    does not)."""
+    (:func:`mixed_libraries`) or with PyTorch's CPU kernels for other instruction
+    sets; and runs begun under different loads (the load average as each started:
+    runs trained side by side share the cores, a run alone does not)."""
     wheres = [r.train["where"] for rs in runs.values() for r in rs if "where" in r.train]
     notes = []
     machines = sorted({machine(w) for w in wheres})
@@ -105,6 +105,15 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
             f"the runs were trained with other library versions ({versions}), which can move "
             f"their scores as another machine can ({each})"
         )
+    if len(kernels := sorted({kernels_of(w) for w in wheres} - {""})) > 1:
+        each = "; ".join(
+            f"{v} with {' and '.join(k)}" for v, k in by_variant(runs, kernels_of).items()
+        )
+        notes.append(
+            "the runs used PyTorch's CPU kernels for other instruction sets "
+            f"({' and '.join(kernels)}: ATen picks one for the CPU, ATEN_CPU_CAPABILITY "
+            f"overrides it), which can move their scores as another machine can ({each})"
+        )
     loads = [w["load_at_start"] for w in wheres if isinstance(w.get("load_at_start"), float)]
     if loads and max(loads) - min(loads) >= 1:
         notes.append(
@@ -125,6 +134,12 @@ def mixed_libraries(wheres: list[dict[str, Any]]) -> dict[str, list[str]]:
         for name, version in libraries.items() if isinstance(libraries, dict) else ():
             versions.setdefault(str(name), set()).add(str(version))
     return {name: sorted(found) for name, found in versions.items() if len(found) > 1}
+
+
+def kernels_of(where: dict[str, Any]) -> str:
+    """The instruction set of PyTorch's CPU kernels a run recorded ("" where it did not)."""
+    kernels = where.get("kernels")
+    return kernels if isinstance(kernels, str) else ""
 
 
 def library_versions(where: dict[str, Any], names: list[str]) -> str:

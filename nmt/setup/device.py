@@ -114,9 +114,11 @@ def library_versions() -> dict[str, str | None]:
 def where_it_ran(device: torch.device) -> dict[str, Any]:
     """What a timing depends on: the host, its CPU and the cores this process may use,
     the memory allocator, PyTorch's threads and version, the device (a GPU by name)
-    and the load average; and what else its figures may depend on: the versions of
-    :data:`LIBRARIES` (the same seed and recipe trained to other BLEU on another
-    machine: docs/compare.md)."""
+    and the load average; and what else its figures may depend on (the same seed and
+    recipe trained to other BLEU on another machine: docs/compare.md): the versions
+    of :data:`LIBRARIES`, and the instruction set of PyTorch's own CPU kernels
+    (``kernels``: AVX2, AVX512, ...; ATen picks it for the CPU, ``ATEN_CPU_CAPABILITY``
+    overrides it, and on one machine another set alone trains other losses)."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     return {
         "host": platform.node(),
@@ -127,6 +129,7 @@ def where_it_ran(device: torch.device) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "libraries": library_versions(),
+        "kernels": torch.backends.cpu.get_cpu_capability(),
         "device": str(device) if gpu is None else f"{device} ({gpu})",
         "load": load_average(),
     }

@@ -4,6 +4,8 @@ decide whether ``train.precision: bf16`` pays on a CPU."""
 from __future__ import annotations
 
 import platform
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ import torch
 from nmt.setup.device import bf16_units, cpu_model, where_it_ran
 from nmt.training.run import prepare
 from nmt.training.trainer import SOFTWARE_BF16
+from tests.conftest import subprocess_env
 
 # the flag lines of /proc/cpuinfo, cut short, on three x86 CPUs and an Arm one
 ZEN4 = "flags\t\t: fpu vme avx2 avx512f avx512_bf16 avx512_vnni\n"
@@ -56,6 +59,18 @@ def test_a_run_records_the_versions_of_the_libraries_its_figures_depend_on():
         "numpy": numpy.__version__,
         "sacrebleu": sacrebleu.__version__,
     }
+
+
+def test_a_run_records_the_instruction_set_of_pytorchs_cpu_kernels():
+    """On one machine, kernels for another instruction set alone train other losses
+    (docs/compare.md), so the record follows what ATen runs, an override included."""
+    assert where_it_ran(torch.device("cpu"))["kernels"] == torch.backends.cpu.get_cpu_capability()
+    code = "import torch; from nmt.setup.device import where_it_ran as w; "
+    code += "print(w(torch.device('cpu'))['kernels'])"
+    env = {**subprocess_env(), "ATEN_CPU_CAPABILITY": "default"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "DEFAULT"
 
 
 @pytest.mark.parametrize("units", [True, False, None])
