@@ -118,8 +118,27 @@ def test_the_report_says_when_runs_used_kernels_for_other_instruction_sets():
         "b": [run_with("AVX2", "b")],
     }
     (note,) = machine_notes(runs)
-    assert "other instruction sets (AVX2 and DEFAULT:" in note
+    assert "more than one instruction set (AVX2 and DEFAULT; ATen picks" in note
     assert "(a with AVX2 and DEFAULT; b with AVX2)" in note
+
+
+def test_the_report_says_when_runs_on_the_cpu_used_other_thread_counts():
+    """A study resumed with one run left gives it the threads of two (``--jobs``):
+    another thread count alone trains other losses, so the report says so; runs on a
+    GPU, or from before threads were kept, say nothing."""
+
+    def run_with(threads: int | None, run_dir: str, device: str = "cpu") -> RunAnalysis:
+        run = run_on("X", 0.1, run_dir)
+        run.train["where"].update(device=device, threads=threads)
+        return run
+
+    assert machine_notes({"a": [run_with(1, "a")], "b": [run_with(1, "b")]}) == []
+    assert machine_notes({"a": [run_with(1, "a")], "b": [run_with(None, "b")]}) == []
+    gpu = {"a": [run_with(1, "a", "cuda:0")], "b": [run_with(2, "b", "cuda:0")]}
+    assert [n for n in machine_notes(gpu) if "thread" in n] == []
+    (note,) = machine_notes({"a": [run_with(1, "a")], "b": [run_with(2, "b")]})
+    assert "more than one thread count (1 thread and 2 threads; nmt compare gives" in note
+    assert "(a with 1 thread; b with 2 threads)" in note
 
 
 def test_the_report_says_which_variant_trained_where_when_machines_differ():

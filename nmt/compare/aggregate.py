@@ -79,8 +79,8 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
     scores may too (one recipe and seed can train to other weights on another CPU or
     GPU: their kernels round differently), named variant by variant; runs trained
     with other versions of the libraries their figures depend on
-    (:func:`mixed_libraries`) or with PyTorch's CPU kernels for other instruction
-    sets; and runs begun under different loads (the load average as each started:
+    (:func:`mixed_libraries`), or with other kernels or thread counts
+    (:data:`NUMERICS`); and runs begun under different loads (the load average as each started:
     runs trained side by side share the cores, a run alone does not)."""
     wheres = [r.train["where"] for rs in runs.values() for r in rs if "where" in r.train]
     notes = []
@@ -105,15 +105,15 @@ def machine_notes(runs: dict[str, list[RunAnalysis]]) -> list[str]:
             f"the runs were trained with other library versions ({versions}), which can move "
             f"their scores as another machine can ({each})"
         )
-    if len(kernels := sorted({kernels_of(w) for w in wheres} - {""})) > 1:
-        each = "; ".join(
-            f"{v} with {' and '.join(k)}" for v, k in by_variant(runs, kernels_of).items()
-        )
-        notes.append(
-            "the runs used PyTorch's CPU kernels for other instruction sets "
-            f"({' and '.join(kernels)}: ATen picks one for the CPU, ATEN_CPU_CAPABILITY "
-            f"overrides it), which can move their scores as another machine can ({each})"
-        )
+    for what, why, describe in NUMERICS:
+        if len(found := sorted({describe(w) for w in wheres} - {""})) > 1:
+            each = "; ".join(
+                f"{v} with {' and '.join(d)}" for v, d in by_variant(runs, describe).items()
+            )
+            notes.append(
+                f"the runs {what} ({' and '.join(found)}; {why}), which alone trains other "
+                f"losses on one machine, so it can move their scores ({each})"
+            )
     loads = [w["load_at_start"] for w in wheres if isinstance(w.get("load_at_start"), float)]
     if loads and max(loads) - min(loads) >= 1:
         notes.append(
@@ -140,6 +140,31 @@ def kernels_of(where: dict[str, Any]) -> str:
     """The instruction set of PyTorch's CPU kernels a run recorded ("" where it did not)."""
     kernels = where.get("kernels")
     return kernels if isinstance(kernels, str) else ""
+
+
+def cpu_threads_of(where: dict[str, Any]) -> str:
+    """The threads a run on the CPU trained with, as "2 threads" ("" for a run on a
+    GPU, whose sums the CPU's threads do not split, or one that did not record them)."""
+    threads = where.get("threads")
+    on_cpu = where.get("device") == "cpu" and type(threads) is int
+    return f"{threads} thread{'s' * (threads != 1)}" if on_cpu else ""
+
+
+# what a run trains with that alone changes its losses on one machine (docs/results.md,
+# "What moves a seed's figures between machines"): what a report says, why, and the
+# value of one run's ``where``
+NUMERICS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
+    (
+        "used PyTorch's CPU kernels for more than one instruction set",
+        "ATen picks one for the CPU, ATEN_CPU_CAPABILITY overrides it",
+        kernels_of,
+    ),
+    (
+        "trained on the CPU with more than one thread count",
+        "nmt compare gives a run the threads that --jobs leave it",
+        cpu_threads_of,
+    ),
+]
 
 
 def library_versions(where: dict[str, Any], names: list[str]) -> str:
