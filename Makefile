@@ -3,6 +3,9 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
+# Each SentencePiece release trains another vocabulary from the same recipe and data
+# (docs/compare.md): pinned, so that two machines set up here train the same one.
+SENTENCEPIECE ?= sentencepiece==0.2.3
 # make test installs every optional integration, so that their tests run too.
 EXTRAS ?= test,tensorboard,mlflow,wandb,ctranslate2,onnx,align,slurm,hf
 VENV := .venv
@@ -17,7 +20,7 @@ $(BIN)/python:
 # so that the demo installs less.
 $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(TORCH)"
+	$(BIN)/pip install -q "$(TORCH)" "$(SENTENCEPIECE)"
 	$(BIN)/pip install -q -e .
 	touch $@
 
