@@ -42,16 +42,13 @@ SETTINGS = {
 SHORT = ["train.early_stopping=loss", "train.valid_bleu=false", "data.test=[]"]
 
 VOCAB = """
-import hashlib, itertools, json, sys
+import json, sys
 import sentencepiece
 from nmt.setup.recipe import load_recipe
-from nmt.data.cache import trained_lines
+from nmt.data.cache import vocab_models
 from nmt.data.pipeline import split_files
-from nmt.data.vocab import Vocab
 cfg = load_recipe(sys.argv[1], json.loads(sys.argv[2])).data
-files = split_files(cfg, cfg.train)
-lines = (trained_lines(files, side, cfg.train_max_words) for side in (0, 1))
-model = Vocab.train(itertools.chain(*lines), cfg.vocab.size, cfg.vocab.type, cfg.vocab.sample).model
+(model,) = vocab_models(cfg, split_files(cfg, cfg.train), lambda line: None).values()
 open(sys.argv[3], "wb").write(model)
 print(sentencepiece.__version__)
 """
@@ -70,9 +67,11 @@ def losses(recipe: str, overrides: list[str], steps: int, env: dict[str, str], r
 
 
 def vocabulary(recipe: str, overrides: list[str], install: Path, out: Path) -> str:
-    """Train the recipe's vocabulary with the SentencePiece of ``install``; its version."""
+    """Train the recipe's (joint) vocabulary with the SentencePiece of ``install``, as
+    nmt trains it, into a data cache of its own next to ``out``; its version."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(install), str(ROOT)])}
-    command = [sys.executable, "-c", VOCAB, recipe, json.dumps(overrides), str(out)]
+    cached = [*overrides, f"data.cache_dir={out.with_suffix('.cache')}"]
+    command = [sys.executable, "-c", VOCAB, recipe, json.dumps(cached), str(out)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     return done.stdout.strip()
 
