@@ -3,8 +3,8 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
-# Each SentencePiece release trains another vocabulary from the same recipe and data
-# (docs/compare.md): pinned, so that two machines set up here train the same one.
+# Other SentencePiece releases can train another vocabulary from the same recipe and
+# data (docs/compare.md): pinned, so that two machines set up here train the same one.
 SENTENCEPIECE ?= sentencepiece==0.2.3
 # make test installs every optional integration, so that their tests run too.
 EXTRAS ?= test,tensorboard,mlflow,wandb,ctranslate2,onnx,align,slurm,hf
