@@ -61,7 +61,7 @@ def test_a_run_records_the_versions_of_the_libraries_its_figures_depend_on():
     }
 
 
-@pytest.mark.slow  # a fresh interpreter imports torch: 2.5-4.8 s of CPU (the marker's rule)
+@pytest.mark.slow  # a fresh interpreter that imports torch (the marker's rule)
 def test_a_run_records_the_instruction_set_of_pytorchs_cpu_kernels():
     """On one machine, kernels for another instruction set alone train other losses
     (docs/compare.md), so the record follows what ATen runs, an override included."""
