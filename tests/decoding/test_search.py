@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import pytest
@@ -141,15 +142,16 @@ def reference_beam_search(
     finished."""
     counted = (src[0] != PAD) & (src[0] != EOS)
 
-    def cover(tokens):
-        _, attention = model.states(src, torch.tensor([[BOS, *tokens[:-1]]]), need_weights=True)
+    @functools.cache  # the steps of Y read BOS and Y's prefix: a parent's children share it
+    def cover(prefix):
+        _, attention = model.states(src, torch.tensor([[BOS, *prefix]]), need_weights=True)
         weights = torch.stack([calls[0].weights for calls in attention]).mean((0, 2))[0]
         c = weights.sum(0)[counted]  # (S',) over the hypothesis's steps
         return float(c.clamp(max=1.0).clamp(min=1e-3).log().sum())
 
     def ranked(hyp):
         tokens, logp, _ = hyp
-        penalty = coverage * cover(tokens) if coverage else 0.0
+        penalty = coverage * cover(tokens[:-1]) if coverage else 0.0
         return logp / ((5 + len(tokens)) / 6) ** alpha + reward * len(tokens) + penalty
 
     beams = [((), 0.0, False)]
