@@ -28,6 +28,9 @@ class DecoderState:
     # among the target positions already decoded (B,1) (incremental mode)
     sentences: Tensor | None = None
     separators: Tensor | None = None
+    # SHAPE's offsets (B,1) that the targets share with their sources in training
+    # (model.positions.tie_shift); None: the target embedding draws its own, or none
+    shift: Tensor | None = None
 
     def select(self, index: Tensor, same_source: bool = False) -> DecoderState:
         """Keep batch rows ``index`` (B',) — for beam search and finished sentences.
@@ -45,11 +48,14 @@ class DecoderState:
             ]
         )
         separators = None if self.separators is None else self.separators[index]
+        shift = None if self.shift is None else self.shift[index]
         if same_source:
-            return DecoderState(self.memories, caches, self.offset, self.sentences, separators)
+            return DecoderState(
+                self.memories, caches, self.offset, self.sentences, separators, shift
+            )
         sentences = None if self.sentences is None else self.sentences[index]
         memories = [m.select(index) for m in self.memories]
-        return DecoderState(memories, caches, self.offset, sentences, separators)
+        return DecoderState(memories, caches, self.offset, sentences, separators, shift)
 
 
 class DecoderStack(nn.ModuleList):
@@ -126,7 +132,7 @@ class StandardDecoder(DecoderStack):
         ctx: Context,
         tgt_mask: Tensor | None = None,
     ) -> tuple[Tensor, list[list[AttentionOutput]]]:
-        x = embedding(embeds, offset=state.offset)  # (B,T,D)
+        x = embedding(embeds, offset=state.offset, draw=state.shift)  # (B,T,D)
         attention = []
         for i, layer in enumerate(self):
             cache = state.caches[i] if state.caches is not None else None

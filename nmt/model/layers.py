@@ -43,15 +43,22 @@ class Embedding(nn.Module):
         self.shift = positions.shift
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, embeds: Tensor, offset: int = 0) -> Tensor:
+    def draw(self, batch: int, device: torch.device) -> Tensor | None:
+        """SHAPE's random offsets (B,1) in 0..shift, one per sequence (Kiyono et al.
+        2021), in training; None where there are none (decoding, or no shift)."""
+        if not (self.training and self.shift > 0):
+            return None
+        return torch.randint(0, self.shift + 1, (batch, 1), device=device)
+
+    def forward(self, embeds: Tensor, offset: int = 0, draw: Tensor | None = None) -> Tensor:
         """embeds (B,L,D) raw token embeddings (``self.tokens(ids)`` or a mix of them)
-        at positions offset..offset+L−1; in training, SHAPE's random offset per
-        sequence (Kiyono et al. 2021) moves them further."""
+        at positions offset..offset+L−1; in training, SHAPE's offsets ``draw`` (B,1)
+        move them further: the caller's (a pair's tied draw:
+        ``Transformer.tied_shift``), or, None, this call's own."""
         B, L, _ = embeds.shape
-        start: int | Tensor = offset
-        if self.training and self.shift > 0:
-            draw = torch.randint(0, self.shift + 1, (B, 1, 1), device=embeds.device)
-            start = offset + draw.squeeze(-1)  # (B,1)
+        if draw is None:
+            draw = self.draw(B, embeds.device)
+        start = offset if draw is None else offset + draw  # int or (B,1)
         x = embeds * self.scale
         added = self.positions(L, start)  # (L,D) or (B,L,D); None for relative schemes
         return self.dropout(x if added is None else x + added)

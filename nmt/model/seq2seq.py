@@ -57,27 +57,45 @@ class Transformer(nn.Module):
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
 
-    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """src (B,S) -> memory (B,S,D), src_mask (B,1,S) (True = real token)."""
+    def tied_shift(self, src: Tensor) -> Tensor | None:
+        """The SHAPE offsets (B,1) that a training batch's sources src (B,S) and their
+        targets share (``model.positions.tie_shift``); None where each embedding draws
+        its own, or none is drawn."""
+        if not self.cfg.positions.tie_shift:
+            return None
+        return self.src_embed.draw(src.size(0), src.device)
+
+    def encode(self, src: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """src (B,S) -> memory (B,S,D), src_mask (B,1,S) (True = real token);
+        ``shift``: :meth:`tied_shift`'s offsets."""
         src_mask = (src != self.pad).unsqueeze(1)  # (B,1,S)
         bias = key_bias(src_mask.unsqueeze(1), self.tgt_embed.tokens.weight.dtype)  # (B,1,1,S)
         keep = src_mask.transpose(1, 2)  # (B,S,1)
-        x = self.src_embed(self.src_embed.tokens(src))
+        x = self.src_embed(self.src_embed.tokens(src), draw=shift)
         for layer in self.encoder:
             x = layer(x, bias, keep)
         return self.encoder_norm(x), src_mask
 
     def decoder_state(
-        self, memory: Tensor, src_mask: Tensor, incremental: bool = False, src: Tensor | None = None
+        self,
+        memory: Tensor,
+        src_mask: Tensor,
+        incremental: bool = False,
+        src: Tensor | None = None,
+        shift: Tensor | None = None,
     ) -> DecoderState:
         """Project the memory once per layer; ``incremental`` keeps the decoder's caches.
-        A sentence-group model reads its sentences off the source ids ``src`` (B,S)."""
+        A sentence-group model reads its sentences off the source ids ``src`` (B,S);
+        ``shift``, :meth:`tied_shift`'s offsets, moves the target positions as the
+        source's."""
         sentences = None
         if self.separators is not None:
             if src is None:
                 raise ValueError("a sentence-group model needs the source ids (src)")
             sentences = SentenceGroups.of_source(src, self.separators[0])
-        return self.decoder.new_state(memory, src_mask, incremental, sentences)
+        state = self.decoder.new_state(memory, src_mask, incremental, sentences)
+        state.shift = shift
+        return state
 
     def decode(
         self, tgt_in: Tensor | None, state: DecoderState, embeds: Tensor | None = None
@@ -152,8 +170,9 @@ class Transformer(nn.Module):
         alignment) at training ``update``. What training runs: its loss applies the
         output layer, fused with it under ``train.kernels: auto``; ``train.compile``
         compiles this."""
-        memory, src_mask = self.encode(src)
-        state = self.decoder_state(memory, src_mask, src=src)
+        shift = self.tied_shift(src)
+        memory, src_mask = self.encode(src, shift)
+        state = self.decoder_state(memory, src_mask, src=src, shift=shift)
         return self.decode_states(tgt_in, state, need_weights=need_weights, update=update)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:

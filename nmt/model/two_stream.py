@@ -148,8 +148,8 @@ class TwoStreamDecoder(DecoderStack):
     ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         B, T, _ = embeds.shape
         off = state.offset
-        h = embedding(embeds, offset=off)  # (B,T,D) content
-        g = embedding(self.query_init.expand(B, T, -1), offset=off + 1)  # (B,T,D) query
+        h = embedding(embeds, offset=off, draw=state.shift)  # (B,T,D) content
+        g = embedding(self.query_init.expand(B, T, -1), offset=off + 1, draw=state.shift)  # query
         random = self.training and self.cfg.decoder.order == "random" and state.caches is None
         masks = self.masks(B, T, off, tgt_mask, random)
         attention = []

@@ -103,6 +103,9 @@ class PositionsConfig:
     # SHAPE (Kiyono et al. 2021): in training every sequence's positions start at a
     # random offset in 0..shift (source and target drawn apart); none in decoding
     shift: int = 0
+    # true: a pair's source and target draw one offset, so that source position i and
+    # target position j keep their distance i - j; false: each draws its own
+    tie_shift: bool = False
     max_distance: int = 16  # relative: distances beyond ±k share one key (Shaw et al.: k)
     cross_alibi: bool = False
     # cross_alibi's target/source length ratio r; null: measured on the training data
@@ -127,6 +130,8 @@ class PositionsConfig:
 
     def inert_keys(self) -> dict[str, str]:
         inert = {}
+        if self.shift == 0:
+            inert["tie_shift"] = "only a shift uses it (shift is 0)"
         if self.kind != "relative":
             inert["max_distance"] = f"only kind relative uses it (kind is {self.kind!r})"
         if not self.cross_alibi:

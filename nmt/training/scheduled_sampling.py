@@ -89,10 +89,11 @@ class ScheduledSampling(TeacherForcing):
             loss = super().forward(batch, step)
             return loss._replace(stats={**loss.stats, "ss_gold_prob": 1.0, "ss_replaced": 0.0})
         model = self.model
-        memory, src_mask = model.encode(batch.src)
+        shift = model.tied_shift(batch.src)  # every pass's targets share it
+        memory, src_mask = model.encode(batch.src, shift)
         # Without self-attention caches the state is read-only: every pass shares it,
         # so the encoder keys and values are projected once.
-        state = model.decoder_state(memory, src_mask, src=batch.src)
+        state = model.decoder_state(memory, src_mask, src=batch.src, shift=shift)
         table = model.tgt_embed.tokens.weight  # (V,D)
         gold = F.embedding(batch.tgt_in, table)  # (B,T,D)
         # Position t >= 1 may be replaced by the prediction made at t - 1.
