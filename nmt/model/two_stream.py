@@ -148,8 +148,10 @@ class TwoStreamDecoder(DecoderStack):
     ) -> tuple[Tensor, list[list[AttentionOutput]]]:
         B, T, _ = embeds.shape
         off = state.offset
-        h = embedding(embeds, offset=off, draw=state.shift)  # (B,T,D) content
-        g = embedding(self.query_init.expand(B, T, -1), offset=off + 1, draw=state.shift)  # query
+        # one SHAPE offset per sequence for both streams: query t+1 stays content t's next
+        draw = embedding.draw(B, embeds.device) if state.shift is None else state.shift
+        h = embedding(embeds, offset=off, draw=draw)  # (B,T,D) content
+        g = embedding(self.query_init.expand(B, T, -1), offset=off + 1, draw=draw)  # query
         random = self.training and self.cfg.decoder.order == "random" and state.caches is None
         masks = self.masks(B, T, off, tgt_mask, random)
         attention = []

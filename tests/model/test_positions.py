@@ -133,6 +133,37 @@ def test_shape_shifts_each_sequence_in_training_and_never_in_decoding():
     assert len(offsets) > 20 and max(offsets) <= 50
 
 
+@pytest.mark.parametrize("tie", [False, True], ids=["apart", "tied"])
+@pytest.mark.parametrize("decoder", list(DECODERS))
+@pytest.mark.parametrize("kind", ATTENTION.names())
+def test_shape_draws_a_pairs_offsets_apart_or_tied(kind, decoder, tie):
+    """In training, teacher forcing reads the source at positions k_s + i and the
+    target at k_t + j: drawn apart, k_s and then k_t, each in 0..shift; tied
+    (``model.positions.tie_shift``), one k for both, so that i − j is what the
+    positions say. The same pass with those offsets given is the reference."""
+    window = {"window": 2} if kind.startswith("local") else {}
+    positions = {"positions": {"shift": 20, "tie_shift": tie}, **DECODERS[decoder]}
+    torch.manual_seed(0)
+    model = tiny_model(kind, model=positions, **window).train()
+    src, tgt = random_batch([5, 7, 3, 6]), random_batch([6, 4, 6, 2])
+    torch.manual_seed(1)
+    states = model.states(src, tgt)[0]  # (B,T,D)
+    torch.manual_seed(1)
+    ks = torch.randint(0, 21, (4, 1))
+    kt = ks if tie else torch.randint(0, 21, (4, 1))
+    assert tie or not torch.equal(ks, kt)
+    # what the model draws after the offsets (hard attention's samples) comes next here too
+    torch.testing.assert_close(shifted(model, src, tgt, ks, kt), states)
+    # another target offset is another pass: the offsets given are the ones read
+    assert not torch.allclose(shifted(model, src, tgt, ks, kt + 1), states)
+
+
+def shifted(model, src, tgt, ks, kt):
+    """Teacher forcing with SHAPE's offsets given: source ks (B,1), target kt (B,1)."""
+    memory, mask = model.encode(src, ks)
+    return model.decode_states(tgt, model.decoder_state(memory, mask, src=src, shift=kt))[0]
+
+
 @pytest.mark.parametrize("kind", ATTENTION.names())
 def test_cross_alibi_penalises_the_distance_from_the_diagonal(kind):
     """Every variant adds −m_h·|s − min(t/r, S−1)| to its scores: with the same
@@ -170,6 +201,7 @@ def test_cross_alibi_penalises_the_distance_from_the_diagonal(kind):
         ({"kind": "relative", "max_distance": 0}, "model.positions.max_distance"),
         ({"cross_alibi": True, "ratio": -1.0}, "model.positions.ratio"),
         ({"kind": "relative", "max_distance": 3, "shift": 2}, "model.positions.shift"),
+        ({"tie_shift": True}, "model.positions.tie_shift"),  # with no shift to tie
     ],
 )
 def test_absurd_positions_are_refused_naming_the_key(positions, key):

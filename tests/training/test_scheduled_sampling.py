@@ -249,3 +249,24 @@ def test_a_sentence_group_model_counts_sentences_on_the_gold_target_in_both_pass
     assert torch.isfinite(loss) and len(calls) == 2
     assert all(torch.equal(c, batch.tgt_in) for c in calls)
     assert bool((batch.tgt_in == trainer.model.separators[1]).any())
+
+
+def test_tied_offsets_shift_every_pass_as_the_source(tiny_config):
+    """``model.positions.tie_shift`` under scheduled sampling: one SHAPE draw per
+    pair, which the source and every decoder pass's targets read, not one per pass."""
+    cfg = tiny_config(
+        model={"dropout": 0.0, "positions": {"shift": 20, "tie_shift": True}},
+        train={"trainer": {"kind": "scheduled_sampling", "schedule": "constant", "k": 0.5}},
+    )
+    trainer = prepare(cfg, "cpu")
+    batch = trainer.data.train.collate(trainer.data.train.epoch_batches(512, 0, 0)[0])
+    model, read = trainer.model, []
+    encode, decode_states = model.encode, model.decode_states
+    model.encode = lambda src, shift=None: read.append(shift) or encode(src, shift)
+    model.decode_states = lambda tgt_in, state, *rest, **named: (
+        read.append(state.shift) or decode_states(tgt_in, state, *rest, **named)
+    )
+    trainer.loss(batch)
+    assert len(read) == 3  # the source, then the two passes
+    assert read[0].shape == (batch.src.size(0), 1) and len(set(read[0].flatten().tolist())) > 1
+    assert all(shift is read[0] for shift in read)
