@@ -1,5 +1,7 @@
 """scripts/paragraph_figures.py, which gathers the figures docs/results.md's
-"Paragraphs" section cites, recomputes each split's scores from the run's files."""
+"Paragraphs" section cites, recomputes each split's scores from the run's files;
+scripts/shape_offsets.py decodes with the positions moved, and at 0:0 as nmt
+evaluate does."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
+import torch
 
 from nmt.api import evaluate
-from tests.helpers import script_module
+from nmt.model.load import load_model
+from tests.helpers import random_batch, script_module
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "paragraph_figures.py"
 
@@ -64,3 +68,37 @@ def test_segmentation_groups_lines_cut_into_each_fewer_and_more_pieces(tmp_path,
         "cut into fewer": (1, 0),
         "cut into more": (1, 1),
     }
+
+
+SHAPE_SCRIPT = SCRIPT.with_name("shape_offsets.py")
+
+
+@pytest.mark.slow  # it decodes twice: seconds
+def test_shape_offsets_at_zero_score_as_nmt_evaluate_and_move_the_positions(
+    tiny_run, toy_dir, tmp_path, monkeypatch
+):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    evaluate(run, ["test"], device="cpu")
+    out = tmp_path / "offsets.json"
+    argv = [str(SHAPE_SCRIPT), str(out), "test", str(run), "--offsets", "0:0", "3:5"]
+    monkeypatch.setattr(sys, "argv", argv)
+    script = script_module(SHAPE_SCRIPT, monkeypatch)
+    script.main()
+    figures = json.loads(out.read_text())[str(run)]
+    hyps = (run / "test.hyp").read_text().splitlines()  # nmt evaluate's
+    refs = (toy_dir / "test.tgt").read_text().splitlines()
+    bleu = sacrebleu.corpus_bleu(hyps, [refs])
+    assert figures["0:0"] == {
+        "bleu": bleu.score,
+        "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
+        "ratio": bleu.sys_len / bleu.ref_len,
+    }
+    assert set(figures) == {"0:0", "3:5"}
+    # the moved model reads its sources from position 3 and its targets from 5
+    model = load_model(run, torch.device("cpu")).model
+    src, encode = random_batch([4, 3]), model.encode
+    memory, mask = script.moved(model, 3, 5).encode(src)
+    assert torch.equal(memory, encode(src, torch.full((2, 1), 3))[0])
+    assert not torch.allclose(memory, encode(src)[0])
+    assert model.decoder_state(memory, mask, src=src).shift.tolist() == [[5], [5]]

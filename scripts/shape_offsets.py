@@ -1,0 +1,81 @@
+"""Decode trained runs with their positions moved: what docs/results.md's SHAPE sections
+cite to ask whether a SHAPE model (Kiyono et al. 2021) loses BLEU because decoding
+starts its positions at 0, an offset its training drew only once in shift + 1 times.
+
+For each run and each pair S:T of offsets, the run's model (``nmt evaluate``'s:
+best.pt, or the mean of its last checkpoints under ``decode.average_last``) translates
+SPLIT with the run's own search settings, its source positions starting at S and its
+target positions at T instead of 0 and 0; the outputs are scored against the
+references with sacreBLEU (BLEU, chrF, and the length ratio, output words over
+reference words). 0:0 is what ``nmt evaluate`` does. A model trained without a shift
+has never seen a position past its longest sentence, so a control run (global) tells
+how much an offset unseen in training costs. Usage:
+
+    python scripts/shape_offsets.py OUT.json SPLIT RUN [RUN ...] [--offsets 0:0 50:50 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import sacrebleu
+import torch
+
+from nmt.compare.analysis import recipe_of
+from nmt.data.pipeline import load_split
+from nmt.decoding.evaluate import evaluated_model
+from nmt.decoding.search import translate_lines
+from nmt.model.seq2seq import Transformer
+
+
+def moved(model: Transformer, source: int, target: int) -> Transformer:
+    """``model``, whose source positions start at ``source`` and target positions at
+    ``target`` when it decodes: the offsets a SHAPE draw gives in training, given."""
+    encode, state_of = model.encode, model.decoder_state
+
+    def encode_moved(src: torch.Tensor, shift: torch.Tensor | None = None):
+        return encode(src, torch.full((src.size(0), 1), source, device=src.device))
+
+    def state_moved(memory, src_mask, incremental=False, src=None, shift=None):
+        offsets = torch.full((memory.size(0), 1), target, device=memory.device)
+        return state_of(memory, src_mask, incremental, src, offsets)
+
+    model.encode, model.decoder_state = encode_moved, state_moved
+    return model
+
+
+def offset_figures(run: Path, split: str, source: int, target: int) -> dict[str, float]:
+    cfg = recipe_of(run)
+    lines, refs = load_split(cfg.data, split)
+    loaded = evaluated_model(run, torch.device("cpu"))
+    model = moved(loaded.model, source, target)
+    found = translate_lines(
+        model, loaded.vocabs.src, loaded.vocabs.tgt, lines, loaded.cfg.decode, torch.device("cpu")
+    )
+    hyps = [n[0].text for n in found]
+    bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]), sacrebleu.corpus_chrf(hyps, [refs])
+    return {"bleu": bleu.score, "chrf": chrf.score, "ratio": bleu.sys_len / bleu.ref_len}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("split")
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--offsets", nargs="+", default=["0:0", "50:50", "100:100"])
+    args = parser.parse_args()
+    pairs = [tuple(int(k) for k in pair.split(":")) for pair in args.offsets]
+    data = {}
+    for run in args.runs:
+        data[str(run)] = {}
+        for source, target in pairs:
+            found = offset_figures(run, args.split, source, target)
+            data[str(run)][f"{source}:{target}"] = found
+            print(f"{run} {source}:{target} BLEU {found['bleu']:.2f} ratio {found['ratio']:.3f}")
+            args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
