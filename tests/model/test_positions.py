@@ -211,6 +211,27 @@ def test_absurd_positions_are_refused_naming_the_key(positions, key):
     assert str(error.value).startswith(key.removeprefix("model."))
 
 
+def test_the_fixed_start_plug_in_adds_the_sinusoids_from_its_start_always(tiny_config):
+    """recipes/plugins/fixed_start.py (the SHAPE study's plug-in): x_t = sqrt(D)·E[y_t]
+    + PE(start + t) in training as in decoding, where SHAPE draws the start; it
+    trains, and a start past the bound is refused naming the key."""
+    root = Path(__file__).parents[2]
+    import_plugins([str(root / "recipes" / "plugins" / "fixed_start.py")])
+    positions = {"kind": "sinusoidal_from", "start": 30}
+    model = tiny_model(model={"positions": positions, "dropout": 0.0})
+    embed = model.tgt_embed
+    raw = embed.tokens(random_batch([6] * 4)).detach()  # (4,6,D)
+    D = raw.size(-1)
+    pe = sinusoids(512 + 30, D)
+    torch.testing.assert_close(embed.train()(raw), raw * math.sqrt(D) + pe[30:36])
+    # decoding: an incremental step at position 2 reads PE(start + 2) on
+    torch.testing.assert_close(embed.eval()(raw, offset=2), raw * math.sqrt(D) + pe[32:38])
+    cfg = tiny_config(model={"positions": positions}, train={"max_steps": 2})
+    assert train(cfg, device="cpu")["steps"] == 2
+    with pytest.raises(ConfigError, match=r"^positions\.start"):
+        from_dict(ModelConfig, {"positions": {**positions, "start": -1}})
+
+
 @pytest.mark.parametrize("dim", [7, 8, 33])
 def test_sinusoids_follow_the_formula_for_any_width(dim):
     """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)); an
