@@ -22,11 +22,13 @@ from pathlib import Path
 
 import sacrebleu
 import torch
+from torch import Tensor
 
 from nmt.compare.analysis import recipe_of
 from nmt.data.pipeline import load_split
 from nmt.decoding.evaluate import evaluated_model
 from nmt.decoding.search import translate_lines
+from nmt.model.decoder import DecoderState
 from nmt.model.seq2seq import Transformer
 
 
@@ -35,10 +37,16 @@ def moved(model: Transformer, source: int, target: int) -> Transformer:
     ``target`` when it decodes: the offsets a SHAPE draw gives in training, given."""
     encode, state_of = model.encode, model.decoder_state
 
-    def encode_moved(src: torch.Tensor, shift: torch.Tensor | None = None):
+    def encode_moved(src: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
         return encode(src, torch.full((src.size(0), 1), source, device=src.device))
 
-    def state_moved(memory, src_mask, incremental=False, src=None, shift=None):
+    def state_moved(
+        memory: Tensor,
+        src_mask: Tensor,
+        incremental: bool = False,
+        src: Tensor | None = None,
+        shift: Tensor | None = None,
+    ) -> DecoderState:
         offsets = torch.full((memory.size(0), 1), target, device=memory.device)
         return state_of(memory, src_mask, incremental, src, offsets)
 

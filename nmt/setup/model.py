@@ -101,7 +101,8 @@ class PositionsConfig:
 
     kind: str = "sinusoidal"  # a POSITIONS entry (a plug-in registers its own)
     # SHAPE (Kiyono et al. 2021): in training every sequence's positions start at a
-    # random offset in 0..shift (source and target drawn apart); none in decoding
+    # random offset in 0..shift (source and target drawn apart unless tie_shift);
+    # none in decoding
     shift: int = 0
     # true: a pair's source and target draw one offset, so that source position i and
     # target position j keep their distance i - j; false: each draws its own
