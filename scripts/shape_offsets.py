@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import sacrebleu
 import torch
@@ -40,15 +41,9 @@ def moved(model: Transformer, source: int, target: int) -> Transformer:
     def encode_moved(src: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
         return encode(src, torch.full((src.size(0), 1), source, device=src.device))
 
-    def state_moved(
-        memory: Tensor,
-        src_mask: Tensor,
-        incremental: bool = False,
-        src: Tensor | None = None,
-        shift: Tensor | None = None,
-    ) -> DecoderState:
-        offsets = torch.full((memory.size(0), 1), target, device=memory.device)
-        return state_of(memory, src_mask, incremental, src, offsets)
+    def state_moved(memory: Tensor, *rest: Any, **named: Any) -> DecoderState:
+        named["shift"] = torch.full((memory.size(0), 1), target, device=memory.device)
+        return state_of(memory, *rest, **named)
 
     model.encode, model.decoder_state = encode_moved, state_moved
     return model
