@@ -17,7 +17,9 @@ how much an offset unseen in training costs. Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +30,17 @@ from torch import Tensor
 from nmt.compare.analysis import recipe_of
 from nmt.data.pipeline import load_split
 from nmt.decoding.evaluate import evaluated_model
-from nmt.decoding.search import translate_lines
+from nmt.decoding.search import Options, translate_lines
 from nmt.model.decoder import DecoderState
 from nmt.model.seq2seq import Transformer
 
 
 def moved(model: Transformer, source: int, target: int) -> Transformer:
     """``model``, whose source positions start at ``source`` and target positions at
-    ``target`` when it decodes: the offsets a SHAPE draw gives in training, given."""
-    encode, state_of = model.encode, model.decoder_state
+    ``target`` when it decodes: the offsets a SHAPE draw gives in training, given.
+    Its class's methods are wrapped, so that moving it again replaces the offsets."""
+    encode = functools.partial(type(model).encode, model)
+    state_of = functools.partial(type(model).decoder_state, model)
 
     def encode_moved(src: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
         return encode(src, torch.full((src.size(0), 1), source, device=src.device))
@@ -49,17 +53,23 @@ def moved(model: Transformer, source: int, target: int) -> Transformer:
     return model
 
 
-def offset_figures(run: Path, split: str, source: int, target: int) -> dict[str, float]:
-    cfg = recipe_of(run)
-    lines, refs = load_split(cfg.data, split)
-    loaded = evaluated_model(run, torch.device("cpu"))
-    model = moved(loaded.model, source, target)
-    found = translate_lines(
-        model, loaded.vocabs.src, loaded.vocabs.tgt, lines, loaded.cfg.decode, torch.device("cpu")
-    )
-    hyps = [n[0].text for n in found]
-    bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]), sacrebleu.corpus_chrf(hyps, [refs])
-    return {"bleu": bleu.score, "chrf": chrf.score, "ratio": bleu.sys_len / bleu.ref_len}
+def run_figures(
+    run: Path, split: str, pairs: list[tuple[int, int]]
+) -> Iterator[tuple[str, dict[str, float]]]:
+    """``S:T`` and the scores of SPLIT decoded from those offsets, for each pair: the
+    run's model and the split read once."""
+    lines, refs = load_split(recipe_of(run).data, split)
+    cpu = torch.device("cpu")
+    loaded = evaluated_model(run, cpu)
+    cut = Options(on_truncated=lambda n: print(f"{run}: {n} lines cut to the model's positions"))
+    for source, target in pairs:
+        model = moved(loaded.model, source, target)
+        vocabs = loaded.vocabs
+        found = translate_lines(model, vocabs.src, vocabs.tgt, lines, loaded.cfg.decode, cpu, cut)
+        hyps = [n[0].text for n in found]
+        bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]), sacrebleu.corpus_chrf(hyps, [refs])
+        scores = {"bleu": bleu.score, "chrf": chrf.score, "ratio": bleu.sys_len / bleu.ref_len}
+        yield f"{source}:{target}", scores
 
 
 def main() -> None:
@@ -73,10 +83,9 @@ def main() -> None:
     data = {}
     for run in args.runs:
         data[str(run)] = {}
-        for source, target in pairs:
-            found = offset_figures(run, args.split, source, target)
-            data[str(run)][f"{source}:{target}"] = found
-            print(f"{run} {source}:{target} BLEU {found['bleu']:.2f} ratio {found['ratio']:.3f}")
+        for pair, found in run_figures(run, args.split, pairs):
+            data[str(run)][pair] = found
+            print(f"{run} {pair} BLEU {found['bleu']:.2f} ratio {found['ratio']:.3f}")
             args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 

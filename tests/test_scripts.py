@@ -95,10 +95,11 @@ def test_shape_offsets_at_zero_score_as_nmt_evaluate_and_move_the_positions(
         "ratio": bleu.sys_len / bleu.ref_len,
     }
     assert set(figures) == {"0:0", "3:5"}
-    # the moved model reads its sources from position 3 and its targets from 5
+    # the moved model reads its sources from position 3 and its targets from 5; moved
+    # again, the new offsets replace the old ones (the script moves one model per run)
     model = load_model(run, torch.device("cpu")).model
     src, encode = random_batch([4, 3]), model.encode
-    memory, mask = script.moved(model, 3, 5).encode(src)
+    memory, mask = script.moved(script.moved(model, 1, 2), 3, 5).encode(src)
     assert torch.equal(memory, encode(src, torch.full((2, 1), 3))[0])
     assert not torch.allclose(memory, encode(src)[0])
     assert model.decoder_state(memory, mask, src=src).shift.tolist() == [[5], [5]]
