@@ -47,5 +47,5 @@ class StartedTable(SinusoidTable):
 class SinusoidalFrom(PositionScheme):
     @staticmethod
     def embeddings(cfg: PositionsConfig, max_positions: int, d_model: int) -> AbsolutePositions:
-        start = cfg.start if isinstance(cfg, FixedStartConfig) else 0
-        return StartedTable(max_positions + cfg.shift, d_model, start)
+        assert isinstance(cfg, FixedStartConfig)  # the config registered with the kind
+        return StartedTable(max_positions + cfg.shift, d_model, cfg.start)
