@@ -61,10 +61,12 @@ demo: $(VENV)/.installed-base
 	@sed -n 2,4p data/toy/test.tgt | paste -sd' ' | sed 's/^/reference: /'
 	@echo; echo "report, tables and plots: runs/demo/report.md"
 
-## make test: ruff, then the whole test suite.
+## make test: ruff, then the whole test suite. Python keeps its bytecode cache for the
+## suite even where PYTHONDONTWRITEBYTECODE is set: the suite starts about 120 Python
+## processes, and each would compile nmt's sources again (docs/benchmarks.md, session 77).
 test: $(VENV)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest
 
 ## make toy: regenerate the committed toy corpus.
 toy: $(VENV)/.installed
