@@ -62,8 +62,8 @@ demo: $(VENV)/.installed-base
 	@echo; echo "report, tables and plots: runs/demo/report.md"
 
 ## make test: ruff, then the whole test suite. Python keeps its bytecode cache for the
-## suite even where PYTHONDONTWRITEBYTECODE is set: the suite starts about 120 Python
-## processes, and each would compile nmt's sources again (docs/benchmarks.md, session 77).
+## suite even where PYTHONDONTWRITEBYTECODE is set: each of the many Python processes
+## the suite starts would compile nmt's sources again (docs/benchmarks.md, session 77).
 test: $(VENV)/.installed
 	$(BIN)/ruff check .
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest

@@ -62,9 +62,9 @@ def run_figures(
     cpu = torch.device("cpu")
     loaded = evaluated_model(run, cpu)
     cut = Options(on_truncated=lambda n: print(f"{run}: {n} lines cut to the model's positions"))
+    vocabs = loaded.vocabs
     for source, target in pairs:
         model = moved(loaded.model, source, target)
-        vocabs = loaded.vocabs
         found = translate_lines(model, vocabs.src, vocabs.tgt, lines, loaded.cfg.decode, cpu, cut)
         hyps = [n[0].text for n in found]
         bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]), sacrebleu.corpus_chrf(hyps, [refs])
