@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 
 import torch
@@ -101,12 +102,22 @@ def launch(nproc: int, argv: list[str]) -> int:
     (PyTorch's elastic agent, run in this process); the exit code. SIGINT or SIGTERM
     sent to this process alone (a scheduler signals the process it started) reaches
     the agent, which passes it to every rank: each saves ``last.pt`` and stops, and
-    the exit code is the shell's 128 + N, with no traceback."""
+    the exit code is the shell's 128 + N, with no traceback. The agent's files (each
+    rank's error record, read to name a failed rank) go to a temporary directory that
+    is removed when it ends, not to a ``torchelastic_*`` directory left in /tmp for
+    every run."""
+    with tempfile.TemporaryDirectory(prefix="nmt-ranks-") as logs:
+        return _run_agent(nproc, argv, logs)
+
+
+def _run_agent(nproc: int, argv: list[str], logs: str) -> int:
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
-    args = parse_args(["--standalone", f"--nproc_per_node={nproc}", "-m", "nmt", *argv])
+    args = parse_args(
+        ["--standalone", f"--nproc_per_node={nproc}", f"--log-dir={logs}", "-m", "nmt", *argv]
+    )
     try:
         run(args)
     except SignalException as e:

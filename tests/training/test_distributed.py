@@ -23,6 +23,20 @@ from tests.conftest import subprocess_env, training_until_logged, write_subproce
 STEPS = 4
 
 
+def ranks_env(tmp_path: Path) -> dict[str, str]:
+    """One thread a rank, and a temporary directory of the test's own as the processes'
+    TMPDIR: what a launcher leaves there is seen, and nothing lands in the host's /tmp."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {**subprocess_env(), "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path / "tmp")}
+
+
+def left_in_tmp(tmp_path: Path) -> list[str]:
+    """What the processes left in their TMPDIR, but TorchInductor's cache (a cache
+    meant to outlive them, which a rank's import of TorchDynamo creates)."""
+    names = (p.name for p in (tmp_path / "tmp").iterdir())
+    return sorted(n for n in names if not n.startswith("torchinductor_"))
+
+
 def recipe(toy_dir: Path, run: Path, accumulate: int) -> Path:
     return write_subprocess_recipe(
         toy_dir,
@@ -70,17 +84,18 @@ def test_two_ranks_by_nproc_and_by_torchrun_c10d_match_one_process(toy_dir, tmp_
     and by ``torchrun --nnodes 2`` with a c10d rendezvous, both "nodes" on this
     machine; there the data cache is prepared once (by the first rank of the first
     node) and read by both. One reference run serves both."""
-    env = subprocess_env()
+    env = ranks_env(tmp_path)
     train_alone(toy_dir, tmp_path / "single")
     ddp = recipe(toy_dir, tmp_path / "ddp", accumulate=1)
     done = subprocess.run(
         [sys.executable, "-m", "nmt", "train", str(ddp), "--device", "cpu", "--nproc", "2"],
-        env={**env, "OMP_NUM_THREADS": "1"},
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert left_in_tmp(tmp_path) == []  # the launcher's files went with it
     assert_same_training(tmp_path / "single", tmp_path / "ddp", ranks=2)
     # only rank 0 wrote: one training-log record per logged step
     logged = [yaml.safe_load(x)["step"] for x in (tmp_path / "ddp" / "metrics.jsonl").open()]
@@ -90,7 +105,7 @@ def test_two_ranks_by_nproc_and_by_torchrun_c10d_match_one_process(toy_dir, tmp_
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**env, "OMP_NUM_THREADS": "1", "NMT_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**env, "NMT_CACHE_DIR": str(tmp_path / "cache")}
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2"]
     torchrun += ["--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-id", "nmt-test"]
     torchrun += ["--rdzv-endpoint", f"127.0.0.1:{port}", "-m", "nmt", "train", str(nodes)]
@@ -117,12 +132,13 @@ def test_sigterm_to_nmt_train_nproc_reaches_every_rank(toy_dir, tmp_path):
     """A scheduler signals the process it started, not torchrun's ranks: the signal
     is passed on, rank 0 saves last.pt, and no rank is left running."""
     run = tmp_path / "ddp"
-    env = {**subprocess_env(), "OMP_NUM_THREADS": "1"}
+    env = ranks_env(tmp_path)
     proc = training_until_logged(toy_dir, run, "--nproc", "2", env=env, start_new_session=True)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err.decode()[-3000:]
     assert checkpoint.load(run / "last.pt")["state"]["step"] >= 1
+    assert left_in_tmp(tmp_path) == []
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # nothing of the session is left
 
@@ -147,7 +163,7 @@ def test_ranks_stop_when_their_launcher_is_killed_outright(toy_dir, tmp_path):
     """kill -9 of ``nmt train --nproc 2`` passes nothing on: each rank notices that its
     parent is gone, saves last.pt and stops, instead of training on as an orphan."""
     run = tmp_path / "ddp"
-    env = {**subprocess_env(), "OMP_NUM_THREADS": "1"}
+    env = ranks_env(tmp_path)
     proc = training_until_logged(toy_dir, run, "--nproc", "2", env=env, start_new_session=True)
     ranks = ranks_of(proc.pid)
     assert len(ranks) == 2, ranks
@@ -163,7 +179,7 @@ def test_ranks_stop_when_their_launcher_is_killed_outright(toy_dir, tmp_path):
 @pytest.mark.slow
 def test_a_rank_that_dies_is_named_in_one_line(toy_dir, tmp_path):
     run = tmp_path / "ddp"
-    env = {**subprocess_env(), "OMP_NUM_THREADS": "1"}
+    env = ranks_env(tmp_path)
     proc = training_until_logged(toy_dir, run, "--nproc", "2", env=env, start_new_session=True)
     ranks = ranks_of(proc.pid)
     os.kill(ranks[1], signal.SIGKILL)
@@ -174,6 +190,7 @@ def test_a_rank_that_dies_is_named_in_one_line(toy_dir, tmp_path):
     named = [line for line in text.splitlines() if line.startswith("error: rank")]
     assert f"error: rank 1 (pid {ranks[1]}) was killed by signal 9" in named[-1], text[-3000:]
     assert all(len(line) < 300 for line in named)  # the survivor's backend error, in a line
+    assert left_in_tmp(tmp_path) == []
 
 
 def test_an_epoch_of_fewer_batches_than_ranks_is_refused_before_training(tiny_config):
