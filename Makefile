@@ -24,8 +24,13 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
 	touch $@
 
+# transformers 4 beside the hf extra's 5, without dependencies (torch and the rest are
+# the venv's): the export's tests run the model card's snippet under both.
+TRANSFORMERS4 ?= transformers==4.57.1 huggingface_hub==0.36.2 tokenizers==0.22.2
+
 $(VENV)/.installed: $(VENV)/.installed-base
 	$(BIN)/pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/pip install -q --upgrade --no-deps --target $(VENV)/transformers4 $(TRANSFORMERS4)
 	touch $@
 
 ## make demo: global against local-monotonic attention on the toy corpus, three

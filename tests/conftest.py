@@ -356,9 +356,11 @@ def run_outside_the_checkout(
     code: str, *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     """``python -c CODE ARGS`` with nothing of this checkout on the path, as an export's
-    user runs it (the export tests also make nmt itself unimportable in CODE)."""
+    user runs it (the export tests also make nmt itself unimportable in CODE); a
+    PYTHONPATH in ``env`` (other packages than the venv's) is kept."""
     environment = {**subprocess_env(), **(env or {})}
-    environment.pop("PYTHONPATH")
+    if "PYTHONPATH" not in (env or {}):
+        environment.pop("PYTHONPATH")
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         env=environment,

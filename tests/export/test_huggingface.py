@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +21,7 @@ from nmt.export.huggingface import pegasus_model, residual_order
 from nmt.io import checkpoint
 from nmt.model.load import load_model
 from nmt.model.seq2seq import Transformer
+from nmt.progress import flag
 from nmt.setup.attention import ATTENTION
 from nmt.setup.recipe import config_from_dict
 from tests.conftest import require_extra, run_outside_the_checkout
@@ -165,6 +168,70 @@ def test_every_remote_code_export_runs_without_nmt_as_nmt_translate(tiny_run, to
         assert len(theirs[name]["beam"]) == BEAM_LINES, name
         beams = zip(theirs[name]["beam"], theirs[name]["most"])  # the first lines
         assert all(ids[-1] == EOS and len(ids) <= most for ids, most in beams), name
+
+
+def transformers_4() -> Path:
+    """transformers 4 beside the venv's 5, for a process to import first (``make test``
+    installs it without dependencies into the venv's ``transformers4``: torch and the
+    rest are the venv's)."""
+    where = Path(sys.prefix) / "transformers4"
+    if not (where / "transformers").is_dir():
+        message = f"no transformers 4 in {where} (make test installs it)"
+        if flag("NMT_REQUIRE_DATA"):
+            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
+        pytest.skip(message)
+    return where
+
+
+UNDER_4 = """
+import json, sys
+sys.modules["nmt"] = None  # nmt made unimportable
+import transformers
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+out = {"version": transformers.__version__}
+for name, path, lines, limit in json.loads(sys.argv[1]):
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
+    out[name] = {"ids": tokenizer(lines)["input_ids"], "greedy": [], "beam": []}
+    for i, line in enumerate(lines):
+        batch = tokenizer([line], return_tensors="pt")
+        most = min(int(limit["a"] * batch.input_ids.size(1) + limit["b"]), limit["cap"])
+        for beams, key in ((1, "greedy"), (3, "beam"))[: 2 if i < 2 else 1]:
+            ids = model.generate(**batch, max_new_tokens=most, num_beams=beams)
+            out[name][key].append((ids[0, 1:].tolist(), most))
+with open(sys.argv[2], "w") as f:
+    json.dump(out, f)
+"""
+
+
+@pytest.mark.slow
+def test_exports_run_under_transformers_4_as_under_5(tiny_run, toy_dir, tmp_path):
+    """The card's snippet under transformers 4.57 (whose tokenizer classes and
+    ``generate`` differ from 5's), nmt unimportable: the tokenizer gives nmt's ids, and
+    greedy search nmt translate's, for the stock Pegasus export (global) and for remote
+    code (local_m); beam search ends its outputs (the first two lines) with </s>
+    within nmt's limit."""
+    where = transformers_4()
+    lines = read_lines(toy_dir / "test.src")[:4]
+    jobs, ours = [], {}
+    for name in ("global", "local_m"):
+        path = variant(tiny_run, tmp_path / f"{name}.pt", **VARIANTS[name])
+        out = exported(path, tmp_path / name)
+        limit = json.loads((out / "nmt-export.json").read_text())["max_new_tokens"]
+        jobs.append((name, str(out), lines, limit))
+        ours[name] = nmt_translations(path, lines)
+    vocab = load_model(tiny_run, torch.device("cpu")).vocabs.src
+    env = {"PYTHONPATH": str(where), "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    done = run_outside_the_checkout(UNDER_4, json.dumps(jobs), "out.json", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = json.loads((tmp_path / "out.json").read_text())
+    assert theirs["version"].startswith("4."), theirs["version"]
+    for name, *_ in jobs:
+        assert theirs[name]["ids"] == [[*ids, EOS] for ids in vocab.encode(lines)], name
+        greedy = [[i for i in ids if i not in (EOS, PAD)] for ids, _ in theirs[name]["greedy"]]
+        assert greedy == [t.tokens for t in ours[name]], name
+        beams = theirs[name]["beam"]
+        assert len(beams) == 2 and all(ids[-1] == EOS and len(ids) <= most for ids, most in beams)
 
 
 def test_separate_vocabularies_are_refused_with_nothing_written(tiny_run, tmp_path):
