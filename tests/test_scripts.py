@@ -103,3 +103,69 @@ def test_shape_offsets_at_zero_score_as_nmt_evaluate_and_move_the_positions(
     assert torch.equal(memory, encode(src, torch.full((2, 1), 3))[0])
     assert not torch.allclose(memory, encode(src)[0])
     assert model.decoder_state(memory, mask, src=src).shift.tolist() == [[5], [5]]
+
+
+CONTROL_SCRIPT = SCRIPT.with_name("control_alignments.py")
+
+
+def groups(links: set[tuple[int, int]]) -> list[list[int]]:
+    """The target words of each linked source word, in a canonical order."""
+    by_source: dict[int, list[int]] = {}
+    for i, j in sorted(links):
+        by_source.setdefault(i, []).append(j)
+    return sorted(by_source.values())
+
+
+@pytest.mark.parametrize("kind", ["shuffled", "diagonal"])
+def test_control_alignments_keep_the_supervised_words_and_lose_what_they_say(
+    kind, toy_dir, tmp_path, monkeypatch
+):
+    """Both controls supervise the target words gold supervises, and no others, with
+    links inside each line's words. Shuffled keeps each target word's number of
+    links, and each line's is one permutation of the source positions (the same
+    file for the same seed); diagonal links each to the source word at its relative
+    position."""
+    from nmt.data.alignment import read_alignments
+
+    corpus = tmp_path / "corpus"  # a few lines of the toy corpus, alignments as they are
+    corpus.mkdir()
+    for ext in ("src", "tgt", "align"):
+        lines = (toy_dir / f"train.{ext}").read_text(encoding="utf-8").splitlines()[:50]
+        (corpus / f"train.{ext}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out" / "control.align"
+    argv = [str(CONTROL_SCRIPT), kind, str(corpus), str(out), "--seed", "3"]
+    monkeypatch.setattr(sys, "argv", argv)
+    script_module(CONTROL_SCRIPT, monkeypatch).main()  # as its last line calls it
+    gold, made = read_alignments(corpus / "train.align"), read_alignments(out)
+    src = (corpus / "train.src").read_text(encoding="utf-8").splitlines()
+    tgt = (corpus / "train.tgt").read_text(encoding="utf-8").splitlines()
+    assert len(made) == len(gold) == 50
+    moved = 0
+    for g, m, s, t in zip(gold, made, src, tgt):
+        S, T = len(s.split()), len(t.split())
+        assert {j for _, j in m} == {j for _, j in g}
+        assert all(0 <= i < S and 0 <= j < T for i, j in m)
+        if kind == "shuffled":  # a permutation of source positions: the groups of
+            # target words that share a source word are gold's, under other words
+            assert groups(m) == groups(g)
+            moved += m != g
+        else:
+            assert m == {(round(j * (S - 1) / max(T - 1, 1)), j) for j in {j for _, j in g}}
+    if kind == "shuffled":
+        assert moved > 40  # a permutation of 5-40 words leaves a line as it was rarely
+        again = tmp_path / "again.align"
+        monkeypatch.setattr(sys, "argv", [*argv[:3], str(again), "--seed", "3"])
+        script_module(CONTROL_SCRIPT, monkeypatch).main()
+        assert again.read_bytes() == out.read_bytes()
+
+
+def test_control_alignments_refuse_a_link_past_a_lines_words(tmp_path, monkeypatch):
+    for ext, text in (("src", "a b\n"), ("tgt", "x y\n"), ("align", "0-0 2-1\n")):
+        (tmp_path / f"train.{ext}").write_text(text, encoding="utf-8")
+    out = tmp_path / "control.align"
+    argv = [str(CONTROL_SCRIPT), "shuffled", str(tmp_path), str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as stop:
+        script_module(CONTROL_SCRIPT, monkeypatch).main()
+    assert str(stop.value) == f"error: {tmp_path / 'train.align'}:1: a link past the line's words"
+    assert not out.exists()
