@@ -260,14 +260,20 @@ def tiny_config(toy_dir: Path, tmp_path: Path):
     return make
 
 
+def skip_or_fail(message: str) -> None:
+    """Skip for want of something optional (data, a package, a program), or fail under
+    CI's NMT_REQUIRE_DATA=1, where .ci/run and ``make test`` provide every one of them."""
+    if flag("NMT_REQUIRE_DATA"):
+        pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def multi30k() -> Path:
     """../shared/data/multi30k; skips without it, fails in CI (NMT_REQUIRE_DATA=1)."""
     if not (SHARED_MULTI30K / "train.de.gz").is_file():
         message = f"Multi30k not found at {SHARED_MULTI30K}"
-        if flag("NMT_REQUIRE_DATA"):
-            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
-        pytest.skip(message)
+        skip_or_fail(message)
     return SHARED_MULTI30K
 
 
@@ -278,9 +284,7 @@ def require_extra(module: str, extra: str):
         return __import__(module)
     except ImportError:
         message = f"{module} not installed ({install_hint(extra)})"
-        if flag("NMT_REQUIRE_DATA"):
-            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
-        pytest.skip(message)
+        skip_or_fail(message)
 
 
 def write_subprocess_recipe(

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.compare.html import write_html
-from nmt.progress import flag
 from tests.compare.test_compare import write_spec
+from tests.conftest import skip_or_fail
 
 runner = CliRunner()
 FLAGS = [
@@ -38,9 +38,7 @@ def chromium() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
         message = "no chromium here (.ci/run installs Debian's)"
-        if flag("NMT_REQUIRE_DATA"):
-            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
-        pytest.skip(message)
+        skip_or_fail(message)
     return path
 
 

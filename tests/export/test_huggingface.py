@@ -21,10 +21,9 @@ from nmt.export.huggingface import pegasus_model, residual_order
 from nmt.io import checkpoint
 from nmt.model.load import load_model
 from nmt.model.seq2seq import Transformer
-from nmt.progress import flag
 from nmt.setup.attention import ATTENTION
 from nmt.setup.recipe import config_from_dict
-from tests.conftest import require_extra, run_outside_the_checkout
+from tests.conftest import require_extra, run_outside_the_checkout, skip_or_fail
 from tests.test_cli import invoke
 
 # every attention kind, and the position schemes whose tables nmt computes and
@@ -177,9 +176,7 @@ def transformers_4() -> Path:
     where = Path(sys.prefix) / "transformers4"
     if not (where / "transformers").is_dir():
         message = f"no transformers 4 in {where} (make test installs it)"
-        if flag("NMT_REQUIRE_DATA"):
-            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
-        pytest.skip(message)
+        skip_or_fail(message)
     return where
 
 

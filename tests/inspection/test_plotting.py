@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from nmt.inspection.plotting import FALLBACK_FONTS, installed_fonts, pyplot, save_figure
-from nmt.progress import flag
+from tests.conftest import skip_or_fail
 
 # a code point of Supplementary Private Use Area-A: no font has it
 NO_FONT_HAS = "\U000f0001"
@@ -26,9 +26,7 @@ def cjk_font() -> tuple[str, str]:
     found = installed_fonts(tuple(cjk))
     if not found:
         message = f"no CJK font here (one of {', '.join(cjk)}; .ci/run installs fonts-wqy-microhei)"
-        if flag("NMT_REQUIRE_DATA"):
-            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
-        pytest.skip(message)
+        skip_or_fail(message)
     assert found[0] in pyplot().rcParams["font.family"]
     return found[0], next(f.fname for f in font_manager.fontManager.ttflist if f.name == found[0])
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from nmt.errors import NmtError
-from nmt.progress import flag
 from nmt.setup.allocator import (
     LIBRARIES,
     QUIET,
@@ -19,7 +18,7 @@ from nmt.setup.allocator import (
     library_dirs,
     restart_environment,
 )
-from tests.conftest import subprocess_env
+from tests.conftest import skip_or_fail, subprocess_env
 
 # Prints its pid and allocator, then runs `nmt --version` through the entry point.
 SHOW = (
@@ -38,9 +37,7 @@ def installed() -> Path:
     found = find_tcmalloc(library_dirs())
     if found is None:
         message = f"no {LIBRARIES[0]} here (.ci/run installs Debian's libtcmalloc-minimal4)"
-        if flag("NMT_REQUIRE_DATA"):
-            pytest.fail(message + " (NMT_REQUIRE_DATA=1 forbids skipping)")
-        pytest.skip(message)
+        skip_or_fail(message)
     return found
 
 
