@@ -119,12 +119,13 @@ WITHOUT_NMT = """
 import json, sys
 BEAM_LINES = int(sys.argv[3])
 sys.modules["nmt"] = None  # nmt made unimportable
+import transformers
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-out = {}
+out = {"version": transformers.__version__}
 for name, path, lines, limit in json.loads(sys.argv[1]):
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
-    out[name] = {"greedy": [], "beam": [], "most": []}
+    out[name] = {"ids": tokenizer(lines)["input_ids"], "greedy": [], "beam": [], "most": []}
     for i, line in enumerate(lines):
         batch = tokenizer([line], return_tensors="pt")
         most = min(int(limit["a"] * batch.input_ids.size(1) + limit["b"]), limit["cap"])
@@ -175,39 +176,17 @@ def transformers_4() -> Path:
     rest are the venv's)."""
     where = Path(sys.prefix) / "transformers4"
     if not (where / "transformers").is_dir():
-        message = f"no transformers 4 in {where} (make test installs it)"
-        skip_or_fail(message)
+        skip_or_fail(f"no transformers 4 in {where} (make test installs it)")
     return where
-
-
-UNDER_4 = """
-import json, sys
-sys.modules["nmt"] = None  # nmt made unimportable
-import transformers
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-out = {"version": transformers.__version__}
-for name, path, lines, limit in json.loads(sys.argv[1]):
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)
-    out[name] = {"ids": tokenizer(lines)["input_ids"], "greedy": [], "beam": []}
-    for i, line in enumerate(lines):
-        batch = tokenizer([line], return_tensors="pt")
-        most = min(int(limit["a"] * batch.input_ids.size(1) + limit["b"]), limit["cap"])
-        for beams, key in ((1, "greedy"), (3, "beam"))[: 2 if i < 2 else 1]:
-            ids = model.generate(**batch, max_new_tokens=most, num_beams=beams)
-            out[name][key].append((ids[0, 1:].tolist(), most))
-with open(sys.argv[2], "w") as f:
-    json.dump(out, f)
-"""
 
 
 @pytest.mark.slow
 def test_exports_run_under_transformers_4_as_under_5(tiny_run, toy_dir, tmp_path):
     """The card's snippet under transformers 4.57 (whose tokenizer classes and
-    ``generate`` differ from 5's), nmt unimportable: the tokenizer gives nmt's ids, and
-    greedy search nmt translate's, for the stock Pegasus export (global) and for remote
-    code (local_m); beam search ends its outputs (the first two lines) with </s>
-    within nmt's limit."""
+    ``generate`` differ from 5's), run as the test above runs it with nmt unimportable:
+    the tokenizer gives nmt's ids, and greedy search nmt translate's, for the stock
+    Pegasus export (global) and for remote code (local_m); beam search ends its outputs
+    (the first two lines) with </s> within nmt's limit."""
     where = transformers_4()
     lines = read_lines(toy_dir / "test.src")[:4]
     jobs, ours = [], {}
@@ -219,15 +198,17 @@ def test_exports_run_under_transformers_4_as_under_5(tiny_run, toy_dir, tmp_path
         ours[name] = nmt_translations(path, lines)
     vocab = load_model(tiny_run, torch.device("cpu")).vocabs.src
     env = {"PYTHONPATH": str(where), "HF_MODULES_CACHE": str(tmp_path / "modules")}
-    done = run_outside_the_checkout(UNDER_4, json.dumps(jobs), "out.json", cwd=tmp_path, env=env)
+    done = run_outside_the_checkout(
+        WITHOUT_NMT, json.dumps(jobs), "out.json", "2", cwd=tmp_path, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads((tmp_path / "out.json").read_text())
     assert theirs["version"].startswith("4."), theirs["version"]
     for name, *_ in jobs:
         assert theirs[name]["ids"] == [[*ids, EOS] for ids in vocab.encode(lines)], name
-        greedy = [[i for i in ids if i not in (EOS, PAD)] for ids, _ in theirs[name]["greedy"]]
+        greedy = [[i for i in ids if i not in (EOS, PAD)] for ids in theirs[name]["greedy"]]
         assert greedy == [t.tokens for t in ours[name]], name
-        beams = theirs[name]["beam"]
+        beams = list(zip(theirs[name]["beam"], theirs[name]["most"]))  # the first two lines
         assert len(beams) == 2 and all(ids[-1] == EOS and len(ids) <= most for ids, most in beams)
 
 
