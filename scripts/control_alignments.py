@@ -6,7 +6,7 @@ the supervision gives").
 - ``shuffled``: each line's source word positions permuted at random (one permutation
   a line, drawn from ``--seed`` and the line's number): every supervised target word,
   and how many source words each is linked to, stay as in gold; which source words
-  they are is lost. What is left is a loss of the same form and size that carries no
+  they are is lost. What is left is a loss of the same form that carries no
   correspondence, the "extra gradient signal of another kind".
 - ``diagonal``: each gold link (i, j) moved to the source word at the target word's
   relative position, round(j·(S−1)/(T−1)) for S source and T target words: the same
